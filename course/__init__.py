@@ -1,0 +1,18 @@
+"""The one place that decides where the course runs.
+
+Import this before any Triton kernel is defined (``kernels_ref`` and ``autograder`` import it first):
+without a CUDA GPU it sets ``TRITON_INTERPRET=1`` so every ``@triton.jit`` kernel runs on the CPU under
+Triton's interpreter. Everything device-dependent in notebooks, kernels and tests reads from here:
+
+    from course import DEVICE, ON_GPU, INTERPRET, SIZE, pick
+    x = torch.randn(pick(small=(64, 100), large=(16384, 4096)), device=DEVICE)
+"""
+from course.device import (  # noqa: F401
+    DEVICE,
+    INTERPRET,
+    ON_GPU,
+    SIZE,
+    describe,
+    pick,
+    synchronize,
+)

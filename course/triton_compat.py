@@ -1,0 +1,52 @@
+"""Triton helpers that hide the interpreter's limits (see DESIGN.md), so kernels need no special cases.
+
+- ``autotune(configs, key, fallback)``: ``triton.autotune`` on a GPU; under the interpreter autotune
+  fails ("0 active drivers": it benchmarks through a driver), so the kernel gets ``fallback`` fixed.
+- ``dot(a, b, acc)``: ``tl.dot`` that upcasts operands to float32 under the interpreter, where a bf16
+  ``tl.dot`` returns garbage (errors near 1e10); compiled kernels keep the native tensor-core dtype.
+"""
+from __future__ import annotations
+
+
+import triton
+import triton.language as tl
+
+from course.device import INTERPRET
+
+_UPCAST_DOTS = tl.constexpr(INTERPRET)
+
+
+def autotune(configs, key, fallback: triton.Config | None = None, **kwargs):
+    """Autotune on a GPU; a fixed config (``fallback`` or the first of ``configs``) when interpreting."""
+    if not INTERPRET:
+        return triton.autotune(configs=configs, key=key, **kwargs)
+    fixed = fallback or configs[0]
+
+    return lambda kernel: _FixedConfig(kernel, fixed)
+
+
+class _FixedConfig:
+    """What ``kernel[grid](...)`` looks like with one config's meta-parameters filled in."""
+
+    def __init__(self, kernel, config: triton.Config):
+        self.fn = kernel
+        self.config = config
+        self.__name__ = getattr(kernel, "__name__", "kernel")
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            meta = dict(self.config.kwargs)
+            meta.update(kwargs)
+            g = grid(meta) if callable(grid) else grid
+            return self.fn[g](*args, **meta)
+
+        return launch
+
+
+@triton.jit
+def dot(a, b, acc):
+    """acc + a @ b, exact under the interpreter (upcast), tensor cores when compiled."""
+    if _UPCAST_DOTS:
+        a = a.to(tl.float32)
+        b = b.to(tl.float32)
+    return tl.dot(a, b, acc)
