@@ -1,0 +1,446 @@
+"""The benchmark suite's vocabulary (BenchCase, Goal) and its runner.
+
+An op module (``kernels_ref.softmax``, ``kernels_ref.matmul``, ...) exposes ``bench_cases(quick) ->
+list[BenchCase]``; ``kernels_ref.bench`` collects them and hands them to :func:`run_suite`, which
+
+1. measures the machine's two ceilings in the same run (:func:`measure_ceilings`): device-to-device copy
+   bandwidth (read + write bytes counted) and the bf16 matmul rate at 8192^3;
+2. checks every candidate against the case's float64 reference before timing it (normwise relative error,
+   tolerance per output dtype, NaN never passes); a wrong candidate is reported and not timed;
+3. times each candidate with ``triton.testing.do_bench`` (median, after warm-up; torch.compile has already
+   compiled during the check). ``do_bench`` zeroes a 256 MB buffer before every repetition, which flushes
+   the L2 cache, so small inputs are not timed from L2;
+4. evaluates the case's goals (PASS / MISS) and returns rows that :func:`format_table`, :func:`write_json`
+   and :func:`write_plots` turn into a table, a JSON file and one plot per op.
+
+Timing, peak-memory measurement and the ceilings are injectable (``timer=``, ``peak_memory=``,
+``ceilings=``) so the suite's CPU-checkable parts are tested without a GPU.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import os
+import platform
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Sequence
+
+import torch
+
+# Normwise relative error allowed per output dtype: max|out - ref| / max|ref|. Half precisions get a few
+# ulps of their 8-bit (bf16) / 11-bit (fp16) mantissa; fp32 gets room for fp32 accumulation over long rows.
+TOLERANCE: dict[torch.dtype, float] = {
+    torch.float64: 1e-10,
+    torch.float32: 1e-4,
+    torch.float16: 4e-3,
+    torch.bfloat16: 2e-2,
+}
+
+COMPARISONS = (">=", "<=")
+
+
+@dataclass(frozen=True)
+class Goal:
+    """One machine-checkable goal for one candidate of a case.
+
+    ``quantity`` is one of
+    - ``"ratio"``: ``value(baseline) / value(candidate)`` where value is the case's metric (milliseconds for
+      ``metric="time"``, peak bytes for ``metric="peak_memory"``): above 1 means the candidate is faster
+      (or uses less memory). ``Goal("triton", "ratio", ">=", 1.5, baseline="eager")`` = 1.5x eager.
+    - ``"fraction_of_peak"``: achieved GB/s over the measured copy bandwidth (cases with ``nbytes``) or
+      achieved TFLOP/s over the measured bf16 matmul rate (cases with ``flops``).
+    The goal holds when ``quantity cmp threshold``; a goal whose numbers are missing (candidate failed its
+    check, baseline absent) is a MISS, never a pass.
+    """
+
+    candidate: str
+    quantity: str
+    cmp: str
+    threshold: float
+    baseline: str | None = None
+
+    def __post_init__(self):
+        if self.quantity not in ("ratio", "fraction_of_peak"):
+            raise ValueError(f"Goal.quantity must be 'ratio' or 'fraction_of_peak', not {self.quantity!r}")
+        if self.cmp not in COMPARISONS:
+            raise ValueError(f"Goal.cmp must be one of {COMPARISONS}, not {self.cmp!r}")
+        if self.quantity == "ratio" and not self.baseline:
+            raise ValueError("a 'ratio' goal needs a baseline candidate")
+
+    @staticmethod
+    def faster(candidate: str, baseline: str, by: float = 1.0) -> "Goal":
+        """candidate at least ``by`` times faster (or leaner, for peak_memory cases) than baseline."""
+        return Goal(candidate, "ratio", ">=", by, baseline)
+
+    @staticmethod
+    def peak(candidate: str, fraction: float) -> "Goal":
+        """candidate reaches at least ``fraction`` of the measured ceiling."""
+        return Goal(candidate, "fraction_of_peak", ">=", fraction)
+
+    def describe(self) -> str:
+        if self.quantity == "ratio":
+            return f"{self.candidate}: {self.baseline}/{self.candidate} {self.cmp} {self.threshold:g}"
+        return f"{self.candidate}: fraction of peak {self.cmp} {self.threshold:g}"
+
+
+@dataclass
+class BenchCase:
+    op: str                                  # "softmax", "layer_norm_bwd", "flash_attention_fwd", ...
+    label: str                               # "16384x4096 bf16"
+    make_inputs: Callable[[], tuple]         # fresh random inputs on the course DEVICE
+    candidates: dict[str, Callable]          # {"triton": ..., "eager": ..., "compiled": ..., "sdpa_flash": ...}; each takes *inputs
+    reference: Callable | None = None        # float64 reference on the same inputs, to check every candidate before timing
+    nbytes: int | None = None                # fewest bytes moved: memory-bound ops report GB/s and fraction of copy bandwidth
+    flops: int | None = None                 # compute-bound ops report TFLOP/s and fraction of the bf16 matmul peak
+    metric: str = "time"                     # "time" or "peak_memory"
+    goals: list[Goal] = field(default_factory=list)  # machine-checkable goals, see Goal
+    sweep: str | None = None                 # name of the swept parameter ("N") for the per-op plot
+    sweep_value: float | None = None         # this case's value of the swept parameter (x axis of the plot)
+    tolerance: float | None = None           # overrides TOLERANCE[dtype] for every output (e.g. TF32 matmuls)
+
+    def __post_init__(self):
+        if self.metric not in ("time", "peak_memory"):
+            raise ValueError(f"BenchCase.metric must be 'time' or 'peak_memory', not {self.metric!r}")
+        for goal in self.goals:
+            for name in (goal.candidate, goal.baseline):
+                if name is not None and name not in self.candidates:
+                    raise ValueError(f"{self.op} {self.label}: goal names unknown candidate {name!r}")
+
+
+@dataclass
+class Ceilings:
+    copy_gbps: float       # device-to-device copy, (read + write) bytes / time
+    matmul_tflops: float   # bf16 8192^3 torch.matmul
+
+
+@dataclass
+class Row:
+    """One candidate on one case."""
+
+    op: str
+    label: str
+    candidate: str
+    correct: bool
+    error: float | None = None            # normwise relative error vs the reference (worst output)
+    ms: float | None = None
+    peak_bytes: int | None = None
+    gbps: float | None = None
+    tflops: float | None = None
+    fraction_of_peak: float | None = None
+    speedup: dict[str, float] = field(default_factory=dict)  # baseline value / this value, per other candidate
+    sweep: str | None = None
+    sweep_value: float | None = None
+    note: str = ""
+
+
+@dataclass
+class Verdict:
+    op: str
+    label: str
+    goal: str
+    value: float | None
+    passed: bool
+
+
+# ---------------------------------------------------------------------------------------------- measuring
+
+def do_bench_timer(fn: Callable[[], object]) -> float:
+    """Median milliseconds of ``fn()``: triton.testing.do_bench (warm-up, L2 flushed before each rep)."""
+    import triton.testing
+
+    return float(triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median"))
+
+
+def cuda_peak_memory(fn: Callable[[], object]) -> int:
+    """Peak device bytes allocated by one call of ``fn()`` above what was allocated before it."""
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    out = fn()
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated() - before
+    del out
+    return int(peak)
+
+
+def measure_ceilings(timer: Callable = do_bench_timer, device="cuda") -> Ceilings:
+    """The two roofs of this machine, measured now: copy GB/s (1 GiB buffers) and bf16 matmul TFLOP/s."""
+    src = torch.empty(2**30, dtype=torch.uint8, device=device).random_(0, 255)
+    dst = torch.empty_like(src)
+    ms = timer(lambda: dst.copy_(src))
+    copy_gbps = 2 * src.numel() / (ms * 1e-3) / 1e9
+    del src, dst
+    n = 8192
+    a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    b = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    ms = timer(lambda: a @ b)
+    matmul_tflops = 2 * n**3 / (ms * 1e-3) / 1e12
+    return Ceilings(copy_gbps=copy_gbps, matmul_tflops=matmul_tflops)
+
+
+# ---------------------------------------------------------------------------------------------- checking
+
+def _as_tuple(out) -> tuple:
+    if isinstance(out, (tuple, list)):
+        return tuple(out)
+    return (out,)
+
+
+def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    """max|out - ref| / max|ref| in float64 (inf on NaN, shape mismatch or non-tensor)."""
+    if not isinstance(out, torch.Tensor) or not isinstance(ref, torch.Tensor):
+        return math.inf
+    if out.numel() != ref.numel():
+        return math.inf
+    o = out.detach().reshape(-1).to(torch.float64)
+    r = ref.detach().reshape(-1).to(device=o.device, dtype=torch.float64)
+    if o.numel() == 0:
+        return 0.0
+    if torch.isnan(o).any():
+        return math.inf
+    # Equal infinities (e.g. -inf log-probabilities) count as exact; others as infinitely wrong.
+    same_inf = torch.isinf(r) & (o == r)
+    diff = torch.where(same_inf, torch.zeros_like(o), (o - r).abs())
+    if torch.isnan(diff).any() or torch.isinf(diff).any():
+        return math.inf
+    scale = r[torch.isfinite(r)].abs().max().item() if torch.isfinite(r).any() else 1.0
+    return diff.max().item() / max(scale, 1e-30)
+
+
+def check_outputs(out, ref, tolerance: float | None = None) -> tuple[bool, float, str]:
+    """Compare a candidate's output(s) to the reference's; returns (ok, worst error, note)."""
+    outs, refs = _as_tuple(out), _as_tuple(ref)
+    if len(outs) != len(refs):
+        return False, math.inf, f"returned {len(outs)} outputs, reference has {len(refs)}"
+    worst, ok, notes = 0.0, True, []
+    for i, (o, r) in enumerate(zip(outs, refs)):
+        err = relative_error(o, r)
+        tol = tolerance if tolerance is not None else TOLERANCE.get(getattr(o, "dtype", None), 0.0)
+        worst = max(worst, err)
+        if not err <= tol:
+            ok = False
+            notes.append(f"output {i}: error {err:.3g} > tolerance {tol:.3g}")
+    return ok, worst, "; ".join(notes)
+
+
+# ---------------------------------------------------------------------------------------------- running
+
+def run_case(
+    case: BenchCase,
+    ceilings: Ceilings,
+    timer: Callable = do_bench_timer,
+    peak_memory: Callable = cuda_peak_memory,
+) -> list[Row]:
+    """Check, then time (and for peak_memory cases measure memory of) every candidate of one case."""
+    inputs = case.make_inputs()
+    ref = case.reference(*inputs) if case.reference is not None else None
+    rows: list[Row] = []
+    for name, fn in case.candidates.items():
+        row = Row(case.op, case.label, name, correct=True, sweep=case.sweep, sweep_value=case.sweep_value)
+        try:
+            out = fn(*inputs)  # also the warm-up that makes torch.compile compile before timing
+            if ref is not None:
+                row.correct, row.error, row.note = check_outputs(out, ref, case.tolerance)
+            del out
+            if row.correct:
+                if case.metric == "peak_memory":
+                    row.peak_bytes = peak_memory(lambda: fn(*inputs))
+                row.ms = timer(lambda: fn(*inputs))
+        except Exception as exc:  # one broken candidate must not end the suite
+            row.correct = False
+            row.note = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
+        if row.ms is not None and row.ms > 0:
+            seconds = row.ms * 1e-3
+            if case.nbytes:
+                row.gbps = case.nbytes / seconds / 1e9
+                row.fraction_of_peak = row.gbps / ceilings.copy_gbps
+            if case.flops:
+                row.tflops = case.flops / seconds / 1e12
+                row.fraction_of_peak = row.tflops / ceilings.matmul_tflops
+        rows.append(row)
+    _fill_speedups(case, rows)
+    return rows
+
+
+def _value(case: BenchCase, row: Row) -> float | None:
+    return row.peak_bytes if case.metric == "peak_memory" else row.ms
+
+
+def _fill_speedups(case: BenchCase, rows: list[Row]) -> None:
+    for row in rows:
+        mine = _value(case, row)
+        for other in rows:
+            theirs = _value(case, other)
+            if other is not row and mine and theirs:
+                row.speedup[other.candidate] = theirs / mine
+
+
+def evaluate_goals(case: BenchCase, rows: list[Row]) -> list[Verdict]:
+    by_name = {r.candidate: r for r in rows if r.op == case.op and r.label == case.label}
+    verdicts = []
+    for goal in case.goals:
+        row = by_name.get(goal.candidate)
+        value = None
+        if row is not None and row.correct:
+            if goal.quantity == "ratio":
+                value = row.speedup.get(goal.baseline)
+            else:
+                value = row.fraction_of_peak
+        passed = value is not None and (value >= goal.threshold if goal.cmp == ">=" else value <= goal.threshold)
+        verdicts.append(Verdict(case.op, case.label, goal.describe(), value, bool(passed)))
+    return verdicts
+
+
+def run_suite(
+    cases: Sequence[BenchCase],
+    ceilings: Ceilings | None = None,
+    timer: Callable = do_bench_timer,
+    peak_memory: Callable = cuda_peak_memory,
+    progress: bool = True,
+) -> tuple[Ceilings, list[Row], list[Verdict]]:
+    """Measure the ceilings (unless given), then run every case with a tqdm progress bar."""
+    from tqdm.auto import tqdm
+
+    if ceilings is None:
+        ceilings = measure_ceilings(timer)
+    rows: list[Row] = []
+    verdicts: list[Verdict] = []
+    bar = tqdm(cases, desc="benchmarks", unit="case", disable=not progress)
+    for case in bar:
+        bar.set_postfix_str(f"{case.op} {case.label}")
+        case_rows = run_case(case, ceilings, timer=timer, peak_memory=peak_memory)
+        rows.extend(case_rows)
+        verdicts.extend(evaluate_goals(case, case_rows))
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    return ceilings, rows, verdicts
+
+
+# ---------------------------------------------------------------------------------------------- reporting
+
+def _fmt(x, spec: str, missing: str = "-") -> str:
+    return missing if x is None else format(x, spec)
+
+
+def format_table(rows: Sequence[Row], verdicts: Sequence[Verdict] = ()) -> str:
+    """One block per op: case, candidate, time, rate, fraction of peak, speedups; then the goal verdicts."""
+    lines: list[str] = []
+    ops = list(dict.fromkeys(r.op for r in rows))
+    for op in ops:
+        lines.append(f"\n== {op} ==")
+        header = f"{'case':<24} {'candidate':<12} {'ms':>9} {'rate':>13} {'peak%':>6} {'peak MiB':>9}  speedup / notes"
+        lines.append(header)
+        lines.append("-" * len(header))
+        for r in (r for r in rows if r.op == op):
+            if r.gbps is not None:
+                rate = f"{r.gbps:8.0f} GB/s"
+            elif r.tflops is not None:
+                rate = f"{r.tflops:6.1f} TFLOP/s"
+            else:
+                rate = "-"
+            frac = _fmt(None if r.fraction_of_peak is None else 100 * r.fraction_of_peak, ".0f")
+            mib = _fmt(None if r.peak_bytes is None else r.peak_bytes / 2**20, ".0f")
+            extra = " ".join(f"x{v:.2f} vs {k}" for k, v in r.speedup.items() if r.candidate == "triton")
+            if not r.correct:
+                extra = f"WRONG ({r.note})"
+            elif r.note:
+                extra = f"{extra} {r.note}".strip()
+            lines.append(f"{r.label:<24} {r.candidate:<12} {_fmt(r.ms, '9.4f'):>9} {rate:>13} {frac:>6} {mib:>9}  {extra}")
+        for v in (v for v in verdicts if v.op == op):
+            value = _fmt(v.value, ".3f")
+            lines.append(f"  {'PASS' if v.passed else 'MISS'}  {v.label:<24} {v.goal} (got {value})")
+    if verdicts:
+        passed = sum(v.passed for v in verdicts)
+        lines.append(f"\ngoals: {passed}/{len(verdicts)} passed")
+    return "\n".join(lines)
+
+
+def environment() -> dict:
+    """What a result file must say about where it was measured."""
+    import triton
+
+    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else None
+    return {
+        "gpu": gpu,
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "python": platform.python_version(),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "method": (
+            "triton.testing.do_bench median (warmup 25 ms, rep 200 ms; L2 flushed by do_bench before "
+            "each repetition); every candidate checked against a float64 reference before timing; "
+            "torch.compile warmed during the check; ceilings measured in the same run "
+            "(1 GiB device-to-device copy counting read+write bytes, bf16 matmul 8192^3)"
+        ),
+    }
+
+
+def write_json(path: str, ceilings: Ceilings, rows: Sequence[Row], verdicts: Sequence[Verdict],
+               meta: dict | None = None) -> None:
+    """Write the whole run as one JSON object, atomically (temp file + rename)."""
+    payload = {
+        **environment(),
+        **(meta or {}),
+        "ceilings": asdict(ceilings),
+        "rows": [asdict(r) for r in rows],
+        "goals": [asdict(v) for v in verdicts],
+        "goals_passed": sum(v.passed for v in verdicts),
+        "goals_total": len(verdicts),
+    }
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(payload, f, indent=2, default=_json_default)
+    os.replace(tmp, path)
+
+
+def _json_default(obj):
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return str(obj)
+
+
+def write_plots(directory: str, rows: Sequence[Row], ceilings: Ceilings) -> list[str]:
+    """One PNG per op that has a sweep: rate (GB/s or TFLOP/s) of each candidate vs the swept parameter,
+    with the measured ceiling as a dashed line. Returns the files written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    os.makedirs(directory, exist_ok=True)
+    written = []
+    for op in dict.fromkeys(r.op for r in rows):
+        swept = [r for r in rows if r.op == op and r.sweep and r.sweep_value is not None]
+        if not swept:
+            continue
+        use_gbps = any(r.gbps is not None for r in swept)
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        # One line per (candidate, the label with the sweep value stripped, e.g. the dtype).
+        series: dict[str, list[tuple[float, float]]] = {}
+        for r in swept:
+            rate = r.gbps if use_gbps else (r.tflops if r.tflops is not None else (r.ms and 1.0 / r.ms))
+            if rate is None:
+                continue
+            group = r.label.split()[-1] if " " in r.label else ""
+            series.setdefault(f"{r.candidate} {group}".strip(), []).append((r.sweep_value, rate))
+        for name, points in sorted(series.items()):
+            points.sort()
+            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=name)
+        roof = ceilings.copy_gbps if use_gbps else ceilings.matmul_tflops
+        ax.axhline(roof, linestyle="--", color="gray", label="measured ceiling")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel(swept[0].sweep)
+        ax.set_ylabel("GB/s" if use_gbps else "TFLOP/s")
+        ax.set_title(op)
+        ax.legend(fontsize="small")
+        ax.grid(True, alpha=0.3)
+        path = os.path.join(directory, f"{op}.png")
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+    return written
