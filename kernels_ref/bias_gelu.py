@@ -1,0 +1,112 @@
+"""bias_gelu(x, bias) = gelu(x + bias) with GELU's tanh approximation, one Triton launch.
+
+Cost per element: read x (s bytes), write y (s bytes); the bias row ([N], s bytes each) is read once
+per tile and stays in L2, so the fewest bytes are 2*M*N*s (+ N*s). About 10 FLOPs per element: far below
+any GPU's ridge point, so the kernel is memory-bound and its only job is to stream at copy bandwidth.
+
+Design: 2-D tiles [BLOCK_M, BLOCK_N]. The bias slice is loaded once per tile and broadcast over the
+rows (no per-element modulo); tiles of 4-8K elements give each thread several 16-byte vector loads in
+flight. 0.5*(1 + tanh(u)) == sigmoid(2u), so gelu(z) = z / (1 + exp(-2u)): one exp2 and one division,
+and it saturates correctly (exp2 -> inf gives -0.0 for very negative z, 0 gives z for large z).
+"""
+from __future__ import annotations
+
+import math
+
+import course  # noqa: F401  (TRITON_INTERPRET before the kernels below are defined)
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+
+from course.triton_compat import autotune
+from kernels_ref._validate import check_same, check_shape, check_tensor, rows_contiguous
+
+SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+LOG2E = 1.4426950408889634
+
+
+def bias_gelu_torch(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """The definition: GELU (tanh approximation) of x + bias, in x's dtype (float64-capable)."""
+    z = x + bias
+    return 0.5 * z * (1.0 + torch.tanh(SQRT_2_OVER_PI * (z + 0.044715 * z**3)))
+
+
+@triton.jit
+def gelu_tanh(z):
+    """GELU, tanh approximation, on fp32 values: z * sigmoid(2u), u = sqrt(2/pi)*(z + 0.044715 z^3)."""
+    u = 0.7978845608028654 * (z + 0.044715 * z * z * z)
+    return z / (1.0 + tl.exp2(-2.0 * 1.4426950408889634 * u))
+
+
+@autotune(
+    configs=[
+        triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
+        for bm, bn, w in [(8, 512, 4), (8, 1024, 8), (16, 512, 8), (4, 1024, 4), (16, 1024, 8), (32, 256, 8)]
+        for s in (1, 2)
+    ],
+    key=["M", "N"],
+    fallback=triton.Config({"BLOCK_M": 4, "BLOCK_N": 64}, num_warps=4),
+)
+@triton.jit
+def _bias_gelu_kernel(x_ptr, b_ptr, y_ptr, M, N, stride_xm, stride_ym,
+                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    row_ok = rows < M
+    col_ok = cols < N
+    mask = row_ok[:, None] & col_ok[None, :]
+    rows64 = rows.to(tl.int64)  # M*N may exceed 2**31 elements
+    # x is streamed once: evict_first keeps it from pushing the (reused) bias out of L2.
+    x = tl.load(x_ptr + rows64[:, None] * stride_xm + cols[None, :], mask=mask, other=0.0,
+                eviction_policy="evict_first").to(tl.float32)
+    b = tl.load(b_ptr + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
+    y = gelu_tanh(x + b[None, :])
+    tl.store(y_ptr + rows64[:, None] * stride_ym + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def bias_gelu(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """gelu(x + bias) for x [M, N], bias [N]; output in x's dtype; computed in fp32."""
+    check_tensor("x", x, ndim=2)
+    check_tensor("bias", bias, ndim=1)
+    check_same("bias", bias, "x", x)
+    check_shape("bias", bias, (x.shape[1],))
+    x = rows_contiguous(x)
+    bias = bias.contiguous()
+    M, N = x.shape
+    y = torch.empty((M, N), dtype=x.dtype, device=x.device)
+    if x.numel() == 0:
+        return y
+    grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]), triton.cdiv(N, meta["BLOCK_N"]))  # noqa: E731
+    _bias_gelu_kernel[grid](x, bias, y, M, N, x.stride(0), y.stride(0))
+    return y
+
+
+def bench_cases(quick: bool = False):
+    from kernels_ref.benchmarking import BenchCase, Goal
+    from course import DEVICE
+
+    def eager(x, b):
+        return F.gelu(x + b, approximate="tanh")
+
+    compiled = torch.compile(eager)
+    shapes = [(16384, 4096, torch.bfloat16)] if quick else [
+        (16384, 4096, torch.bfloat16), (16384, 4096, torch.float32), (8192, 8192, torch.bfloat16),
+        (65536, 1024, torch.bfloat16), (4096, 16384, torch.bfloat16),
+    ]
+    cases = []
+    for M, N, dtype in shapes:
+        def make(M=M, N=N, dtype=dtype):
+            return (torch.randn(M, N, device=DEVICE, dtype=dtype), torch.randn(N, device=DEVICE, dtype=dtype))
+
+        size = torch.empty((), dtype=dtype).element_size()
+        cases.append(BenchCase(
+            op="bias_gelu", label=f"{M}x{N} {str(dtype).replace('torch.', '')}", make_inputs=make,
+            candidates={"triton": bias_gelu, "eager": eager, "compiled": compiled},
+            reference=lambda x, b: bias_gelu_torch(x.double(), b.double()),
+            nbytes=(2 * M * N + N) * size,
+            goals=[Goal.peak("triton", 0.9), Goal.faster("triton", "eager"), Goal.faster("triton", "compiled")],
+        ))
+    return cases
