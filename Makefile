@@ -1,0 +1,46 @@
+# Two commands for a newcomer: `make lab` and `make test` (both create .venv first if it is missing).
+SHELL := /bin/bash
+VENV := .venv
+BIN := $(CURDIR)/$(VENV)/bin
+# nbgrader calls helper programs (alembic) by name: the venv's bin must be on PATH.
+export PATH := $(BIN):$(PATH)
+PORT ?= 8888
+IP ?= 127.0.0.1
+PYTEST_ARGS ?=
+
+.PHONY: lab test notebooks venv gpu-test bench clean-nbgrader
+
+venv:
+	@tools/ensure_venv.sh
+
+# JupyterLab on notebooks/, no browser where there is no display; prints the URL with its token.
+lab: venv
+	@token=$$($(BIN)/python -c 'import secrets; print(secrets.token_hex(24))'); \
+	browser=--no-browser; \
+	if [ -n "$$DISPLAY$$WAYLAND_DISPLAY" ] || [ "$$(uname)" = Darwin ]; then browser=; fi; \
+	echo ""; \
+	echo "  JupyterLab for the course: http://$(IP):$(PORT)/lab?token=$$token"; \
+	echo ""; \
+	exec $(BIN)/jupyter lab $$browser --ip=$(IP) --port=$(PORT) --ServerApp.port_retries=0 \
+	    --ServerApp.root_dir="$(CURDIR)/notebooks" --IdentityProvider.token="$$token"
+
+# The whole suite. Without a GPU, Triton runs under the interpreter and `gpu` tests are skipped.
+test: venv
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# GPU-only tests (on a GPU runner).
+gpu-test: venv
+	$(BIN)/python -m pytest -m gpu $(PYTEST_ARGS)
+
+# Regenerate every student notebook from solutions/ (nbgrader strips solutions, hidden tests, outputs).
+notebooks: venv
+	@for a in $$($(BIN)/python -c 'import nbgrader_config as c; print(" ".join(c.RELEASED))'); do \
+	    $(BIN)/nbgrader generate_assignment "$$a" --force --log-level=WARN || exit 1; \
+	done
+	@$(BIN)/python -m tools.strip_outputs notebooks
+
+bench: venv
+	$(BIN)/python -m kernels_ref.bench $(BENCH_ARGS)
+
+clean-nbgrader:
+	rm -rf submitted autograded feedback source_with_tests gradebook.db

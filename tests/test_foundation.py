@@ -1,0 +1,125 @@
+"""The course skeleton: one dependency list, the device switch, the Makefile's venv script."""
+import os
+import pathlib
+import subprocess
+import sys
+import tomllib
+
+import pytest
+import torch
+
+import course
+import triton
+import triton.language as tl
+from course.triton_compat import autotune, dot
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def test_environment_yml_installs_the_project_and_duplicates_nothing():
+    import yaml  # jupyter brings PyYAML
+
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    deps = env["dependencies"]
+    pip_sections = [d["pip"] for d in deps if isinstance(d, dict) and "pip" in d]
+    assert pip_sections, "environment.yml must install the project through a pip section"
+    assert any(item.split()[-1] == "." for item in pip_sections[0]), "the pip section must install '.'"
+    conda_names = {d.split("=")[0].split("<")[0].split(">")[0].strip() for d in deps if isinstance(d, str)}
+    assert conda_names <= {"python", "pip"}, f"list dependencies in pyproject.toml, not here: {conda_names}"
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    names = {d.split("=")[0].split(">")[0].split("<")[0].strip().lower() for d in project["dependencies"]}
+    assert {"torch", "triton", "jupyterlab", "nbgrader", "matplotlib", "pytest"} <= names
+    assert "torch==2.13.0" in project["dependencies"], "torch must stay pinned (an unpinned torch pulls CUDA)"
+
+
+def test_device_switch_matches_this_machine():
+    if torch.cuda.is_available():
+        assert course.ON_GPU and course.DEVICE.type == "cuda"
+    else:
+        assert not course.ON_GPU and course.DEVICE.type == "cpu"
+        assert os.environ["TRITON_INTERPRET"] == "1" and course.INTERPRET
+    assert course.pick(small=1, large=2) == (2 if course.SIZE == "large" else 1)
+    assert "torch" in course.describe() and "triton" in course.describe()
+
+
+def _run_course(env_extra, code):
+    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "COURSE_SIZE", "COURSE_DEVICE")}
+    env.update(env_extra)
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=ROOT)
+
+
+def test_size_override_and_bad_value():
+    ok = _run_course({"COURSE_SIZE": "large", "COURSE_DEVICE": "cpu"}, "import course; print(course.SIZE, course.INTERPRET)")
+    assert ok.returncode == 0 and ok.stdout.split() == ["large", "True"]
+    bad = _run_course({"COURSE_SIZE": "huge"}, "import course")
+    assert bad.returncode != 0 and "COURSE_SIZE must be 'small' or 'large'" in bad.stderr
+
+
+def test_kernel_defined_after_course_runs_in_interpreter_on_cpu():
+    code = """
+import course, torch, triton, triton.language as tl
+@triton.jit
+def twice(x, y, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y + offs, 2 * tl.load(x + offs, mask=offs < n), mask=offs < n)
+x = torch.randn(37, device=course.DEVICE); y = torch.full_like(x, float("nan"))
+twice[(triton.cdiv(37, 16),)](x, y, 37, BLOCK=16)
+assert torch.equal(y, 2 * x), (y, x)
+print("ok")
+"""
+    res = _run_course({}, code)
+    assert res.returncode == 0 and res.stdout.strip() == "ok", res.stderr[-2000:]
+
+
+@autotune([triton.Config({"B": 16}), triton.Config({"B": 32})], key=["n"])
+@triton.jit
+def _small_matmul(a, b, c, n, B: tl.constexpr):
+    r = tl.arange(0, B)
+    m = (r[:, None] < n) & (r[None, :] < n)
+    x = tl.load(a + r[:, None] * n + r[None, :], mask=m, other=0.0)
+    y = tl.load(b + r[:, None] * n + r[None, :], mask=m, other=0.0)
+    acc = dot(x, y, tl.zeros((B, B), dtype=tl.float32))
+    tl.store(c + r[:, None] * n + r[None, :], acc, mask=m)
+
+
+def test_fixed_config_autotune_and_exact_bf16_dot():
+    n = 13
+    a = torch.randn(n, n, dtype=torch.bfloat16, device=course.DEVICE)
+    b = torch.randn(n, n, dtype=torch.bfloat16, device=course.DEVICE)
+    c = torch.full((n, n), float("nan"), device=course.DEVICE)
+    _small_matmul[(1,)](a, b, c, n)
+    ref = a.double() @ b.double()
+    # bf16 tl.dot under the interpreter without the upcast errs by ~1e10; compiled, fp32 accumulation.
+    assert (c.double() - ref).abs().max() < 1e-3
+
+
+def test_ensure_venv_explains_a_broken_venv(tmp_path):
+    work = tmp_path / "repo"
+    (work / "tools").mkdir(parents=True)
+    (work / "tools" / "ensure_venv.sh").write_text((ROOT / "tools" / "ensure_venv.sh").read_text())
+    (work / "pyproject.toml").write_text("")
+    (work / ".venv" / "bin").mkdir(parents=True)
+    (work / ".venv" / "bin" / "python").symlink_to("/nonexistent/python3")
+    res = subprocess.run(["bash", str(work / "tools" / "ensure_venv.sh")], capture_output=True, text=True)
+    assert res.returncode != 0
+    assert "rm -rf .venv" in res.stderr
+
+
+def test_ensure_venv_explains_missing_python(tmp_path):
+    work = tmp_path / "repo"
+    (work / "tools").mkdir(parents=True)
+    (work / "tools" / "ensure_venv.sh").write_text((ROOT / "tools" / "ensure_venv.sh").read_text())
+    (work / "pyproject.toml").write_text("")
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    for tool in ("bash", "dirname", "env"):  # a PATH with no python at all
+        (fake_bin / tool).symlink_to(subprocess.check_output(["which", tool], text=True).strip())
+    res = subprocess.run(["bash", str(work / "tools" / "ensure_venv.sh")], capture_output=True, text=True,
+                         env={"PATH": str(fake_bin)})
+    assert res.returncode != 0
+    assert "Python 3.10 or newer is needed" in res.stderr
+
+
+def test_ci_script_runs_make_test_and_fails_on_no_tests():
+    text = (ROOT / ".ci" / "run").read_text()
+    assert "make test" in text and '"$rc" -eq 5' in text

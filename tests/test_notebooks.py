@@ -1,0 +1,106 @@
+"""solutions/ is the one source: it executes top to bottom, and notebooks/ is exactly what it generates."""
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import nbformat
+import pytest
+
+import nbgrader_config
+from tools.execute_notebook import NotebookFailed, execute
+from tools.strip_outputs import has_outputs
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+RELEASED = nbgrader_config.RELEASED
+BIN = pathlib.Path(sys.executable).parent
+
+
+def _solution(a):
+    return ROOT / "solutions" / a / f"{a}.ipynb"
+
+
+def _student(a):
+    return ROOT / "notebooks" / a / f"{a}.ipynb"
+
+
+def _nbgrader_env():
+    # nbgrader runs helper programs (alembic) by name: the venv's bin must be on PATH.
+    return {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def test_at_least_one_assignment_is_released():
+    assert RELEASED, "solutions/ holds no assignment notebook"
+    assert RELEASED == [a for a in nbgrader_config.ASSIGNMENTS if a in RELEASED], "assignments out of order"
+
+
+@pytest.mark.parametrize("assignment", RELEASED)
+def test_solution_committed_without_outputs(assignment):
+    nb = nbformat.read(_solution(assignment), as_version=4)
+    assert not has_outputs(nb), f"{_solution(assignment)} has outputs: run `python -m tools.strip_outputs solutions`"
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    """Run `nbgrader generate_assignment` on a copy of the course and return its notebooks/ folder."""
+    course = tmp_path_factory.mktemp("course")
+    shutil.copy(ROOT / "nbgrader_config.py", course)
+    shutil.copytree(ROOT / "solutions", course / "solutions")
+    for a in RELEASED:
+        res = subprocess.run([str(BIN / "nbgrader"), "generate_assignment", a, "--force", "--log-level=WARN"],
+                             cwd=course, capture_output=True, text=True, env=_nbgrader_env())
+        assert res.returncode == 0, f"nbgrader generate_assignment {a} failed:\n{res.stdout}\n{res.stderr}"
+    return course / "notebooks"
+
+
+def _comparable(nb):
+    return [(c.cell_type, c.source, dict(c.metadata)) for c in nb.cells], dict(nb.metadata)
+
+
+@pytest.mark.parametrize("assignment", RELEASED)
+def test_student_notebook_matches_what_solutions_generate(generated, assignment):
+    assert _student(assignment).exists(), f"{_student(assignment)} missing: run `make notebooks`"
+    want = nbformat.read(generated / assignment / f"{assignment}.ipynb", as_version=4)
+    have = nbformat.read(_student(assignment), as_version=4)
+    assert not has_outputs(have), f"{_student(assignment)} has outputs"
+    assert _comparable(have) == _comparable(want), (
+        f"{_student(assignment)} differs from what solutions/ generates: run `make notebooks` and commit")
+
+
+def test_no_student_notebook_without_a_source():
+    orphans = [p for p in (ROOT / "notebooks").glob("*/*.ipynb") if p.parent.name not in RELEASED]
+    assert not orphans, f"notebooks without a source in solutions/: {orphans}"
+
+
+@pytest.mark.parametrize("assignment", RELEASED)
+def test_student_version_has_no_solutions_or_hidden_tests(assignment):
+    nb = nbformat.read(_student(assignment), as_version=4)
+    text = "\n".join(c.source for c in nb.cells)
+    assert "BEGIN SOLUTION" not in text and "BEGIN HIDDEN TESTS" not in text
+    answers = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution") and c.cell_type == "code"]
+    assert answers, "a student notebook with no exercise"
+    for cell in answers:
+        assert "raise NotImplementedError" in cell.source, f"exercise cell without NotImplementedError:\n{cell.source}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("assignment", RELEASED)
+def test_solution_executes_top_to_bottom(assignment):
+    try:
+        done = execute(_solution(assignment), timeout=900)
+    except NotebookFailed as err:
+        pytest.fail(str(err), pytrace=False)
+    print(f"{assignment}: {done.seconds:.1f} s")
+
+
+def test_harness_names_notebook_and_failing_cell(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("x = 1"), nbformat.v4.new_markdown_cell("text"),
+                nbformat.v4.new_code_cell("y = x +\n")]
+    path = tmp_path / "broken.ipynb"
+    nbformat.write(nb, path)
+    with pytest.raises(NotebookFailed) as err:
+        execute(path, timeout=60)
+    message = str(err.value)
+    assert "broken.ipynb" in message and "cell 3" in message and "SyntaxError" in message and "y = x +" in message

@@ -1,0 +1,81 @@
+"""Execute a notebook top to bottom with nbclient and name the cell that failed.
+
+    python -m tools.execute_notebook solutions/04_fused_softmax/04_fused_softmax.ipynb [--timeout 600]
+
+Runs in the notebook's own folder (as JupyterLab and nbgrader do), never writes the notebook back,
+and prints how long it took. Used by tests/test_notebooks.py and by the GPU runs.
+"""
+from __future__ import annotations
+
+import argparse
+import pathlib
+import sys
+import time
+from dataclasses import dataclass
+
+import nbformat
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+
+
+class NotebookFailed(Exception):
+    """A cell failed: the message names the notebook, the cell number and the start of its source."""
+
+
+@dataclass
+class Executed:
+    path: pathlib.Path
+    seconds: float
+    notebook: nbformat.NotebookNode
+
+
+def _describe(path, index, cell, detail: str) -> str:
+    head = "\n".join(cell.source.splitlines()[:6])
+    return f"{path}: cell {index + 1} of {path.name} failed: {detail}\n--- cell source ---\n{head}"
+
+
+def execute(path, timeout: int = 600, kernel_name: str = "python3") -> Executed:
+    path = pathlib.Path(path)
+    nb = nbformat.read(path, as_version=4)
+    current = {"index": -1}
+
+    def on_cell_start(cell, cell_index, **_):
+        current["index"] = cell_index
+
+    client = NotebookClient(nb, timeout=timeout, kernel_name=kernel_name, on_cell_start=on_cell_start,
+                            resources={"metadata": {"path": str(path.parent.resolve())}})
+    start = time.perf_counter()
+    try:
+        client.execute()
+    except CellExecutionError as err:
+        cell = nb.cells[current["index"]]
+        error = next((o for o in cell.get("outputs", []) if o.get("output_type") == "error"), None)
+        detail = f"{error.get('ename')}: {error.get('evalue')}" if error else str(err).splitlines()[-1]
+        raise NotebookFailed(_describe(path, current["index"], cell, detail)) from None
+    except CellTimeoutError:
+        cell = nb.cells[current["index"]]
+        raise NotebookFailed(_describe(path, current["index"], cell, f"timed out after {timeout} s")) from None
+    except DeadKernelError as err:
+        cell = nb.cells[current["index"]]
+        raise NotebookFailed(_describe(path, current["index"], cell, f"the kernel died ({err})")) from None
+    return Executed(path, time.perf_counter() - start, nb)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("notebooks", nargs="+")
+    ap.add_argument("--timeout", type=int, default=600, help="seconds per cell")
+    args = ap.parse_args(argv)
+    failed = 0
+    for p in args.notebooks:
+        try:
+            done = execute(p, timeout=args.timeout)
+            print(f"ok    {p}  {done.seconds:.1f} s", flush=True)
+        except NotebookFailed as err:
+            failed += 1
+            print(f"FAIL  {err}", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
