@@ -1,0 +1,299 @@
+"""LayerNorm over the last dim: forward, backward (weight/bias gradients reduced in a second pass),
+and an autograd.Function.
+
+Forward, per row of N: mean, biased variance, rstd = 1/sqrt(var + eps), y = (x - mean) * rstd * w + b.
+Bytes: read x, write y (2*M*N*s) + w, b once + mean, rstd (8*M): one pass, the row held in registers.
+
+Backward, with xhat = (x - mean) * rstd and g = dy * w:
+    dx = rstd * (g - xhat * mean(g * xhat) - mean(g))      (row-local)
+    dweight = sum over rows of dy * xhat,  dbias = sum over rows of dy   (column reductions)
+Bytes: read x, dy, write dx (3*M*N*s) + partials. The column sums are the hard part: kernel 1 runs a
+fixed number of programs G (a few per SM), each walking rows pid, pid+G, ... and accumulating its own
+fp32 partial sums of dy*xhat and dy in registers, written once to a [G, N] buffer; kernel 2 sums the G
+partials per column. Deterministic (no atomics), and the partial buffer (2*G*N*4 bytes) is tiny next
+to the M*N traffic. FLOPs: ~10 per element forward, ~15 backward: memory-bound.
+
+Rows up to MAX_N elements are held in one block (hidden sizes are far below that).
+"""
+from __future__ import annotations
+
+import course  # noqa: F401  (TRITON_INTERPRET before the kernels below are defined)
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+
+from course.triton_compat import autotune
+from kernels_ref._validate import check_same, check_shape, check_tensor, cuda_sm_count, rows_contiguous
+
+MAX_N = 65536
+
+
+def layer_norm_torch(x, weight, bias, eps: float = 1e-5):
+    """The definition: LayerNorm over the last dim with the biased variance (float64-capable)."""
+    mean = x.mean(dim=-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
+    return (x - mean) / torch.sqrt(var + eps) * weight + bias
+
+
+def layer_norm_fwd_torch(x, weight, bias, eps: float = 1e-5):
+    """Reference for layer_norm_fwd: (y, mean [M], rstd [M])."""
+    mean = x.mean(dim=-1)
+    var = ((x - mean[:, None]) ** 2).mean(dim=-1)
+    rstd = 1.0 / torch.sqrt(var + eps)
+    return (x - mean[:, None]) * rstd[:, None] * weight + bias, mean, rstd
+
+
+def layer_norm_bwd_torch(dy, x, weight, mean, rstd):
+    """Reference for layer_norm_bwd, the closed form (float64-capable): (dx, dweight, dbias)."""
+    xhat = (x - mean[:, None]) * rstd[:, None]
+    g = dy * weight
+    dx = rstd[:, None] * (g - xhat * (g * xhat).mean(-1, keepdim=True) - g.mean(-1, keepdim=True))
+    return dx, (dy * xhat).sum(0), dy.sum(0)
+
+
+def _row_configs():
+    return [triton.Config({}, num_warps=w, num_stages=s) for w in (4, 8, 16, 32) for s in (1, 2)]
+
+
+def _rows_per_program(block_n: int, m: int) -> int:
+    return max(1, min(4096 // block_n, triton.next_power_of_2(max(m, 1)), 32))
+
+
+@autotune(configs=_row_configs(), key=["N", "BLOCK_M", "BLOCK_N"], fallback=triton.Config({}, num_warps=4))
+@triton.jit
+def _layer_norm_fwd_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, M, N, stride_xm, stride_ym, eps,
+                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.arange(0, BLOCK_N)
+    row_ok = rows < M
+    col_ok = cols < N
+    mask = row_ok[:, None] & col_ok[None, :]
+    rows64 = rows.to(tl.int64)
+    x = tl.load(x_ptr + rows64[:, None] * stride_xm + cols[None, :], mask=mask, other=0.0,
+                eviction_policy="evict_first").to(tl.float32)
+    mean = tl.sum(x, axis=1) / N
+    # Two-pass variance from registers: no extra memory traffic, no E[x^2]-E[x]^2 cancellation.
+    xc = tl.where(mask, x - mean[:, None], 0.0)
+    var = tl.sum(xc * xc, axis=1) / N
+    rstd = 1.0 / tl.sqrt(var + eps)
+    w = tl.load(w_ptr + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
+    b = tl.load(b_ptr + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
+    y = xc * rstd[:, None] * w[None, :] + b[None, :]
+    tl.store(y_ptr + rows64[:, None] * stride_ym + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
+    tl.store(mean_ptr + rows, mean, mask=row_ok)
+    tl.store(rstd_ptr + rows, rstd, mask=row_ok)
+
+
+@autotune(configs=_row_configs(), key=["N", "BLOCK_M", "BLOCK_N"], fallback=triton.Config({}, num_warps=4))
+@triton.jit
+def _layer_norm_bwd_dx_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_ptr, db_part_ptr,
+                              M, N, stride_dym, stride_xm, stride_dxm,
+                              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    pid = tl.program_id(0)
+    n_programs = tl.num_programs(0)
+    cols = tl.arange(0, BLOCK_N)
+    col_ok = cols < N
+    w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+    dw_acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+    db_acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+    # Persistent: this program owns row blocks pid, pid + G, pid + 2G, ... and one row of partial sums.
+    for start in range(pid * BLOCK_M, M, n_programs * BLOCK_M):
+        rows = start + tl.arange(0, BLOCK_M)
+        row_ok = rows < M
+        mask = row_ok[:, None] & col_ok[None, :]
+        rows64 = rows.to(tl.int64)
+        x = tl.load(x_ptr + rows64[:, None] * stride_xm + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        dy = tl.load(dy_ptr + rows64[:, None] * stride_dym + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        mean = tl.load(mean_ptr + rows, mask=row_ok, other=0.0)
+        rstd = tl.load(rstd_ptr + rows, mask=row_ok, other=0.0)
+        xhat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
+        g = dy * w[None, :]
+        c1 = tl.sum(g * xhat, axis=1) / N
+        c2 = tl.sum(g, axis=1) / N
+        dx = rstd[:, None] * (g - xhat * c1[:, None] - c2[:, None])
+        tl.store(dx_ptr + rows64[:, None] * stride_dxm + cols[None, :], dx.to(dx_ptr.dtype.element_ty), mask=mask)
+        dw_acc += dy * xhat
+        db_acc += dy
+    tl.store(dw_part_ptr + pid * N + cols, tl.sum(dw_acc, axis=0), mask=col_ok)
+    tl.store(db_part_ptr + pid * N + cols, tl.sum(db_acc, axis=0), mask=col_ok)
+
+
+@triton.jit
+def _column_sum_kernel(part_ptr, out_ptr, G, N, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr):
+    """out[n] = sum_g part[g, n] (fp32 partials, stored in out's dtype); one program per column block."""
+    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_ok = cols < N
+    acc = tl.zeros([BLOCK_G, BLOCK_N], tl.float32)
+    for start in range(0, G, BLOCK_G):
+        g = start + tl.arange(0, BLOCK_G)
+        mask = (g < G)[:, None] & col_ok[None, :]
+        acc += tl.load(part_ptr + g[:, None] * N + cols[None, :], mask=mask, other=0.0)
+    tl.store(out_ptr + cols, tl.sum(acc, axis=0).to(out_ptr.dtype.element_ty), mask=col_ok)
+
+
+def column_sum(part: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Sum a [G, N] fp32 partial-sum buffer over G in one launch (the second pass of the backward)."""
+    G, N = part.shape
+    out = torch.empty(N, dtype=dtype, device=part.device)
+    BLOCK_N = min(256, triton.next_power_of_2(N))
+    _column_sum_kernel[(triton.cdiv(N, BLOCK_N),)](part, out, G, N, BLOCK_G=32, BLOCK_N=BLOCK_N, num_warps=4)
+    return out
+
+
+def _check_x_w(x, weight, name_w="weight"):
+    check_tensor("x", x, ndim=2)
+    check_tensor(name_w, weight, ndim=1)
+    check_same(name_w, weight, "x", x)
+    check_shape(name_w, weight, (x.shape[1],))
+    if x.shape[1] > MAX_N:
+        raise ValueError(f"rows of {x.shape[1]} elements exceed the one-block limit of {MAX_N}")
+    if x.shape[1] == 0:
+        raise ValueError("cannot normalize rows of length 0")
+
+
+def _check_stats(mean, rstd, M, x):
+    for name, t in (("mean", mean), ("rstd", rstd)):
+        check_tensor(name, t, ndim=1, dtypes=(torch.float32,), device=x.device)
+        check_shape(name, t, (M,))
+
+
+def layer_norm_fwd(x, weight, bias, eps: float = 1e-5):
+    """LayerNorm of x [M, N] with weight, bias [N]: returns (y in x's dtype, mean [M] fp32, rstd [M] fp32)."""
+    _check_x_w(x, weight)
+    check_tensor("bias", bias, ndim=1)
+    check_same("bias", bias, "x", x)
+    check_shape("bias", bias, (x.shape[1],))
+    x, weight, bias = rows_contiguous(x), weight.contiguous(), bias.contiguous()
+    M, N = x.shape
+    y = torch.empty((M, N), dtype=x.dtype, device=x.device)
+    mean = torch.empty(M, dtype=torch.float32, device=x.device)
+    rstd = torch.empty(M, dtype=torch.float32, device=x.device)
+    if M == 0:
+        return y, mean, rstd
+    BLOCK_N = triton.next_power_of_2(N)
+    BLOCK_M = _rows_per_program(BLOCK_N, M)
+    _layer_norm_fwd_kernel[(triton.cdiv(M, BLOCK_M),)](
+        x, weight, bias, y, mean, rstd, M, N, x.stride(0), y.stride(0), float(eps), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N)
+    return y, mean, rstd
+
+
+def _n_programs(x: torch.Tensor, M: int, BLOCK_M: int) -> int:
+    # A few programs per SM: enough to fill the GPU, few enough that the partials stay small.
+    per_sm = 4 if x.shape[1] <= 8192 else 2
+    return max(1, min(cuda_sm_count(x.device) * per_sm, triton.cdiv(M, BLOCK_M)))
+
+
+def layer_norm_bwd(dy, x, weight, mean, rstd):
+    """Gradients of LayerNorm: (dx like x, dweight and dbias like weight), from forward's mean and rstd."""
+    _check_x_w(x, weight)
+    check_tensor("dy", dy, ndim=2)
+    check_same("dy", dy, "x", x)
+    check_shape("dy", dy, tuple(x.shape))
+    M, N = x.shape
+    _check_stats(mean, rstd, M, x)
+    dy, x, weight = rows_contiguous(dy), rows_contiguous(x), weight.contiguous()
+    mean, rstd = mean.contiguous(), rstd.contiguous()
+    dx = torch.empty((M, N), dtype=x.dtype, device=x.device)
+    if M == 0:
+        return dx, torch.zeros_like(weight), torch.zeros_like(weight)
+    BLOCK_N = triton.next_power_of_2(N)
+    BLOCK_M = _rows_per_program(BLOCK_N, M)
+    G = _n_programs(x, M, BLOCK_M)
+    dw_part = torch.empty((G, N), dtype=torch.float32, device=x.device)
+    db_part = torch.empty((G, N), dtype=torch.float32, device=x.device)
+    _layer_norm_bwd_dx_kernel[(G,)](dy, x, weight, mean, rstd, dx, dw_part, db_part, M, N,
+                                    dy.stride(0), x.stride(0), dx.stride(0), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N)
+    return dx, column_sum(dw_part, weight.dtype), column_sum(db_part, weight.dtype)
+
+
+class LayerNormFunction(torch.autograd.Function):
+    """Autograd wrapper: forward saves x, weight, mean, rstd; backward calls layer_norm_bwd."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, eps):
+        shape = x.shape
+        y, mean, rstd = layer_norm_fwd(x.reshape(-1, shape[-1]), weight, bias, eps)
+        ctx.save_for_backward(x, weight, mean, rstd)
+        return y.reshape(shape)
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, mean, rstd = ctx.saved_tensors
+        n = x.shape[-1]
+        dx, dw, db = layer_norm_bwd(dy.reshape(-1, n), x.reshape(-1, n), weight, mean, rstd)
+        return dx.reshape(x.shape), dw, db, None
+
+
+def layer_norm(x, weight, bias, eps: float = 1e-5):
+    """Differentiable LayerNorm over the last dim of x (any leading dims), Triton forward and backward."""
+    return LayerNormFunction.apply(x, weight, bias, eps)
+
+
+def bench_cases(quick: bool = False):
+    from kernels_ref.benchmarking import BenchCase, Goal
+    from course import DEVICE
+
+    eps = 1e-5
+
+    def eager_fwd(x, w, b, dy):
+        y, mean, rstd = torch.native_layer_norm(x, [x.shape[-1]], w, b, eps)
+        return y, mean.view(-1), rstd.view(-1)
+
+    @torch.compile
+    def compiled_fwd(x, w, b, dy):
+        # What Inductor makes of the definition, producing the same three outputs as the kernel.
+        y, mean, rstd = layer_norm_fwd_torch(x.float(), w.float(), b.float(), eps)
+        return y.to(x.dtype), mean, rstd
+
+    def eager_bwd(x, w, b, dy, mean, rstd):
+        # The kernel eager autograd launches for LayerNorm's backward.
+        return torch.ops.aten.native_layer_norm_backward(
+            dy, x, [x.shape[-1]], mean[:, None], rstd[:, None], w, b, [True, True, True])
+
+    @torch.compile
+    def compiled_bwd(x, w, b, dy, mean, rstd):
+        return layer_norm_bwd_torch(dy.float(), x.float(), w.float(), mean, rstd)
+
+    def fwd_ref(x, w, b, dy):
+        return layer_norm_fwd_torch(x.double(), w.double(), b.double(), eps)
+
+    def bwd_ref(x, w, b, dy, mean, rstd):
+        _, m, r = layer_norm_fwd_torch(x.double(), w.double(), b.double(), eps)
+        return layer_norm_bwd_torch(dy.double(), x.double(), w.double(), m, r)
+
+    shapes = [(16384, 4096, torch.bfloat16)] + ([] if quick else [(16384, 4096, torch.float32)])
+    sweep = [] if quick else [(2**26 // n, n, torch.bfloat16) for n in (512, 1024, 2048, 8192, 16384)]
+    cases = []
+    for M, N, dtype in shapes + sweep:
+        def make(M=M, N=N, dtype=dtype):
+            x = torch.randn(M, N, device=DEVICE, dtype=dtype)
+            w = 1 + 0.1 * torch.randn(N, device=DEVICE, dtype=dtype)
+            b = 0.1 * torch.randn(N, device=DEVICE, dtype=dtype)
+            return x, w, b, torch.randn(M, N, device=DEVICE, dtype=dtype)
+
+        def make_bwd(make=make):
+            x, w, b, dy = make()
+            _, mean, rstd = layer_norm_fwd(x, w, b, eps)
+            return x, w, b, dy, mean, rstd
+
+        size = torch.empty((), dtype=dtype).element_size()
+        label = f"{M}x{N} {str(dtype).replace('torch.', '')}"
+        swept = (M, N, dtype) in sweep or N == 4096 and dtype == torch.bfloat16
+        common = dict(label=label, sweep="N" if swept else None, sweep_value=N if swept else None)
+        cases.append(BenchCase(
+            op="layer_norm_fwd", make_inputs=make, reference=fwd_ref, **common,
+            candidates={"triton": lambda x, w, b, dy: layer_norm_fwd(x, w, b, eps), "eager": eager_fwd,
+                        "compiled": compiled_fwd},
+            nbytes=2 * M * N * size + 2 * N * size + 8 * M,
+            goals=[Goal.peak("triton", 0.9), Goal.faster("triton", "eager"), Goal.faster("triton", "compiled")],
+        ))
+        cases.append(BenchCase(
+            op="layer_norm_bwd", make_inputs=make_bwd, reference=bwd_ref, **common,
+            candidates={"triton": lambda x, w, b, dy, mean, rstd: layer_norm_bwd(dy, x, w, mean, rstd),
+                        "eager": eager_bwd, "compiled": compiled_bwd},
+            nbytes=3 * M * N * size + 3 * N * size + 8 * M,
+            goals=[Goal.faster("triton", "eager", 1.5)],
+        ))
+    return cases
+
