@@ -1,0 +1,523 @@
+"""FlashAttention forward and backward (causal and not), as Triton kernels and an autograd.Function.
+
+Tensors are ``[B, H, S, D]`` (batch, heads, sequence, head dim); ``o = softmax(q k^T * sm_scale) v``,
+``lse`` = the natural-log log-sum-exp of each row of scaled scores, float32 ``[B, H, S]``.
+
+Cost (non-causal; causal does about half): forward ``4*B*H*S*S*D`` FLOPs (two matmuls), backward
+``10*B*H*S*S*D`` (five matmuls: recompute S, dV, dP, dQ, dK; counted as 2.5x forward). The naive version
+materializes the ``S x S`` scores and probabilities: at B4 H32 S4096 that is 2 GiB per bf16 matrix, and
+it reads and writes them several times, so it is memory-bound and O(S^2) in memory. Here the scores
+live only in registers, one ``BLOCK_M x BLOCK_N`` tile at a time: device memory traffic is
+``~4*B*H*S*D*itemsize`` bytes forward (q, k, v read, o written; k and v re-read from L2 per query block)
+and memory is O(S): o and the ``lse`` vector (4 bytes per row) are all the forward keeps.
+
+Forward (one program per ``BLOCK_M`` query rows of one (b, h)): the online softmax in base 2. The
+scale is folded into ``log2(e)`` once (``qk_scale = sm_scale * log2 e``) so each score costs one FMA and
+one ``exp2`` (the MUFU unit's native op); the running max ``m`` and sum ``l`` rescale the accumulator
+only by ``exp2(m_old - m_new)`` per tile. Causal: key tiles strictly below the diagonal run with no
+mask; only the tiles that cross the diagonal (and a ragged last tile when ``S`` is not a multiple of
+``BLOCK_N``) pay for ``tl.where``; tiles above the diagonal are never visited (half the FLOPs).
+
+Backward by recomputation (no ``S x S`` matrix is ever stored; ``P = exp(S - lse)`` is rebuilt from
+the saved ``lse``), deterministic (no atomics):
+1. ``_bwd_preprocess``: ``delta = rowsum(dO * O)`` (= ``rowsum(dP * P)``), float32 ``[B, H, S]``;
+2. ``_bwd_dkdv_kernel``: one program per ``BLOCK_N`` keys, looping over query tiles, accumulates
+   ``dV += P^T dO`` and ``dK += dS^T Q`` with ``dS = P * (dP - delta)``, ``dP = dO V^T``;
+3. ``_bwd_dq_kernel``: one program per ``BLOCK_M`` queries, looping over key tiles, ``dQ += dS K``.
+Step 3 recomputes ``QK^T`` and ``dO V^T`` once more (7 matmuls of work instead of 5), the price of not
+needing atomics on dQ; both kernels skip fully masked tiles and mask only the diagonal ones.
+
+On the GPU the block shapes, warps and pipeline depth are autotuned among Hopper-minded configs; under
+the interpreter small fixed blocks run (so the tiny test shapes cross full, diagonal and ragged tiles)
+with dots upcast to fp32 (``course.triton_compat.dot``). Inputs of any strides are read in place.
+"""
+from __future__ import annotations
+
+import math
+
+import course  # noqa: F401  (first: sets TRITON_INTERPRET=1 without a GPU)
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+
+from course.triton_compat import autotune, dot
+
+_LOG2E = 1.4426950408889634
+_LN2 = 0.6931471805599453
+_SUPPORTED = (torch.float16, torch.bfloat16, torch.float32)
+
+
+def _configs(pairs):
+    return [
+        triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
+        for bm, bn, w, s in pairs
+    ]
+
+
+# Forward: 128 query rows per program (a wgmma M of 64 per warpgroup, two warpgroups at num_warps 8),
+# key tiles of 64 or 128. BLOCK_M must be a multiple of BLOCK_N (the causal split assumes it).
+# Shared memory per stage: (BLOCK_N * D) * 2 tensors * 2 bytes: 64 KB for 128x128 at D=128, so 2-3 stages.
+_FWD_CONFIGS = _configs([
+    (128, 128, 8, 3), (128, 128, 8, 2), (128, 64, 8, 3), (128, 64, 4, 3),
+    (128, 64, 4, 4), (128, 128, 4, 3), (64, 64, 4, 3), (64, 32, 4, 4),
+])
+# dK/dV: few queries per step (BLOCK_M) against many keys held in registers (BLOCK_N); BLOCK_N must be
+# a multiple of BLOCK_M. dQ: the mirror image; BLOCK_M a multiple of BLOCK_N.
+_DKDV_CONFIGS = _configs([
+    (64, 128, 8, 2), (64, 128, 8, 3), (32, 128, 4, 3), (32, 128, 8, 3),
+    (64, 64, 4, 3), (32, 64, 4, 3), (16, 128, 4, 4),
+])
+_DQ_CONFIGS = _configs([
+    (128, 64, 8, 2), (128, 64, 8, 3), (128, 32, 4, 3), (128, 32, 8, 3),
+    (64, 64, 4, 3), (64, 32, 4, 3), (128, 16, 4, 4),
+])
+# Interpreter: small tiles so that S = 17, 64, 100 cross several full, diagonal and ragged tiles.
+_FWD_INTERPRET = triton.Config({"BLOCK_M": 32, "BLOCK_N": 16}, num_warps=4, num_stages=1)
+_DKDV_INTERPRET = triton.Config({"BLOCK_M": 16, "BLOCK_N": 32}, num_warps=4, num_stages=1)
+_DQ_INTERPRET = triton.Config({"BLOCK_M": 32, "BLOCK_N": 16}, num_warps=4, num_stages=1)
+
+_EVEN = {
+    "EVEN_M": lambda args: args["S"] % args["BLOCK_M"] == 0,
+    "EVEN_N": lambda args: args["S"] % args["BLOCK_N"] == 0,
+}
+
+
+# ------------------------------------------------------------------------------------------- forward
+
+@triton.jit
+def _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_kd, stride_vs, stride_vd,
+               offs_m, lo, hi, S, qk_scale,
+               HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+               MASK_CAUSAL: tl.constexpr, MASK_KV: tl.constexpr):
+    """Fold key tiles [lo, hi) into the running (acc, l, m) of one query tile."""
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    kt_ptrs = k_base + offs_n[None, :] * stride_ks + offs_d[:, None] * stride_kd  # K^T tile [D, BLOCK_N]
+    v_ptrs = v_base + offs_n[:, None] * stride_vs + offs_d[None, :] * stride_vd   # V tile [BLOCK_N, D]
+    for start_n in range(lo, hi, BLOCK_N):
+        cols = start_n + offs_n
+        if MASK_KV:
+            kt = tl.load(kt_ptrs + start_n * stride_ks, mask=cols[None, :] < S, other=0.0)
+        else:
+            kt = tl.load(kt_ptrs + start_n * stride_ks)
+        # 2*BLOCK_M*BLOCK_N*D FLOPs; scores in log2 units: one multiply by sm_scale*log2(e)
+        s = dot(q, kt, tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)) * qk_scale
+        if MASK_CAUSAL:
+            s = tl.where(offs_m[:, None] >= cols[None, :], s, float("-inf"))
+        if MASK_KV:
+            s = tl.where(cols[None, :] < S, s, float("-inf"))
+        # Every row sees at least one unmasked key in its first tile (key 0, or the diagonal), so
+        # m_new is finite from the first tile on and exp2(m_i - m_new) never meets -inf - -inf.
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        p = tl.exp2(s - m_new[:, None])
+        alpha = tl.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        if MASK_KV:
+            v = tl.load(v_ptrs + start_n * stride_vs, mask=cols[:, None] < S, other=0.0)
+        else:
+            v = tl.load(v_ptrs + start_n * stride_vs)
+        acc = dot(p.to(v.dtype), v, acc)  # another 2*BLOCK_M*BLOCK_N*D FLOPs
+        m_i = m_new
+    return acc, l_i, m_i
+
+
+@autotune(configs=_FWD_CONFIGS, key=["S", "HEAD_DIM", "CAUSAL"], fallback=_FWD_INTERPRET)
+@triton.heuristics(_EVEN)
+@triton.jit
+def _fwd_kernel(Q, K, V, O, LSE, sm_scale, H, S,
+                stride_qb, stride_qh, stride_qs, stride_qd,
+                stride_kb, stride_kh, stride_ks, stride_kd,
+                stride_vb, stride_vh, stride_vs, stride_vd,
+                stride_ob, stride_oh, stride_os, stride_od,
+                CAUSAL: tl.constexpr, HEAD_DIM: tl.constexpr,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                EVEN_M: tl.constexpr, EVEN_N: tl.constexpr):
+    start_m = tl.program_id(0)
+    bh = tl.program_id(1)
+    b = (bh // H).to(tl.int64)
+    h = (bh % H).to(tl.int64)
+    q_base = Q + b * stride_qb + h * stride_qh
+    k_base = K + b * stride_kb + h * stride_kh
+    v_base = V + b * stride_vb + h * stride_vh
+    o_base = O + b * stride_ob + h * stride_oh
+
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    q_ptrs = q_base + offs_m[:, None] * stride_qs + offs_d[None, :] * stride_qd
+    if EVEN_M:
+        q = tl.load(q_ptrs)
+    else:
+        q = tl.load(q_ptrs, mask=offs_m[:, None] < S, other=0.0)
+
+    qk_scale = sm_scale * 1.4426950408889634  # log2(e): exp(x * sm_scale) == exp2(x * qk_scale)
+    m_i = tl.full((BLOCK_M,), float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    acc = tl.zeros((BLOCK_M, HEAD_DIM), dtype=tl.float32)
+
+    if CAUSAL:
+        # Keys [0, start_m*BLOCK_M) are below the diagonal for every row of this tile: no mask.
+        diag = start_m * BLOCK_M
+        acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_kd, stride_vs,
+                                   stride_vd, offs_m, 0, diag, S, qk_scale,
+                                   HEAD_DIM, BLOCK_M, BLOCK_N, False, False)
+        # The BLOCK_M / BLOCK_N tiles on the diagonal: causal mask (and the ragged end of the sequence).
+        acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_kd, stride_vs,
+                                   stride_vd, offs_m, diag, tl.minimum(diag + BLOCK_M, S), S, qk_scale,
+                                   HEAD_DIM, BLOCK_M, BLOCK_N, True, not EVEN_N)
+    else:
+        n_full = (S // BLOCK_N) * BLOCK_N
+        acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_kd, stride_vs,
+                                   stride_vd, offs_m, 0, n_full, S, qk_scale,
+                                   HEAD_DIM, BLOCK_M, BLOCK_N, False, False)
+        if not EVEN_N:
+            acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_kd,
+                                       stride_vs, stride_vd, offs_m, n_full, S, S, qk_scale,
+                                       HEAD_DIM, BLOCK_M, BLOCK_N, False, True)
+
+    o = acc / l_i[:, None]
+    lse = (m_i + tl.log2(l_i)) * 0.6931471805599453  # back to natural log: ln(x) = log2(x) * ln(2)
+    o_ptrs = o_base + offs_m[:, None] * stride_os + offs_d[None, :] * stride_od
+    lse_ptrs = LSE + bh.to(tl.int64) * S + offs_m
+    if EVEN_M:
+        tl.store(o_ptrs, o.to(O.dtype.element_ty))
+        tl.store(lse_ptrs, lse)
+    else:
+        tl.store(o_ptrs, o.to(O.dtype.element_ty), mask=offs_m[:, None] < S)
+        tl.store(lse_ptrs, lse, mask=offs_m < S)
+
+
+# ------------------------------------------------------------------------------------------- backward
+
+@triton.jit
+def _bwd_preprocess(O, DO, DELTA, H, S,
+                    stride_ob, stride_oh, stride_os, stride_od,
+                    stride_db, stride_dh, stride_ds, stride_dd,
+                    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
+    """delta = rowsum(dO * O) in fp32: reads 2*S*D*itemsize, writes 4*S bytes per (b, h); memory-bound."""
+    start_m = tl.program_id(0)
+    bh = tl.program_id(1)
+    b = (bh // H).to(tl.int64)
+    h = (bh % H).to(tl.int64)
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    mask = offs_m[:, None] < S
+    o = tl.load(O + b * stride_ob + h * stride_oh + offs_m[:, None] * stride_os + offs_d[None, :] * stride_od,
+                mask=mask, other=0.0)
+    do = tl.load(DO + b * stride_db + h * stride_dh + offs_m[:, None] * stride_ds + offs_d[None, :] * stride_dd,
+                 mask=mask, other=0.0)
+    delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
+    tl.store(DELTA + bh.to(tl.int64) * S + offs_m, delta, mask=offs_m < S)
+
+
+@triton.jit
+def _dkdv_tiles(dk, dv, k, v, q_base, do_base, lse_base, delta_base,
+                stride_qs, stride_qd, stride_dos, stride_dod,
+                offs_n, lo, hi, S, qk_scale,
+                HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                MASK_CAUSAL: tl.constexpr, MASK_Q: tl.constexpr):
+    """Accumulate dK, dV of one key tile over query tiles [lo, hi). Works on transposed tiles
+    (keys along rows) so that dV += P^T dO and dK += dS^T Q are plain dots with no transposed store."""
+    offs_m = tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    qt_ptrs = q_base + offs_m[None, :] * stride_qs + offs_d[:, None] * stride_qd     # Q^T  [D, BLOCK_M]
+    do_ptrs = do_base + offs_m[:, None] * stride_dos + offs_d[None, :] * stride_dod  # dO   [BLOCK_M, D]
+    for start_m in range(lo, hi, BLOCK_M):
+        rows = start_m + offs_m
+        if MASK_Q:
+            qt = tl.load(qt_ptrs + start_m * stride_qs, mask=rows[None, :] < S, other=0.0)
+            do = tl.load(do_ptrs + start_m * stride_dos, mask=rows[:, None] < S, other=0.0)
+            lse = tl.load(lse_base + rows, mask=rows < S, other=0.0)
+            delta = tl.load(delta_base + rows, mask=rows < S, other=0.0)
+        else:
+            qt = tl.load(qt_ptrs + start_m * stride_qs)
+            do = tl.load(do_ptrs + start_m * stride_dos)
+            lse = tl.load(lse_base + rows)
+            delta = tl.load(delta_base + rows)
+        st = dot(k, qt, tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)) * qk_scale  # S^T in log2 units
+        if MASK_CAUSAL:
+            st = tl.where(rows[None, :] >= offs_n[:, None], st, float("-inf"))
+        if MASK_Q:
+            st = tl.where(rows[None, :] < S, st, float("-inf"))
+        pt = tl.exp2(st - (lse * 1.4426950408889634)[None, :])                 # P^T = exp(S - lse)
+        dv = dot(pt.to(do.dtype), do, dv)                                       # dV += P^T dO
+        dpt = dot(v, tl.trans(do), tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32))  # dP^T = V dO^T
+        dst = pt * (dpt - delta[None, :])                                        # dS^T (w.r.t. scaled scores)
+        dk = dot(dst.to(qt.dtype), tl.trans(qt), dk)                             # dK += dS^T Q (scaled later)
+    return dk, dv
+
+
+@autotune(configs=_DKDV_CONFIGS, key=["S", "HEAD_DIM", "CAUSAL"], fallback=_DKDV_INTERPRET)
+@triton.heuristics(_EVEN)
+@triton.jit
+def _bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, sm_scale, H, S,
+                     stride_qb, stride_qh, stride_qs, stride_qd,
+                     stride_kb, stride_kh, stride_ks, stride_kd,
+                     stride_vb, stride_vh, stride_vs, stride_vd,
+                     stride_dob, stride_doh, stride_dos, stride_dod,
+                     stride_dkb, stride_dkh, stride_dks, stride_dkd,
+                     stride_dvb, stride_dvh, stride_dvs, stride_dvd,
+                     CAUSAL: tl.constexpr, HEAD_DIM: tl.constexpr,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                     EVEN_M: tl.constexpr, EVEN_N: tl.constexpr):
+    start_n = tl.program_id(0)
+    bh = tl.program_id(1)
+    b = (bh // H).to(tl.int64)
+    h = (bh % H).to(tl.int64)
+    q_base = Q + b * stride_qb + h * stride_qh
+    do_base = DO + b * stride_dob + h * stride_doh
+    lse_base = LSE + bh.to(tl.int64) * S
+    delta_base = DELTA + bh.to(tl.int64) * S
+
+    offs_n = start_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    k_ptrs = K + b * stride_kb + h * stride_kh + offs_n[:, None] * stride_ks + offs_d[None, :] * stride_kd
+    v_ptrs = V + b * stride_vb + h * stride_vh + offs_n[:, None] * stride_vs + offs_d[None, :] * stride_vd
+    if EVEN_N:
+        k = tl.load(k_ptrs)
+        v = tl.load(v_ptrs)
+    else:
+        k = tl.load(k_ptrs, mask=offs_n[:, None] < S, other=0.0)
+        v = tl.load(v_ptrs, mask=offs_n[:, None] < S, other=0.0)
+
+    qk_scale = sm_scale * 1.4426950408889634
+    dk = tl.zeros((BLOCK_N, HEAD_DIM), dtype=tl.float32)
+    dv = tl.zeros((BLOCK_N, HEAD_DIM), dtype=tl.float32)
+    m_full = (S // BLOCK_M) * BLOCK_M  # query tiles below this need no sequence-end mask
+    lo = 0
+    if CAUSAL:
+        # Queries before this key tile never see it: start at the diagonal. The BLOCK_N / BLOCK_M query
+        # tiles on the diagonal need the causal mask; all later ones see every key of this tile.
+        lo = start_n * BLOCK_N
+        diag_end = tl.minimum(lo + BLOCK_N, S)
+        dk, dv = _dkdv_tiles(dk, dv, k, v, q_base, do_base, lse_base, delta_base,
+                             stride_qs, stride_qd, stride_dos, stride_dod, offs_n, lo, diag_end, S,
+                             qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N, True, not EVEN_M)
+        lo = lo + BLOCK_N
+    dk, dv = _dkdv_tiles(dk, dv, k, v, q_base, do_base, lse_base, delta_base,
+                         stride_qs, stride_qd, stride_dos, stride_dod, offs_n, lo, m_full, S,
+                         qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N, False, False)
+    if not EVEN_M:
+        dk, dv = _dkdv_tiles(dk, dv, k, v, q_base, do_base, lse_base, delta_base,
+                             stride_qs, stride_qd, stride_dos, stride_dod, offs_n,
+                             tl.maximum(lo, m_full), S, S,
+                             qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N, False, True)
+
+    dk = dk * sm_scale  # dS was taken w.r.t. the scaled scores sm_scale * QK^T
+    dk_ptrs = DK + b * stride_dkb + h * stride_dkh + offs_n[:, None] * stride_dks + offs_d[None, :] * stride_dkd
+    dv_ptrs = DV + b * stride_dvb + h * stride_dvh + offs_n[:, None] * stride_dvs + offs_d[None, :] * stride_dvd
+    if EVEN_N:
+        tl.store(dk_ptrs, dk.to(DK.dtype.element_ty))
+        tl.store(dv_ptrs, dv.to(DV.dtype.element_ty))
+    else:
+        tl.store(dk_ptrs, dk.to(DK.dtype.element_ty), mask=offs_n[:, None] < S)
+        tl.store(dv_ptrs, dv.to(DV.dtype.element_ty), mask=offs_n[:, None] < S)
+
+
+@triton.jit
+def _dq_tiles(dq, q, do, lse2, delta, k_base, v_base, stride_ks, stride_kd, stride_vs, stride_vd,
+              offs_m, lo, hi, S, qk_scale,
+              HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+              MASK_CAUSAL: tl.constexpr, MASK_KV: tl.constexpr):
+    """Accumulate dQ of one query tile over key tiles [lo, hi)."""
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    kt_ptrs = k_base + offs_n[None, :] * stride_ks + offs_d[:, None] * stride_kd  # K^T [D, BLOCK_N]
+    vt_ptrs = v_base + offs_n[None, :] * stride_vs + offs_d[:, None] * stride_vd  # V^T [D, BLOCK_N]
+    for start_n in range(lo, hi, BLOCK_N):
+        cols = start_n + offs_n
+        if MASK_KV:
+            kt = tl.load(kt_ptrs + start_n * stride_ks, mask=cols[None, :] < S, other=0.0)
+            vt = tl.load(vt_ptrs + start_n * stride_vs, mask=cols[None, :] < S, other=0.0)
+        else:
+            kt = tl.load(kt_ptrs + start_n * stride_ks)
+            vt = tl.load(vt_ptrs + start_n * stride_vs)
+        s = dot(q, kt, tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)) * qk_scale
+        if MASK_CAUSAL:
+            s = tl.where(offs_m[:, None] >= cols[None, :], s, float("-inf"))
+        if MASK_KV:
+            s = tl.where(cols[None, :] < S, s, float("-inf"))
+        p = tl.exp2(s - lse2[:, None])
+        dp = dot(do, vt, tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32))
+        ds = p * (dp - delta[:, None])
+        dq = dot(ds.to(kt.dtype), tl.trans(kt), dq)  # dQ += dS K (scaled later)
+    return dq
+
+
+@autotune(configs=_DQ_CONFIGS, key=["S", "HEAD_DIM", "CAUSAL"], fallback=_DQ_INTERPRET)
+@triton.heuristics(_EVEN)
+@triton.jit
+def _bwd_dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, sm_scale, H, S,
+                   stride_qb, stride_qh, stride_qs, stride_qd,
+                   stride_kb, stride_kh, stride_ks, stride_kd,
+                   stride_vb, stride_vh, stride_vs, stride_vd,
+                   stride_dob, stride_doh, stride_dos, stride_dod,
+                   stride_dqb, stride_dqh, stride_dqs, stride_dqd,
+                   CAUSAL: tl.constexpr, HEAD_DIM: tl.constexpr,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                   EVEN_M: tl.constexpr, EVEN_N: tl.constexpr):
+    start_m = tl.program_id(0)
+    bh = tl.program_id(1)
+    b = (bh // H).to(tl.int64)
+    h = (bh % H).to(tl.int64)
+    k_base = K + b * stride_kb + h * stride_kh
+    v_base = V + b * stride_vb + h * stride_vh
+
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    q_ptrs = Q + b * stride_qb + h * stride_qh + offs_m[:, None] * stride_qs + offs_d[None, :] * stride_qd
+    do_ptrs = DO + b * stride_dob + h * stride_doh + offs_m[:, None] * stride_dos + offs_d[None, :] * stride_dod
+    row_ptrs = bh.to(tl.int64) * S + offs_m
+    if EVEN_M:
+        q = tl.load(q_ptrs)
+        do = tl.load(do_ptrs)
+        lse = tl.load(LSE + row_ptrs)
+        delta = tl.load(DELTA + row_ptrs)
+    else:
+        q = tl.load(q_ptrs, mask=offs_m[:, None] < S, other=0.0)
+        do = tl.load(do_ptrs, mask=offs_m[:, None] < S, other=0.0)
+        lse = tl.load(LSE + row_ptrs, mask=offs_m < S, other=0.0)
+        delta = tl.load(DELTA + row_ptrs, mask=offs_m < S, other=0.0)
+    lse2 = lse * 1.4426950408889634
+
+    qk_scale = sm_scale * 1.4426950408889634
+    dq = tl.zeros((BLOCK_M, HEAD_DIM), dtype=tl.float32)
+    if CAUSAL:
+        diag = start_m * BLOCK_M
+        dq = _dq_tiles(dq, q, do, lse2, delta, k_base, v_base, stride_ks, stride_kd, stride_vs, stride_vd,
+                       offs_m, 0, diag, S, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N, False, False)
+        dq = _dq_tiles(dq, q, do, lse2, delta, k_base, v_base, stride_ks, stride_kd, stride_vs, stride_vd,
+                       offs_m, diag, tl.minimum(diag + BLOCK_M, S), S, qk_scale,
+                       HEAD_DIM, BLOCK_M, BLOCK_N, True, not EVEN_N)
+    else:
+        n_full = (S // BLOCK_N) * BLOCK_N
+        dq = _dq_tiles(dq, q, do, lse2, delta, k_base, v_base, stride_ks, stride_kd, stride_vs, stride_vd,
+                       offs_m, 0, n_full, S, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N, False, False)
+        if not EVEN_N:
+            dq = _dq_tiles(dq, q, do, lse2, delta, k_base, v_base, stride_ks, stride_kd, stride_vs,
+                           stride_vd, offs_m, n_full, S, S, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N, False, True)
+
+    dq = dq * sm_scale
+    dq_ptrs = DQ + b * stride_dqb + h * stride_dqh + offs_m[:, None] * stride_dqs + offs_d[None, :] * stride_dqd
+    if EVEN_M:
+        tl.store(dq_ptrs, dq.to(DQ.dtype.element_ty))
+    else:
+        tl.store(dq_ptrs, dq.to(DQ.dtype.element_ty), mask=offs_m[:, None] < S)
+
+
+# ------------------------------------------------------------------------------------------- launchers
+
+def _check_qkv(q, k, v, **others) -> None:
+    for name, t in (("q", q), ("k", k), ("v", v), *others.items()):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, not {type(t).__name__}")
+        if t.dim() != 4:
+            raise ValueError(f"{name} must be 4-D [batch, heads, seq, head_dim], got shape {tuple(t.shape)}")
+        if t.shape != q.shape:
+            raise ValueError(f"{name} has shape {tuple(t.shape)} but q has {tuple(q.shape)}")
+        if t.dtype != q.dtype or t.device != q.device:
+            raise ValueError(f"{name} is {t.dtype} on {t.device} but q is {q.dtype} on {q.device}")
+    if q.dtype not in _SUPPORTED:
+        raise TypeError(f"q has dtype {q.dtype}; supported: float16, bfloat16, float32")
+    d = q.shape[-1]
+    if d < 16 or d & (d - 1):
+        raise ValueError(f"head_dim must be a power of two >= 16 (e.g. 64, 128), got {d}")
+
+
+def _scale(sm_scale, d: int) -> float:
+    return 1.0 / math.sqrt(d) if sm_scale is None else float(sm_scale)
+
+
+def _strides(t: torch.Tensor):
+    return t.stride(0), t.stride(1), t.stride(2), t.stride(3)
+
+
+def flash_attention_fwd(q, k, v, causal: bool = False, sm_scale: float | None = None):
+    """``(o, lse)``: o = softmax(q k^T * sm_scale [causal]) v, lse float32 [B, H, S] (natural log)."""
+    _check_qkv(q, k, v)
+    B, H, S, D = q.shape
+    scale = _scale(sm_scale, D)
+    o = torch.empty((B, H, S, D), device=q.device, dtype=q.dtype)
+    lse = torch.empty((B, H, S), device=q.device, dtype=torch.float32)
+    if o.numel() == 0:
+        return o, lse
+
+    def grid(meta):
+        return (triton.cdiv(S, meta["BLOCK_M"]), B * H)
+
+    _fwd_kernel[grid](q, k, v, o, lse, scale, H, S,
+                      *_strides(q), *_strides(k), *_strides(v), *_strides(o),
+                      CAUSAL=bool(causal), HEAD_DIM=D)
+    return o, lse
+
+
+def flash_attention_bwd(do, q, k, v, o, lse, causal: bool = False, sm_scale: float | None = None):
+    """``(dq, dk, dv)`` of ``o = flash_attention_fwd(q, k, v, causal, sm_scale)[0]`` given ``do``."""
+    _check_qkv(q, k, v, do=do, o=o)
+    B, H, S, D = q.shape
+    if not isinstance(lse, torch.Tensor) or tuple(lse.shape) != (B, H, S):
+        raise ValueError(f"lse must be a [B, H, S] = {(B, H, S)} tensor from flash_attention_fwd")
+    lse = lse.to(device=q.device, dtype=torch.float32).contiguous()
+    scale = _scale(sm_scale, D)
+    dq = torch.empty((B, H, S, D), device=q.device, dtype=q.dtype)
+    dk = torch.empty_like(dq)
+    dv = torch.empty_like(dq)
+    if dq.numel() == 0:
+        return dq, dk, dv
+    delta = torch.empty((B, H, S), device=q.device, dtype=torch.float32)
+    pre_block = 64 if course.INTERPRET else 128
+    _bwd_preprocess[(triton.cdiv(S, pre_block), B * H)](
+        o, do, delta, H, S, *_strides(o), *_strides(do), HEAD_DIM=D, BLOCK_M=pre_block)
+
+    def grid_kv(meta):
+        return (triton.cdiv(S, meta["BLOCK_N"]), B * H)
+
+    def grid_q(meta):
+        return (triton.cdiv(S, meta["BLOCK_M"]), B * H)
+
+    _bwd_dkdv_kernel[grid_kv](q, k, v, do, lse, delta, dk, dv, scale, H, S,
+                              *_strides(q), *_strides(k), *_strides(v), *_strides(do),
+                              *_strides(dk), *_strides(dv), CAUSAL=bool(causal), HEAD_DIM=D)
+    _bwd_dq_kernel[grid_q](q, k, v, do, lse, delta, dq, scale, H, S,
+                           *_strides(q), *_strides(k), *_strides(v), *_strides(do),
+                           *_strides(dq), CAUSAL=bool(causal), HEAD_DIM=D)
+    return dq, dk, dv
+
+
+class FlashAttentionFunction(torch.autograd.Function):
+    """Saves q, k, v, o and the float32 lse (O(S) extra), recomputes the probabilities in backward."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, causal=False, sm_scale=None):
+        o, lse = flash_attention_fwd(q, k, v, causal, sm_scale)
+        ctx.save_for_backward(q, k, v, o, lse)
+        ctx.causal = bool(causal)
+        ctx.sm_scale = sm_scale
+        return o
+
+    @staticmethod
+    def backward(ctx, do):
+        q, k, v, o, lse = ctx.saved_tensors
+        dq, dk, dv = flash_attention_bwd(do, q, k, v, o, lse, ctx.causal, ctx.sm_scale)
+        return dq, dk, dv, None, None
+
+
+def flash_attention(q, k, v, causal: bool = False, sm_scale: float | None = None):
+    """Differentiable FlashAttention: ``o`` only (the lse is kept for backward)."""
+    return FlashAttentionFunction.apply(q, k, v, causal, sm_scale)
+
+
+# ------------------------------------------------------------------------------------------- reference
+
+def attention_torch(q, k, v, causal: bool = False, sm_scale: float | None = None):
+    """The readable definition (materializes the S x S scores): ``(o, lse)`` in the inputs' dtype / fp32."""
+    scale = _scale(sm_scale, q.shape[-1])
+    s = (q @ k.transpose(-2, -1)) * scale
+    if causal:
+        S = q.shape[-2]
+        keep = torch.ones(S, S, dtype=torch.bool, device=q.device).tril()
+        s = s.masked_fill(~keep, float("-inf"))
+    lse = torch.logsumexp(s, dim=-1)
+    o = torch.softmax(s, dim=-1) @ v
+    return o, lse.float() if lse.dtype != torch.float64 else lse
