@@ -18,10 +18,11 @@ lab: venv
 	@token=$$($(BIN)/python -c 'import secrets; print(secrets.token_hex(24))'); \
 	browser=--no-browser; \
 	if [ -n "$$DISPLAY$$WAYLAND_DISPLAY" ] || [ "$$(uname)" = Darwin ]; then browser=; fi; \
+	root=; if [ "$$(id -u)" = 0 ]; then root=--allow-root; fi; \
 	echo ""; \
 	echo "  JupyterLab for the course: http://$(IP):$(PORT)/lab?token=$$token"; \
 	echo ""; \
-	exec $(BIN)/jupyter lab $$browser --ip=$(IP) --port=$(PORT) --ServerApp.port_retries=0 \
+	exec $(BIN)/jupyter lab $$browser $$root --ip=$(IP) --port=$(PORT) --ServerApp.port_retries=0 \
 	    --ServerApp.root_dir="$(CURDIR)/notebooks" --IdentityProvider.token="$$token"
 
 # The whole suite. Without a GPU, Triton runs under the interpreter and `gpu` tests are skipped.

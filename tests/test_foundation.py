@@ -123,3 +123,46 @@ def test_ensure_venv_explains_missing_python(tmp_path):
 def test_ci_script_runs_make_test_and_fails_on_no_tests():
     text = (ROOT / ".ci" / "run").read_text()
     assert "make test" in text and '"$rc" -eq 5' in text
+
+
+def _free_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_make_lab_serves_jupyterlab_with_a_token():
+    import re
+    import signal
+    import time
+    import urllib.request
+
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    env["PORT"] = str(port)
+    proc = subprocess.Popen(["make", "--no-print-directory", "lab"], cwd=ROOT, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        url = None
+        for line in proc.stdout:
+            m = re.search(rf"http://127\.0\.0\.1:{port}/lab\?token=[0-9a-f]+", line)
+            if m:
+                url = m.group(0)
+                break
+        assert url, "make lab printed no URL with a token"
+        deadline = time.time() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(url, timeout=5) as page:
+                    assert page.status == 200 and b"JupyterLab" in page.read()
+                break
+            except OSError:
+                assert time.time() < deadline, "JupyterLab did not answer on /lab within 90 s"
+                assert proc.poll() is None, "make lab exited"
+                time.sleep(1)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
