@@ -1,0 +1,194 @@
+"""linear_cross_entropy(x, weight, targets): mean over rows of cross_entropy(x @ weight.T, targets)
+without ever holding the full [M, V] logits.
+
+Eager PyTorch materializes the logits (M*V*s bytes: 4 GiB for 16K rows x 128K vocab in bf16), then the
+log-softmax of the same size, then in the backward two more [M, V] gradients. Here the rows are cut into
+chunks of C rows (C*V about the size of x), and for each chunk:
+  1. logits = x_c @ weight.T                          (cuBLAS, 2*C*V*H FLOPs)
+  2. one Triton kernel per chunk, one program per row: pass 1 streams the row keeping a per-lane running
+     max and rescaled sum (online logsumexp), loss_row = lse - logit[target]; pass 2 (only when a gradient
+     is needed) overwrites the logits in place with dlogits = (softmax - onehot(target)) / M.
+     Bytes: read C*V*s (twice with the gradient) and write C*V*s.
+  3. dx_c = dlogits @ weight and dweight += dlogits.T @ x_c (cuBLAS, 2 * 2*C*V*H FLOPs).
+The gradients are computed during the forward (no logits recomputation: 3 matmuls in all, as many as
+eager) and scaled by the incoming gradient in the backward. Extra memory: dweight and dx (which eager
+also needs) + one chunk of logits + M floats, instead of several [M, V] tensors.
+
+dweight accumulates in weight's dtype with addmm (fp32 accumulation inside each product, one rounding
+per chunk), so no fp32 copy of the [V, H] gradient is needed. Chunks are few (about V/H of them).
+"""
+from __future__ import annotations
+
+import course  # noqa: F401  (TRITON_INTERPRET before the kernels below are defined)
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+
+from course.triton_compat import autotune
+from kernels_ref._validate import check_same, check_tensor, rows_contiguous
+
+
+def linear_cross_entropy_torch(x, weight, targets):
+    """The definition (materializes the logits; float64-capable): mean cross-entropy of x @ weight.T."""
+    return F.cross_entropy(x @ weight.T, targets)
+
+
+def linear_cross_entropy_reference(x, weight, targets, chunk_rows: int = 1024):
+    """(loss, dx, dweight) in float64, closed form, chunked so it fits in memory at vocabulary 128K."""
+    x64, w64 = x.double(), weight.double()
+    M = x.shape[0]
+    loss = torch.zeros((), dtype=torch.float64, device=x.device)
+    dx = torch.empty_like(x64)
+    dw = torch.zeros_like(w64)
+    for s in range(0, M, chunk_rows):
+        logits = x64[s:s + chunk_rows] @ w64.T
+        lse = torch.logsumexp(logits, dim=-1)
+        t = targets[s:s + chunk_rows]
+        loss += (lse - logits.gather(1, t[:, None])[:, 0]).sum()
+        grad = torch.softmax(logits, dim=-1)
+        grad[torch.arange(len(t), device=x.device), t] -= 1
+        grad /= M
+        dx[s:s + chunk_rows] = grad @ w64
+        dw += grad.T @ x64[s:s + chunk_rows]
+    return loss / M, dx, dw
+
+
+@autotune(
+    configs=[triton.Config({"BLOCK_V": bv}, num_warps=w, num_stages=s)
+             for bv, w in [(2048, 4), (4096, 8), (8192, 8), (8192, 16)] for s in (2, 3)],
+    key=["V", "WRITE_GRAD"],
+    fallback=triton.Config({"BLOCK_V": 128}, num_warps=4),
+)
+@triton.jit
+def _cross_entropy_rows_kernel(logits_ptr, targets_ptr, loss_ptr, V, stride_lm, grad_scale,
+                               WRITE_GRAD: tl.constexpr, BLOCK_V: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    row_ptr = logits_ptr + row * stride_lm
+    target = tl.load(targets_ptr + row)
+    cols = tl.arange(0, BLOCK_V)
+    m_lane = tl.full([BLOCK_V], -float("inf"), tl.float32)
+    s_lane = tl.zeros([BLOCK_V], tl.float32)
+    for start in range(0, V, BLOCK_V):
+        offs = start + cols
+        z = tl.load(row_ptr + offs, mask=offs < V, other=-float("inf")).to(tl.float32)
+        m_new = tl.maximum(m_lane, z)
+        m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)  # lanes that saw only padding
+        s_lane = s_lane * tl.exp2((m_lane - m_safe) * 1.4426950408889634) + tl.exp2((z - m_safe) * 1.4426950408889634)
+        m_lane = m_new
+    m = tl.max(m_lane, axis=0)
+    lse = m + tl.log(tl.sum(s_lane * tl.exp2((m_lane - m) * 1.4426950408889634), axis=0))
+    z_target = tl.load(row_ptr + target).to(tl.float32)
+    tl.store(loss_ptr + row, lse - z_target)
+    if WRITE_GRAD:
+        # The row is re-read right after pass 1 (mostly from L2) and overwritten with its gradient.
+        for start in range(0, V, BLOCK_V):
+            offs = start + cols
+            z = tl.load(row_ptr + offs, mask=offs < V, other=0.0).to(tl.float32)
+            p = tl.exp2((z - lse) * 1.4426950408889634)
+            g = tl.where(offs == target, p - 1.0, p) * grad_scale
+            tl.store(row_ptr + offs, g.to(logits_ptr.dtype.element_ty), mask=offs < V)
+
+
+def default_chunk_rows(M: int, H: int, V: int) -> int:
+    """Rows per chunk so that one chunk of logits is about as large as x itself (C*V ~ M*H)."""
+    return max(1, min(M, triton.next_power_of_2(triton.cdiv(M, triton.cdiv(V, H)))))
+
+
+def _forward(x, weight, targets, need_grad: bool, chunk_rows: int | None):
+    M, H = x.shape
+    V = weight.shape[0]
+    C = chunk_rows or default_chunk_rows(M, H, V)
+    losses = torch.empty(M, dtype=torch.float32, device=x.device)
+    dx = torch.empty_like(x) if need_grad else None
+    dw = torch.zeros_like(weight) if need_grad else None
+    for s in range(0, M, C):
+        e = min(s + C, M)
+        x_c = x[s:e]
+        logits = x_c @ weight.T  # [C, V]: the only vocab-sized buffer, reused as dlogits in place
+        _cross_entropy_rows_kernel[(e - s,)](logits, targets[s:e], losses[s:e], V, logits.stride(0),
+                                             1.0 / M, WRITE_GRAD=need_grad)
+        if need_grad:
+            torch.mm(logits, weight, out=dx[s:e])
+            dw.addmm_(logits.T, x_c)
+        del logits
+    return losses.sum() / M, dx, dw
+
+
+class LinearCrossEntropyFunction(torch.autograd.Function):
+    """Forward computes the loss and, when a gradient is needed, dx and dweight chunk by chunk;
+    backward only scales them by the incoming (scalar) gradient, in place."""
+
+    @staticmethod
+    def forward(ctx, x, weight, targets, chunk_rows):
+        need_grad = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
+        loss, dx, dw = _forward(x, weight, targets, need_grad, chunk_rows)
+        if need_grad:
+            ctx.save_for_backward(dx, dw)
+        ctx.mark_non_differentiable(targets)
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad_loss):
+        dx, dw = ctx.saved_tensors
+        # In place: these buffers belong to this call alone; a copy would double dweight's memory.
+        g = grad_loss.to(torch.float32)
+        dx = dx.mul_(g) if ctx.needs_input_grad[0] else None
+        dw = dw.mul_(g) if ctx.needs_input_grad[1] else None
+        return dx, dw, None, None
+
+
+def linear_cross_entropy(x, weight, targets, chunk_rows: int | None = None):
+    """Mean cross-entropy of x [M, H] @ weight [V, H].T against targets [M] (int, in [0, V)), as a 0-d
+    float32 tensor; differentiable in x and weight; peak extra memory ~ one chunk of logits + grads."""
+    check_tensor("x", x, ndim=2)
+    check_tensor("weight", weight, ndim=2)
+    check_same("weight", weight, "x", x)
+    check_tensor("targets", targets, ndim=1, dtypes=(torch.int64, torch.int32), device=x.device)
+    M, H = x.shape
+    if weight.shape[1] != H:
+        raise ValueError(f"weight must be [V, {H}] (nn.Linear layout), got {tuple(weight.shape)}")
+    if targets.shape[0] != M:
+        raise ValueError(f"targets must have {M} entries (one per row of x), got {targets.shape[0]}")
+    if M == 0:
+        raise ValueError("the mean cross-entropy of zero rows is undefined")
+    V = weight.shape[0]
+    lo, hi = torch.aminmax(targets)
+    if lo.item() < 0 or hi.item() >= V:
+        raise ValueError(f"targets must lie in [0, {V}), got values in [{lo.item()}, {hi.item()}]")
+    if chunk_rows is not None and chunk_rows < 1:
+        raise ValueError("chunk_rows must be a positive number of rows")
+    x = rows_contiguous(x)
+    return LinearCrossEntropyFunction.apply(x, weight.contiguous(), targets.contiguous(), chunk_rows)
+
+
+def bench_cases(quick: bool = False):
+    from kernels_ref.benchmarking import BenchCase, Goal
+    from course import DEVICE
+
+    def run(loss_fn):
+        def fwd_bwd(x, w, t):
+            xg, wg = x.detach().requires_grad_(), w.detach().requires_grad_()
+            loss = loss_fn(xg, wg, t)
+            loss.backward()
+            return loss, xg.grad, wg.grad
+        return fwd_bwd
+
+    compiled = torch.compile(linear_cross_entropy_torch)
+    shapes = [(8192, 4096, 128256)] if quick else [(8192, 4096, 128256), (16384, 4096, 128256), (16384, 4096, 32000)]
+    cases = []
+    for M, H, V in shapes:
+        def make(M=M, H=H, V=V):
+            x = torch.randn(M, H, device=DEVICE, dtype=torch.bfloat16)
+            w = torch.randn(V, H, device=DEVICE, dtype=torch.bfloat16) / H**0.5
+            return x, w, torch.randint(0, V, (M,), device=DEVICE)
+
+        cases.append(BenchCase(
+            op="linear_cross_entropy", label=f"M{M} H{H} V{V} bf16", make_inputs=make,
+            candidates={"triton": run(linear_cross_entropy), "eager": run(linear_cross_entropy_torch),
+                        "compiled": run(compiled)},
+            reference=lambda x, w, t: linear_cross_entropy_reference(x, w, t),
+            flops=3 * 2 * M * H * V, metric="peak_memory",
+            goals=[Goal.faster("triton", "eager", 4.0)] if V >= 128000 else [],
+        ))
+    return cases
