@@ -1,0 +1,93 @@
+"""The benchmark suite: ``python -m kernels_ref.bench [--quick] [--json FILE] [--ops a,b]``.
+
+Collects ``bench_cases(quick)`` from every op module in MODULES (a module that is not there yet is
+skipped with a note), runs them with kernels_ref.benchmarking.run_suite on the GPU, prints one table per
+op with the goal verdicts, and with --json writes the results and one plot per op next to the file.
+Without a GPU it exits with code 2 and one line saying so.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+import course  # noqa: F401  (before any kernel module)
+from kernels_ref import benchmarking
+
+# Op modules in the order their tables are printed.
+MODULES = (
+    "kernels_ref.bias_gelu",
+    "kernels_ref.softmax",
+    "kernels_ref.layer_norm",
+    "kernels_ref.rms_norm",
+    "kernels_ref.cross_entropy",
+    "kernels_ref.matmul",
+    "kernels_ref.flash_attention",
+)
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m kernels_ref.bench", description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="a small subset: the headline shape of each op")
+    p.add_argument("--json", metavar="FILE", help="write results here, and one PNG plot per op beside it")
+    p.add_argument("--ops", metavar="a,b", type=lambda s: [o.strip() for o in s.split(",") if o.strip()],
+                   help="only these ops (e.g. softmax,layer_norm_fwd); default: all")
+    p.add_argument("--no-progress", action="store_true", help="no tqdm progress bar")
+    return p.parse_args(argv)
+
+
+def collect_cases(quick: bool, ops: list[str] | None = None, modules=MODULES):
+    """(cases, notes): every module's bench cases, filtered by op name; missing modules become notes."""
+    cases, notes = [], []
+    for name in modules:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:  # the module exists but something it imports does not: a real error
+                raise
+            notes.append(f"skipped {name}: not written yet")
+            continue
+        if not hasattr(module, "bench_cases"):
+            notes.append(f"skipped {name}: it has no bench_cases(quick)")
+            continue
+        cases.extend(module.bench_cases(quick))
+    if ops:
+        known = {c.op for c in cases}
+        unknown = [o for o in ops if o not in known]
+        if unknown:
+            raise SystemExit(f"unknown op(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        cases = [c for c in cases if c.op in ops]
+    return cases, notes
+
+
+def main(argv=None, *, timer=None, peak_memory=None, ceilings=None, modules=MODULES) -> int:
+    """Run the suite. timer/peak_memory/ceilings are injected by tests (no GPU needed then)."""
+    args = parse_args(argv)
+    injected = timer is not None
+    if not injected and not course.ON_GPU:
+        print("kernels_ref.bench needs a CUDA GPU: none found here (correctness runs in `pytest`).", file=sys.stderr)
+        return 2
+    cases, notes = collect_cases(args.quick, args.ops, modules)
+    for note in notes:
+        print(note)
+    print(course.describe())
+    ceilings, rows, verdicts = benchmarking.run_suite(
+        cases,
+        ceilings=ceilings,
+        timer=timer or benchmarking.do_bench_timer,
+        peak_memory=peak_memory or benchmarking.cuda_peak_memory,
+        progress=not args.no_progress,
+    )
+    print(f"ceilings: copy {ceilings.copy_gbps:.0f} GB/s, bf16 matmul {ceilings.matmul_tflops:.0f} TFLOP/s")
+    print(benchmarking.format_table(rows, verdicts))
+    if args.json:
+        benchmarking.write_json(args.json, ceilings, rows, verdicts,
+                                meta={"quick": args.quick, "ops": args.ops, "notes": notes})
+        plots = benchmarking.write_plots(os.path.dirname(os.path.abspath(args.json)), rows, ceilings)
+        print(f"wrote {args.json}" + (f" and {len(plots)} plot(s)" if plots else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
