@@ -28,6 +28,8 @@ and the grouped ordering), with dots upcast to fp32 (``course.triton_compat.dot`
 """
 from __future__ import annotations
 
+import math
+
 import course  # noqa: F401  (first: sets TRITON_INTERPRET=1 without a GPU)
 import torch
 import torch.nn.functional as F
@@ -211,7 +213,8 @@ def linear_bias_gelu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) 
         raise TypeError(f"x has dtype {x.dtype}; supported: float16, bfloat16, float32")
     if not (x.device == weight.device == bias.device):
         raise ValueError("x, weight and bias must be on the same device")
-    x2 = x.reshape(-1, K)  # a view when it can be; strides are passed to the kernel either way
+    rows = math.prod(x.shape[:-1])
+    x2 = x.reshape(rows, K)  # a view when it can be; strides are passed to the kernel either way
     y = _launch(x2, weight.t(), bias, gelu=True)
     return y.reshape(*x.shape[:-1], N)
 
@@ -226,3 +229,64 @@ def matmul_torch(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 def linear_bias_gelu_torch(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     return F.gelu(F.linear(x, weight, bias), approximate="tanh")
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def bench_cases(quick: bool = False):
+    """matmul at 8192^3 (plus a square sweep), linear_bias_gelu at transformer MLP shapes.
+
+    The goal for ``linear_bias_gelu`` is stated against cuBLAS doing the *bare* matmul: its output is not
+    the fused op's, so it sits in a second case without a reference check (the fused kernel's output is
+    checked against float64 in the first case, on the same shape).
+    """
+    from course import DEVICE
+    from kernels_ref.benchmarking import BenchCase, Goal
+
+    compiled_matmul = torch.compile(torch.matmul)
+    compiled_lbg = torch.compile(linear_bias_gelu_torch)
+    cases = []
+
+    square = [8192] if quick else [1024, 2048, 4096, 8192]
+    for n in square:
+        dtype = torch.bfloat16
+
+        def make(n=n, dtype=dtype):
+            return (torch.randn(n, n, device=DEVICE, dtype=dtype), torch.randn(n, n, device=DEVICE, dtype=dtype))
+
+        cases.append(BenchCase(
+            op="matmul", label=f"{n}x{n}x{n} {_dtype_name(dtype)}", make_inputs=make,
+            candidates={"triton": matmul, "eager": torch.matmul, "compiled": compiled_matmul},
+            reference=lambda a, b: a.double() @ b.double(),
+            flops=2 * n**3, sweep="N", sweep_value=n,
+            goals=[Goal.faster("triton", "eager", 0.95)] if n == 8192 else [],
+        ))
+
+    # (tokens M, out features N, in features K): an MLP up-projection of a 4096-wide model, and LLaMA-7B's.
+    shapes = [(16384, 4096, 4096)] if quick else [(16384, 4096, 4096), (16384, 11008, 4096)]
+    for M, N, K in shapes:
+        dtype = torch.bfloat16
+
+        def make(M=M, N=N, K=K, dtype=dtype):
+            x = torch.randn(M, K, device=DEVICE, dtype=dtype)
+            w = torch.randn(N, K, device=DEVICE, dtype=dtype) / K**0.5  # unit-scale pre-activations
+            b = torch.randn(N, device=DEVICE, dtype=dtype)
+            return x, w, b
+
+        label = f"{M}x{N}x{K} {_dtype_name(dtype)}"
+        flops = 2 * M * N * K
+        cases.append(BenchCase(
+            op="linear_bias_gelu", label=label, make_inputs=make,
+            candidates={"triton": linear_bias_gelu, "eager": linear_bias_gelu_torch, "compiled": compiled_lbg},
+            reference=lambda x, w, b: linear_bias_gelu_torch(x.double(), w.double(), b.double()),
+            flops=flops, goals=[Goal.faster("triton", "eager")],
+        ))
+        cases.append(BenchCase(
+            op="linear_bias_gelu", label=f"{label} vs bare matmul", make_inputs=make,
+            candidates={"triton": linear_bias_gelu, "cublas_matmul_only": lambda x, w, b: x @ w.t()},
+            reference=None,  # different outputs by design; correctness is checked in the case above
+            flops=flops, goals=[Goal.faster("triton", "cublas_matmul_only", 0.95)],
+        ))
+    return cases
