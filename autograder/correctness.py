@@ -1,0 +1,87 @@
+"""Guarantees 1 and 4 on the grading side: compare outputs in float64, check inputs came back unmodified.
+
+Rules: the output's type, shape and dtype must match; positions where the reference is NaN or +-inf
+must hold the same value, every other position must be finite (NaN never passes); then
+|out - ref| <= atol + rtol * |ref| elementwise, with (atol, rtol) of the output dtype (specs/base.py).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+def expected_dtypes(args, ref, spec) -> list:
+    if spec.out_dtypes is not None:
+        return list(spec.out_dtypes(args))
+    first = next(a for a in args if isinstance(a, torch.Tensor))
+    return [first.dtype] * (len(ref) if isinstance(ref, (tuple, list)) else 1)
+
+
+def compare_tensor(out, ref: torch.Tensor, dtype: torch.dtype, tol) -> tuple[bool, float | None, str]:
+    if not isinstance(out, torch.Tensor):
+        return False, None, f"returned {type(out).__name__}, expected a torch.Tensor"
+    if tuple(out.shape) != tuple(ref.shape):
+        return False, None, f"shape {tuple(out.shape)}, expected {tuple(ref.shape)}"
+    if out.dtype != dtype:
+        return False, None, f"dtype {out.dtype}, expected {dtype}"
+    if ref.numel() == 0:
+        return True, 0.0, ""
+    o = out.detach().to(device=ref.device, dtype=torch.float64)
+    r = ref.detach().to(torch.float64)
+    special = ~torch.isfinite(r)
+    if bool(special.any()):
+        same = (o[special] == r[special]) | (torch.isnan(o[special]) & torch.isnan(r[special]))
+        if not bool(same.all()):
+            return False, math.inf, "wrong where the exact answer is NaN or infinite"
+    regular = ~special
+    o_reg, r_reg = o[regular], r[regular]
+    if not bool(torch.isfinite(o_reg).all()):
+        n_bad = int((~torch.isfinite(o_reg)).sum())
+        return False, math.inf, f"{n_bad} NaN/inf value(s) where the answer is finite"
+    if o_reg.numel() == 0:
+        return True, 0.0, ""
+    err = (o_reg - r_reg).abs()
+    atol, rtol = tol
+    bad = err > atol + rtol * r_reg.abs()
+    max_err = float(err.max())
+    if bool(bad.any()):
+        idx = int(bad.nonzero()[0, 0]) if bad.dim() else 0
+        return False, max_err, (f"{int(bad.sum())} of {bad.numel()} values off (max error {max_err:.3g}; "
+                                f"e.g. got {float(o_reg.flatten()[idx]):.6g}, expected {float(r_reg.flatten()[idx]):.6g}; "
+                                f"allowed {atol:g} + {rtol:g}*|expected|)")
+    return True, max_err, ""
+
+
+def compare_outputs(out, ref, dtypes, spec) -> tuple[bool, float | None, str]:
+    """Compare one call's output(s) with the reference (a tensor or a tuple of tensors)."""
+    if isinstance(ref, (tuple, list)):
+        if not isinstance(out, (tuple, list)) or len(out) != len(ref):
+            return False, None, f"expected a tuple of {len(ref)} tensors, got {type(out).__name__}"
+        worst, msgs, ok = 0.0, [], True
+        for i, (o, r, d) in enumerate(zip(out, ref, dtypes)):
+            good, err, msg = compare_tensor(o, r, d, spec.tolerance(d))
+            ok &= good
+            worst = max(worst, err if err is not None else math.inf)
+            if not good:
+                msgs.append(f"output {i}: {msg}")
+        return ok, worst, "; ".join(msgs)
+    return compare_tensor(out, ref, dtypes[0], spec.tolerance(dtypes[0]))
+
+
+def same_values(before, after) -> bool:
+    """True when ``after`` holds exactly ``before``'s values (NaN where NaN): the input was not modified."""
+    if isinstance(before, torch.Tensor):
+        if not isinstance(after, torch.Tensor) or after.shape != before.shape or after.dtype != before.dtype:
+            return False
+        a, b = before.detach().cpu(), after.detach().cpu()
+        return bool(((a == b) | (torch.isnan(a) & torch.isnan(b)) if a.is_floating_point() else (a == b)).all())
+    return True
+
+
+def describe_tensor_args(args) -> tuple[str, str]:
+    """(shape, dtype) columns for the report: the first tensor argument's."""
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            return "x".join(map(str, a.shape)) or "scalar", str(a.dtype).replace("torch.", "")
+    return "-", "-"

@@ -1,0 +1,133 @@
+"""Guarantee 2: the learner wrote the kernel.
+
+- ``OpRecorder``: a TorchDispatchMode that records every aten operator the submission calls, with the
+  submission's own source line that led to it (walking the stack to the submission's file). It sees
+  operators on the CPU and on the GPU alike. Operators run *inside* a Triton launch are the
+  interpreter's own plumbing, not the learner's, and are not recorded.
+- ``install_launch_counter``: counts Triton kernel launches (compiled, interpreted, autotuned; an
+  autotuner's benchmarking runs count as the one launch they serve).
+- ``KernelsRefWatch``: records any import of ``kernels_ref`` by the submission.
+- ``judge``: runs in the grading process; turns what the worker recorded into violations.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+
+from torch.utils._python_dispatch import TorchDispatchMode
+
+
+class _LaunchState(threading.local):
+    depth = 0
+    launches = 0
+
+
+STATE = _LaunchState()
+_INSTALLED = False
+
+
+def _counting(run):
+    def run_and_count(self, *args, **kwargs):
+        if kwargs.get("warmup"):
+            return run(self, *args, **kwargs)
+        if STATE.depth == 0:
+            STATE.launches += 1
+        STATE.depth += 1
+        try:
+            return run(self, *args, **kwargs)
+        finally:
+            STATE.depth -= 1
+    run_and_count.__wrapped__ = run
+    return run_and_count
+
+
+def install_launch_counter() -> None:
+    """Wrap every Triton launcher's ``run`` (class level, once per process)."""
+    global _INSTALLED
+    if _INSTALLED:
+        return
+    from triton.runtime.autotuner import Autotuner, Heuristics
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    for cls in (JITFunction, InterpretedFunction, Autotuner, Heuristics):
+        if "run" in cls.__dict__:
+            cls.run = _counting(cls.__dict__["run"])
+    _INSTALLED = True
+
+
+def reset_launches() -> None:
+    STATE.launches = 0
+    STATE.depth = 0
+
+
+def launches() -> int:
+    return STATE.launches
+
+
+class OpRecorder(TorchDispatchMode):
+    """Records (operator, submission line) -> count for every aten op called outside Triton launches."""
+
+    def __init__(self, source_file: str | None):
+        super().__init__()
+        self.source_file = source_file
+        self.ops: dict = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if STATE.depth == 0:
+            key = (func.overloadpacket.__name__, self._submission_line())
+            self.ops[key] = self.ops.get(key, 0) + 1
+        return func(*args, **(kwargs or {}))
+
+    def _submission_line(self):
+        frame = sys._getframe(2)
+        while frame is not None:
+            if self.source_file is None or frame.f_code.co_filename == self.source_file:
+                return frame.f_lineno
+            frame = frame.f_back
+        return None
+
+    def records(self) -> list:
+        return [[op, line, n] for (op, line), n in sorted(self.ops.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0))]
+
+
+class KernelsRefWatch:
+    """A meta-path finder that notes imports of kernels_ref (and lets them proceed, to be reported)."""
+
+    def __init__(self):
+        self.seen: list[str] = []
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "kernels_ref" or name.startswith("kernels_ref."):
+            self.seen.append(name)
+        return None
+
+    def install(self):
+        sys.meta_path.insert(0, self)
+        return self
+
+    def imported(self) -> bool:
+        return bool(self.seen) or any(m == "kernels_ref" or m.startswith("kernels_ref.") for m in sys.modules)
+
+
+def judge(spec, ops_records, launch_counts, used_kernels_ref: bool, where) -> list[str]:
+    """Violations (plain words) from recorded ops, launches per call and kernels_ref use."""
+    violations = []
+    if used_kernels_ref:
+        violations.append("imports kernels_ref (the course's reference kernels): the exercise must be your own code")
+    if spec.allowed_ops is not None:
+        seen = set()
+        for op, line, _count in ops_records:
+            if op in spec.allowed_ops or (op, line) in seen:
+                continue
+            seen.add((op, line))
+            why = spec.forbidden_hint.get(op, "it is not among the operators this exercise allows")
+            violations.append(f"calls torch operator aten.{op} at {where(line)}: {why}")
+    counts = [c for c in launch_counts if c is not None]
+    if spec.min_launches and counts and min(counts) < spec.min_launches:
+        violations.append(f"launched {min(counts)} Triton kernel(s) in a call; the exercise asks for your own "
+                          f"Triton kernel (at least {spec.min_launches} launch)")
+    if spec.max_launches is not None and counts and max(counts) > spec.max_launches:
+        violations.append(f"launched {max(counts)} Triton kernels in one call; the exercise allows "
+                          f"{spec.max_launches} (a fused kernel is one launch)")
+    return violations

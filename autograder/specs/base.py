@@ -1,0 +1,154 @@
+"""What an exercise spec holds, and the shared pieces specs are built from.
+
+A spec is data: the grading machinery (isolation, legality, correctness, timing) reads these fields and
+never needs to know which exercise it is grading. Adding an exercise means adding a spec.
+
+Tolerances are stated once, here (``TOLERANCES``); a spec overrides them only with a reason.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import torch
+
+# (atol, rtol) per output dtype: |out - ref| <= atol + rtol * |ref|, ref computed in float64.
+# float32: a kernel computing in fp32 lands within a few ulp (1.2e-7) of the exact value; 1e-5/1e-4
+# leaves room for a different reduction order. fp16/bf16: the output's own rounding is 2^-11 / 2^-8
+# relative, so the tolerance is a few of those ulps; nothing looser, or a wrong kernel could pass.
+TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
+    torch.float64: (1e-10, 1e-8),
+    torch.float32: (1e-5, 1e-4),
+    torch.float16: (1e-3, 4e-3),
+    torch.bfloat16: (8e-3, 1.6e-2),
+}
+
+# Operators every kernel launcher may use: allocating outputs, reshaping views, making a contiguous
+# copy. None of them computes anything, so none can stand in for the kernel being taught.
+PLUMBING_OPS = frozenset({
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "view", "_unsafe_view",
+    "reshape", "_reshape_alias", "as_strided", "t", "transpose", "permute", "expand", "contiguous",
+    "clone", "copy_", "detach", "alias", "unsqueeze", "squeeze", "select", "slice", "lift_fresh",
+    "_to_copy", "to", "is_same_size", "resolve_conj", "resolve_neg", "_local_scalar_dense",
+    "flatten", "unflatten", "split", "chunk", "narrow", "unbind",
+})
+
+# Tensor primitives the naive exercises of 01 may combine (elementwise, reductions, matmul, masks).
+PRIMITIVE_OPS = PLUMBING_OPS | frozenset({
+    "add", "sub", "mul", "div", "neg", "exp", "log", "tanh", "pow", "sqrt", "rsqrt", "reciprocal",
+    "max", "amax", "min", "amin", "sum", "mean", "var", "square", "abs", "maximum", "minimum",
+    "mm", "bmm", "matmul", "addmm", "baddbmm", "expand_as", "where", "masked_fill", "masked_fill_",
+    "triu", "tril", "ones", "ones_like", "zeros", "zeros_like", "full", "full_like", "fill_",
+    "zero_", "arange", "gt", "lt", "ge", "le", "eq", "ne", "logical_not", "scalar_tensor",
+    "add_", "sub_", "mul_", "div_", "exp_", "_softmax_backward_data", "lift_fresh_copy",
+    "sigmoid", "erf", "clamp", "clamp_min", "clamp_max", "rsub", "true_divide", "sum_",
+})
+
+TRITON_ALLOWED = PLUMBING_OPS | {"zeros", "zeros_like", "zero_", "fill_", "full"}
+
+
+def fresh_seed() -> int:
+    """A new seed for every grading run (guarantee 1): inputs are never the same twice."""
+    return int.from_bytes(__import__("os").urandom(4), "little") & 0x7FFFFFFF
+
+
+@dataclass
+class Case:
+    """One graded input: ``build(gen)`` makes the argument tuple (called again for the re-filled call)."""
+
+    name: str
+    build: Callable[[torch.Generator], tuple]
+    hint: str = ""
+    public: bool = True          # shown by check() in the notebook
+    expected: Any = None         # for exercises judged without a tensor reference
+
+
+@dataclass
+class Performance:
+    """How the kernel is timed on a GPU and what it is compared with."""
+
+    inputs: Callable[[torch.Generator, torch.device], tuple]  # the large workload, made in the worker
+    baseline: Callable  # eager torch, the naive version, or a kernels_ref kernel (imported lazily)
+    baseline_name: str
+    nbytes: Callable[[tuple], int]      # bytes the op must move at least (for GB/s)
+    flops: Callable[[tuple], int] | None = None  # set for compute-bound kernels (TFLOP/s)
+    threshold: float = 0.9              # full credit at speedup >= threshold (baseline_ms / time_ms)
+    floor: float = 0.3                  # zero credit at or below this speedup; linear in between
+
+
+@dataclass
+class Exercise:
+    """One graded exercise: the entry point a learner writes and how it is judged."""
+
+    id: str
+    notebook: str
+    entry: str
+    correctness_points: float
+    performance_points: float = 0.0
+    cases: Callable[[bool], list[Case]] = None  # cases(quick) -> fresh cases for this run
+    reference: Callable | None = None           # float64 reference: reference(*args) -> output(s)
+    out_dtypes: Callable[[tuple], Sequence[torch.dtype]] | None = None
+    allowed_ops: frozenset | None = None        # None: any torch operator may be used
+    forbidden_hint: dict = field(default_factory=dict)  # op -> why it is not allowed here
+    min_launches: int = 0                       # a Triton exercise must launch its kernel
+    max_launches: int | None = None             # and at most this many times per call
+    performance: Performance | None = None
+    judge: Callable | None = None               # judge(case, output) -> (ok, error, message), custom
+    timeout_s: float = 120.0
+    signature: str = ""
+    needs_gpu: bool = False                     # tensor inputs only make sense on a GPU
+    tolerances: dict | None = None              # overrides TOLERANCES (say why in the spec)
+    check_inputs: bool = True                   # inputs must come back unmodified
+
+    def tolerance(self, dtype: torch.dtype) -> tuple[float, float]:
+        return (self.tolerances or {}).get(dtype, TOLERANCES[dtype])
+
+    @property
+    def points(self) -> float:
+        return self.correctness_points + self.performance_points
+
+
+def rand(gen, shape, dtype=torch.float32, scale=1.0, device=None):
+    """Gaussian values made in float32 on the CPU (reproducible from ``gen``), then cast and moved."""
+    x = torch.randn(shape, generator=gen, dtype=torch.float32) * scale
+    return x.to(dtype=dtype, device=device or _device())
+
+
+def _device():
+    from course import DEVICE
+
+    return DEVICE
+
+
+def non_contiguous(x: torch.Tensor) -> torch.Tensor:
+    """The same values as ``x`` in a strided view (every other column of a wider buffer)."""
+    wide = torch.empty(x.shape[:-1] + (2 * x.shape[-1],), dtype=x.dtype, device=x.device)
+    view = wide[..., ::2]
+    view.copy_(x)
+    wide[..., 1::2] = float("nan")  # the skipped columns hold NaN: reading them shows up in the output
+    return view
+
+
+def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
+    """GELU, tanh approximation, written out (the course's one definition)."""
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def as64(t):
+    return t.detach().to(dtype=torch.float64)
+
+
+def pick_shapes(quick: bool, quick_shapes, full_cpu, full_gpu):
+    from course import ON_GPU
+
+    if quick:
+        return quick_shapes
+    return full_gpu if ON_GPU else full_cpu
+
+
+def float_dtypes(bf16: bool = True):
+    out = [torch.float32, torch.float16]
+    if bf16:
+        out.append(torch.bfloat16)
+    return out

@@ -1,0 +1,114 @@
+"""01_naive_ops: MLP, stable softmax, LayerNorm and causal attention from tensor primitives."""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from autograder.specs._cases import HINT_BIG, HINT_NEGINF, dtype_name, hard_rows, hint_for, row_cases
+from autograder.specs.base import PRIMITIVE_OPS, Case, Exercise, as64, gelu_tanh, pick_shapes, rand
+
+NOTEBOOK = "01_naive_ops"
+
+# Chained matmuls in 16-bit round every intermediate (x@w1, gelu, @w2): errors add up over the chain,
+# so these two exercises allow a few more ulps than a single rounding (TOLERANCES in base.py).
+CHAIN_TOL = {torch.float16: (4e-3, 1e-2), torch.bfloat16: (3e-2, 4e-2)}
+
+
+def _mlp_args(g, m, d, h, dtype):
+    return (rand(g, (m, d), dtype), rand(g, (h, d), dtype, scale=d ** -0.5), rand(g, (h,), dtype),
+            rand(g, (d, h), dtype, scale=h ** -0.5), rand(g, (d,), dtype))
+
+
+def _mlp_cases(quick):
+    shapes = pick_shapes(quick, [(1, 1, 1), (5, 24, 40)], [(1, 1, 1), (5, 24, 40), (17, 33, 65), (64, 128, 512)],
+                         [(1, 1, 1), (5, 24, 40), (17, 33, 65), (512, 1024, 4096)])
+    cases = []
+    for m, d, h in shapes:
+        for dtype in (torch.float32, torch.bfloat16):
+            cases.append(Case(f"M={m} D={d} H={h} {dtype_name(dtype)}",
+                              lambda g, s=(m, d, h), dt=dtype: _mlp_args(g, *s, dt), hint=hint_for((m, d, h), dtype)))
+    return cases
+
+
+def mlp_reference(x, w1, b1, w2, b2):
+    return gelu_tanh(as64(x) @ as64(w1).T + as64(b1)) @ as64(w2).T + as64(b2)
+
+
+def _ln_args(g, shape, dtype, offset=0.0):
+    x = rand(g, shape, dtype)
+    if offset:
+        x = (x.float() + offset).to(dtype)  # mean far from zero: E[x^2] - E[x]^2 cancels catastrophically
+    eps = float(torch.empty(()).uniform_(1e-6, 1e-5, generator=g))
+    return x, rand(g, (shape[-1],), dtype), rand(g, (shape[-1],), dtype), eps
+
+
+def _ln_cases(quick):
+    shapes = pick_shapes(quick, [(1, 1), (3, 17)], [(1, 1), (3, 17), (37, 129), (64, 1000)],
+                         [(1, 1), (3, 17), (37, 129), (4096, 1000)])
+    cases = [Case(f"{s[0]}x{s[1]} {dtype_name(d)}", lambda g, s=s, d=d: _ln_args(g, s, d), hint=hint_for(s, d))
+             for s in shapes for d in (torch.float32, torch.float16, torch.bfloat16)]
+    last = shapes[-1]
+    cases.append(Case(f"mean 300 {last[0]}x{last[1]} float32", lambda g: _ln_args(g, last, torch.float32, 300.0),
+                      hint="rows with a large mean: compute the variance as mean((x - mean)^2), not E[x^2] - E[x]^2"))
+    return cases
+
+
+def ln_reference(x, weight, bias, eps):
+    x = as64(x)
+    mean = x.mean(-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(-1, keepdim=True)
+    return (x - mean) / torch.sqrt(var + eps) * as64(weight) + as64(bias)
+
+
+def attention_reference(q, k, v, causal):
+    q, k, v = as64(q), as64(k), as64(v)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if causal:
+        s_q, s_k = scores.shape[-2:]
+        mask = torch.ones(s_q, s_k, dtype=torch.bool, device=q.device).triu(1)
+        scores = scores.masked_fill(mask, float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v
+
+
+def _attn_cases(quick):
+    shapes = pick_shapes(quick, [(1, 1, 1, 8), (2, 3, 17, 16)], [(1, 1, 1, 8), (2, 3, 17, 16), (1, 2, 65, 64)],
+                         [(1, 1, 1, 8), (2, 3, 17, 16), (1, 2, 65, 64), (4, 8, 1024, 64)])
+    cases = []
+    for shape in shapes:
+        for dtype in (torch.float32, torch.bfloat16):
+            for causal in (False, True):
+                cases.append(Case(f"{'x'.join(map(str, shape))} {dtype_name(dtype)} causal={causal}",
+                                  lambda g, s=shape, d=dtype, c=causal: (rand(g, s, d), rand(g, s, d), rand(g, s, d), c),
+                                  hint=("causal: position i attends to keys j <= i (mask j > i with -inf "
+                                        "before the softmax)") if causal else hint_for(shape, dtype)))
+    return cases
+
+
+NO_FUSED = {"_softmax": "write the softmax from exp, max, sum and div (the point of the exercise)",
+            "native_layer_norm": "write LayerNorm from mean and variance yourself",
+            "_scaled_dot_product_flash_attention_for_cpu": "scaled_dot_product_attention is the fused op; "
+            "write q @ k^T, the mask, the softmax and @ v yourself",
+            "_scaled_dot_product_flash_attention": "scaled_dot_product_attention is the fused op",
+            "_scaled_dot_product_efficient_attention": "scaled_dot_product_attention is the fused op",
+            "_scaled_dot_product_cudnn_attention": "scaled_dot_product_attention is the fused op"}
+
+EXERCISES = [
+    Exercise(id="naive_mlp", notebook=NOTEBOOK, entry="naive_mlp", signature="naive_mlp(x, w1, b1, w2, b2)",
+             correctness_points=3, cases=_mlp_cases, reference=mlp_reference, tolerances=CHAIN_TOL,
+             allowed_ops=PRIMITIVE_OPS | {"gelu"}, forbidden_hint=NO_FUSED),
+    Exercise(id="naive_softmax", notebook=NOTEBOOK, entry="naive_softmax", signature="naive_softmax(x)",
+             correctness_points=3, reference=lambda x: torch.softmax(as64(x), -1),
+             cases=lambda quick: row_cases(pick_shapes(quick, [(1, 1), (3, 17)], [(1, 1), (3, 17), (37, 129), (64, 1000)],
+                                                       [(1, 1), (3, 17), (37, 129), (4096, 1000)]),
+                                           (torch.float32, torch.float16, torch.bfloat16), quick, strided=False),
+             allowed_ops=PRIMITIVE_OPS, forbidden_hint=NO_FUSED),
+    Exercise(id="naive_layer_norm", notebook=NOTEBOOK, entry="naive_layer_norm",
+             signature="naive_layer_norm(x, weight, bias, eps)", correctness_points=3, cases=_ln_cases,
+             reference=ln_reference, allowed_ops=PRIMITIVE_OPS, forbidden_hint=NO_FUSED,
+             tolerances={torch.float16: (4e-3, 1e-2), torch.bfloat16: (3e-2, 4e-2)}),  # 16-bit intermediates
+    Exercise(id="naive_attention", notebook=NOTEBOOK, entry="naive_attention",
+             signature="naive_attention(q, k, v, causal)", correctness_points=4, cases=_attn_cases,
+             reference=attention_reference, tolerances=CHAIN_TOL,
+             allowed_ops=PRIMITIVE_OPS | {"_softmax", "softmax"}, forbidden_hint=NO_FUSED),
+]

@@ -1,0 +1,70 @@
+"""02_profiling: count kernel launches, measure peak memory, classify memory- vs compute-bound.
+
+The grader runs the same probe functions under its own measurement (autograder.probes) and compares.
+"""
+from __future__ import annotations
+
+import random
+
+from autograder.probes import UNARY, alloc_probe, count_launches, materialize, ops_probe, peak_memory
+from autograder.specs.base import Case, Exercise, rand
+from autograder.specs.nb00_measure import judge_close, judge_int
+
+NOTEBOOK = "02_profiling"
+
+
+def _launch_cases(quick):
+    rng = random.Random()
+    cases = []
+    for _ in range(2 if quick else 4):
+        ops = [rng.choice(sorted(UNARY)) for _ in range(rng.randint(1, 7))]
+        shape = (rng.randint(1, 300), rng.randint(1, 300))
+        cases.append(Case(f"{len(ops)} elementwise ops on {shape}",
+                          lambda g, p=ops_probe(ops), s=shape: (p, rand(g, s)),
+                          hint="profile one call with torch.profiler and count the kernels (leaf aten ops on the CPU)"))
+    return cases
+
+
+def _memory_cases(quick):
+    rng = random.Random()
+    cases = []
+    for _ in range(2 if quick else 3):
+        live, n = rng.randint(1, 4), rng.randint(200_000, 1_000_000)
+        cases.append(Case(f"{live} live temporaries of {n} floats", lambda g, p=alloc_probe(live), n=n: (p, rand(g, (n,))),
+                          hint="peak minus memory allocated before the call (torch.cuda.max_memory_allocated after "
+                               "reset_peak_memory_stats; on the CPU, the profiler's memory events)"))
+    return cases
+
+
+def _classify_cases(quick):
+    rng = random.Random()
+    cases = []
+    for i in range(4 if quick else 8):
+        peak_flops, peak_bw = rng.uniform(1e13, 1e15), rng.uniform(5e11, 5e12)
+        nbytes = rng.uniform(1e6, 1e10)
+        factor = rng.uniform(2, 50) if i % 2 else 1 / rng.uniform(2, 50)  # never near the ridge
+        args = (nbytes * peak_flops / peak_bw * factor, nbytes, peak_flops, peak_bw)
+        cases.append(Case(f"intensity {args[0] / nbytes:.3g} flop/byte, ridge {peak_flops / peak_bw:.3g}",
+                          lambda g, a=args: a, hint="compare flops/bytes with the ridge point peak_flops/peak_bandwidth"))
+    return cases
+
+
+def _judge_str(out, ref):
+    ok = isinstance(out, str) and out == ref
+    return ok, None, "" if ok else f"got {out!r}, expected {ref!r}"
+
+
+EXERCISES = [
+    Exercise(id="count_kernel_launches", notebook=NOTEBOOK, entry="count_kernel_launches",
+             signature="count_kernel_launches(fn, *args) -> int", correctness_points=3, cases=_launch_cases,
+             reference=lambda p, *a: count_launches(materialize(p), *a), judge=judge_int, timeout_s=180.0),
+    # Allocator rounding and the profiler's own small buffers differ between methods: 10% + 64 KiB.
+    Exercise(id="peak_memory_bytes", notebook=NOTEBOOK, entry="peak_memory_bytes",
+             signature="peak_memory_bytes(fn, *args) -> int", correctness_points=3, cases=_memory_cases,
+             reference=lambda p, *a: peak_memory(materialize(p), *a), judge=judge_close(0.10, 65536.0),
+             timeout_s=180.0),
+    Exercise(id="classify_bound", notebook=NOTEBOOK, entry="classify_bound",
+             signature="classify_bound(flops, nbytes, peak_flops, peak_bandwidth) -> 'memory' | 'compute'",
+             correctness_points=2, cases=_classify_cases,
+             reference=lambda f, b, pf, pb: "compute" if f / b > pf / pb else "memory", judge=_judge_str),
+]

@@ -1,0 +1,78 @@
+"""03_triton_basics: a first Triton kernel (vector add) and a fused elementwise epilogue (bias + GELU)."""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from autograder.specs._cases import HINT_ODD, HINT_TINY, dtype_name, hint_for, row_strided
+from autograder.specs.base import (TRITON_ALLOWED, Case, Exercise, Performance, as64, float_dtypes,
+                                   gelu_tanh, pick_shapes, rand)
+
+NOTEBOOK = "03_triton_basics"
+
+
+def _vector_cases(quick):
+    sizes = pick_shapes(quick, [1, 17, 1000], [1, 17, 1000, 4097, 65537], [1, 17, 1000, 98432, 10_000_019])
+    cases = []
+    for n in sizes:
+        for dtype in float_dtypes():
+            cases.append(Case(f"n={n} {dtype_name(dtype)}",
+                              lambda g, n=n, d=dtype: (rand(g, (n,), d), rand(g, (n,), d)),
+                              hint=hint_for((n,), dtype, HINT_TINY if n < 4 else HINT_ODD if n & (n - 1) else "")))
+    for i, c in enumerate(cases):
+        c.public = i < 4
+    return cases
+
+
+def _bias_gelu_cases(quick):
+    shapes = pick_shapes(quick, [(1, 1), (3, 17), (5, 33)], [(1, 1), (3, 17), (37, 129), (64, 1000)],
+                         [(1, 1), (3, 17), (37, 129), (4096, 1000), (1000, 4099)])
+    cases = []
+    for shape in shapes:
+        for dtype in float_dtypes():
+            cases.append(Case(f"{shape[0]}x{shape[1]} {dtype_name(dtype)}",
+                              lambda g, s=shape, d=dtype: (rand(g, s, d, scale=3.0), rand(g, (s[1],), d)),
+                              hint=hint_for(shape, dtype)))
+    big = shapes[-1]
+    cases.append(Case(f"large magnitudes {big[0]}x{big[1]} float32",
+                      lambda g: (rand(g, big, scale=30.0), rand(g, (big[1],), scale=30.0)),
+                      hint="large |x|: tanh must saturate to +-1 (an exp-based tanh overflows: use a stable form)"))
+    cases.append(Case(f"row-strided {big[0]}x{big[1]} float32",
+                      lambda g: (row_strided(rand(g, big)), rand(g, (big[1],))),
+                      hint="non-contiguous rows: step between rows with x.stride(0), not the row length"))
+    for i, c in enumerate(cases):
+        c.public = i < 4
+    return cases
+
+
+def eager_bias_gelu(x, bias):
+    return F.gelu(x + bias, approximate="tanh")
+
+
+EXERCISES = [
+    Exercise(
+        id="vector_add", notebook=NOTEBOOK, entry="vector_add", signature="vector_add(x, y) -> x + y",
+        correctness_points=4, performance_points=1, cases=_vector_cases,
+        reference=lambda x, y: as64(x) + as64(y), allowed_ops=TRITON_ALLOWED,
+        forbidden_hint={"add": "the point is to add in your own Triton kernel, not with torch's +"},
+        min_launches=1, max_launches=1,
+        performance=Performance(
+            inputs=lambda g, dev: (rand(g, (1 << 26,), device=dev), rand(g, (1 << 26,), device=dev)),
+            baseline=torch.add, baseline_name="torch.add (eager)",
+            nbytes=lambda a: 3 * a[0].numel() * a[0].element_size(), threshold=0.9, floor=0.3),
+    ),
+    Exercise(
+        id="bias_gelu", notebook=NOTEBOOK, entry="bias_gelu", signature="bias_gelu(x, bias) -> gelu(x + bias)",
+        correctness_points=7, performance_points=3, cases=_bias_gelu_cases,
+        reference=lambda x, b: gelu_tanh(as64(x) + as64(b)), allowed_ops=TRITON_ALLOWED,
+        forbidden_hint={"gelu": "the exercise is writing GELU in your kernel: F.gelu does it for you",
+                        "add": "add the bias inside your kernel (fusion), not with torch's +"},
+        min_launches=1, max_launches=1,
+        performance=Performance(
+            inputs=lambda g, dev: (rand(g, (16384, 4096), torch.bfloat16, device=dev),
+                                   rand(g, (4096,), torch.bfloat16, device=dev)),
+            baseline=eager_bias_gelu, baseline_name="F.gelu(x + bias) (eager, 2 kernels)",
+            nbytes=lambda a: 2 * a[0].numel() * a[0].element_size() + a[1].numel() * a[1].element_size(),
+            threshold=1.5, floor=0.8),
+    ),
+]

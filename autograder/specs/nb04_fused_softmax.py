@@ -1,0 +1,60 @@
+"""04_fused_softmax: row softmax in one Triton launch; online softmax for rows longer than a block."""
+from __future__ import annotations
+
+import torch
+
+from autograder.specs._cases import row_cases
+from autograder.specs.base import TRITON_ALLOWED, Exercise, Performance, float_dtypes, pick_shapes, rand
+
+NOTEBOOK = "04_fused_softmax"
+WHY = {"_softmax": "this exercise is writing softmax yourself: torch.softmax / F.softmax do it for you",
+       "_log_softmax": "log_softmax computes the softmax for you"}
+
+
+def reference(x):
+    return torch.softmax(x.detach().double(), dim=-1)
+
+
+def eager_softmax(x):
+    return torch.softmax(x, dim=-1)
+
+
+def softmax_bytes_moved(args) -> int:
+    x = args[0]
+    return 2 * x.numel() * x.element_size()  # read every element once, write every element once
+
+
+def _cases_fits_block(quick):
+    shapes = pick_shapes(quick, [(1, 1), (3, 17), (5, 33)],
+                         [(1, 1), (3, 17), (37, 129), (64, 1000), (130, 781)],
+                         [(1, 1), (3, 17), (37, 129), (1823, 781), (4096, 1000), (517, 4099)])
+    return row_cases(shapes, float_dtypes(), quick)
+
+
+def _cases_long_rows(quick):
+    shapes = pick_shapes(quick, [(1, 1), (3, 1100)],
+                         [(1, 1), (3, 17), (5, 3001), (9, 5000)],
+                         [(1, 1), (3, 17), (37, 3001), (129, 20000), (1025, 65537)])
+    return row_cases(shapes, float_dtypes(), quick)
+
+
+EXERCISES = [
+    Exercise(
+        id="softmax", notebook=NOTEBOOK, entry="softmax", signature="softmax(x) -> y",
+        correctness_points=7, performance_points=3, cases=_cases_fits_block, reference=reference,
+        allowed_ops=TRITON_ALLOWED, forbidden_hint=WHY, min_launches=1, max_launches=1,
+        performance=Performance(
+            inputs=lambda g, dev: (rand(g, (16384, 4096), torch.float32, device=dev),),
+            baseline=eager_softmax, baseline_name="torch.softmax (eager)", nbytes=softmax_bytes_moved,
+            threshold=0.9, floor=0.3),
+    ),
+    Exercise(
+        id="online_softmax", notebook=NOTEBOOK, entry="online_softmax", signature="online_softmax(x) -> y",
+        correctness_points=7, performance_points=3, cases=_cases_long_rows, reference=reference,
+        allowed_ops=TRITON_ALLOWED, forbidden_hint=WHY, min_launches=1, max_launches=1,
+        performance=Performance(
+            inputs=lambda g, dev: (rand(g, (4096, 32768), torch.float32, device=dev),),
+            baseline=eager_softmax, baseline_name="torch.softmax (eager)", nbytes=softmax_bytes_moved,
+            threshold=0.8, floor=0.25),
+    ),
+]

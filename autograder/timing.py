@@ -1,0 +1,167 @@
+"""Guarantee 5: honest timing on a GPU, and the arithmetic that turns times into credit.
+
+Timing (``time_interleaved``): warm-up calls first; then for every repetition the L2 cache is flushed
+(a buffer larger than L2 is overwritten), a CUDA event pair brackets the call, and the submission and
+the baseline alternate, so both see the same clocks and temperature. ``torch.cuda.synchronize()``
+(every stream) runs before an end event is read; the median is reported.
+
+Credit (``performance_credit``): speedup = baseline_ms / time_ms, a ratio measured in this run (so the
+threshold holds on any GPU); full credit at speedup >= threshold, none at <= floor, linear between.
+"""
+from __future__ import annotations
+
+import statistics
+
+NOT_GRADED_REASON = "performance is graded on a GPU; not graded on this machine"
+
+
+def performance_credit(speedup: float | None, threshold: float, floor: float) -> float:
+    """Fraction of the performance points in [0, 1]."""
+    if speedup is None or not speedup > 0:
+        return 0.0
+    if speedup >= threshold:
+        return 1.0
+    if speedup <= floor:
+        return 0.0
+    return (speedup - floor) / (threshold - floor)
+
+
+def performance_entry(perf_spec, time_ms, baseline_ms, nbytes, flops, peaks) -> dict:
+    """The JSON ``performance`` object (DESIGN.md keys) from measured numbers."""
+    speedup = baseline_ms / time_ms if time_ms and baseline_ms else None
+    if flops:
+        value, unit = flops / (time_ms * 1e-3) / 1e12, "TFLOP/s"
+        peak = (peaks or {}).get("matmul_tflops")
+    else:
+        value, unit = nbytes / (time_ms * 1e-3) / 1e9, "GB/s"
+        peak = (peaks or {}).get("copy_gbps")
+    credit = performance_credit(speedup, perf_spec.threshold, perf_spec.floor)
+    return {
+        "graded": True,
+        "time_ms": time_ms,
+        "baseline": perf_spec.baseline_name,
+        "baseline_ms": baseline_ms,
+        "speedup": speedup,
+        "achieved": {"value": value, "unit": unit},
+        "fraction_of_peak": value / peak if peak else None,
+        "threshold": perf_spec.threshold,
+        "passed": credit >= 1.0,
+    }
+
+
+def not_graded_entry(perf_spec) -> dict:
+    return {"graded": False, "time_ms": None, "baseline": perf_spec.baseline_name, "baseline_ms": None,
+            "speedup": None, "achieved": None, "fraction_of_peak": None, "threshold": perf_spec.threshold,
+            "passed": False}
+
+
+def should_time(on_gpu: bool, perf_spec) -> tuple[bool, str]:
+    """Whether to time this exercise here, and why not."""
+    if perf_spec is None:
+        return False, "this exercise has no performance part"
+    if not on_gpu:
+        return False, NOT_GRADED_REASON
+    return True, ""
+
+
+# ----------------------------------------------------------------------------- GPU measurement
+
+def l2_flush_buffer():
+    """A buffer twice the size of L2 (at least 256 MiB): writing it evicts everything the kernel touched."""
+    import torch
+
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    size = max(2 * getattr(props, "L2_cache_size", 50 << 20), 256 << 20)
+    return torch.empty(size // 4, dtype=torch.int32, device="cuda")
+
+
+def time_interleaved(fns: dict, args: tuple, reps: int = 50, warmup: int = 5, max_seconds: float = 20.0) -> dict:
+    """Median ms per call of each fn(*args), repetitions interleaved, L2 flushed before each."""
+    import time
+
+    import torch
+
+    flush = l2_flush_buffer()
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn(*args)
+    torch.cuda.synchronize()
+    times = {name: [] for name in fns}
+    start = time.perf_counter()
+    for rep in range(reps):
+        for name, fn in fns.items():
+            flush.zero_()
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            begin.record()
+            fn(*args)
+            end.record()
+            torch.cuda.synchronize()  # every stream: work the kernel queued elsewhere is counted too
+            times[name].append(begin.elapsed_time(end))
+        if rep >= 10 and time.perf_counter() - start > max_seconds:
+            break
+    del flush
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+# ----------------------------------------------------------------------------- this GPU's peaks
+
+def cache_path():
+    from pathlib import Path
+
+    return Path.home() / ".cache" / "gpu-kernels-course" / "peaks.json"
+
+
+def machine_key() -> str:
+    import torch
+    import triton
+
+    name = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+    return f"{name}|torch {torch.__version__}|triton {triton.__version__}|cuda {torch.version.cuda}"
+
+
+NOMINAL_H100 = {"copy_gbps": 3019.0, "matmul_tflops": 698.0,
+                "source": "nominal: measured on an H100 80GB HBM3 (DESIGN.md), not this machine"}
+
+
+def measure_peaks() -> dict:
+    """Device-to-device copy bandwidth (read + write) and bf16 matmul rate of this GPU."""
+    import torch
+
+    src = torch.empty(1 << 28, dtype=torch.float32, device="cuda")  # 1 GiB
+    dst = torch.empty_like(src)
+    copy_ms = time_interleaved({"copy": lambda: dst.copy_(src)}, (), reps=20)["copy"]
+    del src, dst
+    n = 8192
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    mm_ms = time_interleaved({"mm": lambda: a @ b}, (), reps=20)["mm"]
+    del a, b
+    torch.cuda.empty_cache()
+    return {"copy_gbps": 2 * (1 << 30) / (copy_ms * 1e-3) / 1e9,
+            "matmul_tflops": 2 * n ** 3 / (mm_ms * 1e-3) / 1e12,
+            "source": "measured on this machine"}
+
+
+def get_peaks(measure: bool = True) -> dict:
+    """This GPU's peaks, measured once per machine and versions and cached as JSON."""
+    import json
+
+    from autograder.report import write_json_atomic
+
+    path = cache_path()
+    key = machine_key()
+    try:
+        cached = json.loads(path.read_text())
+    except (OSError, ValueError):
+        cached = {}
+    if key in cached:
+        return cached[key]
+    import torch
+
+    if not (measure and torch.cuda.is_available()):
+        return dict(NOMINAL_H100)
+    peaks = measure_peaks()
+    cached[key] = peaks
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, cached)
+    return peaks

@@ -1,0 +1,90 @@
+"""A correct submission for softmax, online_softmax, bias_gelu and vector_add (one Triton launch each)."""
+import course  # noqa: F401
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _softmax_kernel(x_ptr, y_ptr, x_row_stride, y_row_stride, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n_cols
+    x = tl.load(x_ptr + row * x_row_stride + offs, mask=mask, other=-float("inf")).to(tl.float32)
+    x = x - tl.max(x, axis=0)
+    num = tl.exp(x)
+    y = num / tl.sum(num, axis=0)
+    tl.store(y_ptr + row * y_row_stride + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def softmax(x):
+    m, n = x.shape
+    y = torch.empty((m, n), dtype=x.dtype, device=x.device)
+    _softmax_kernel[(m,)](x, y, x.stride(0), y.stride(0), n, BLOCK=triton.next_power_of_2(n))
+    return y
+
+
+@triton.jit
+def _online_softmax_kernel(x_ptr, y_ptr, x_row_stride, y_row_stride, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    m_run = -float("inf")
+    s_run = 0.0
+    for start in range(0, n_cols, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + row * x_row_stride + offs, mask=offs < n_cols, other=-float("inf")).to(tl.float32)
+        m_new = tl.maximum(m_run, tl.max(x, axis=0))
+        s_run = s_run * tl.exp(m_run - m_new) + tl.sum(tl.exp(x - m_new), axis=0)
+        m_run = m_new
+    for start in range(0, n_cols, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        mask = offs < n_cols
+        x = tl.load(x_ptr + row * x_row_stride + offs, mask=mask, other=-float("inf")).to(tl.float32)
+        y = tl.exp(x - m_run) / s_run
+        tl.store(y_ptr + row * y_row_stride + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def online_softmax(x):
+    m, n = x.shape
+    y = torch.empty((m, n), dtype=x.dtype, device=x.device)
+    _online_softmax_kernel[(m,)](x, y, x.stride(0), y.stride(0), n, BLOCK=256)
+    return y
+
+
+@triton.jit
+def _bias_gelu_kernel(x_ptr, b_ptr, y_ptr, x_row_stride, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    col = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    mask = col < n_cols
+    x = tl.load(x_ptr + row * x_row_stride + col, mask=mask).to(tl.float32)
+    b = tl.load(b_ptr + col, mask=mask).to(tl.float32)
+    z = x + b
+    inner = 0.7978845608028654 * (z + 0.044715 * z * z * z)
+    # tanh(u) = 1 - 2 / (exp(2u) + 1): saturates to +-1 without overflow (exp -> inf gives 1).
+    t = 1.0 - 2.0 / (tl.exp(2.0 * inner) + 1.0)
+    y = 0.5 * z * (1.0 + t)
+    tl.store(y_ptr + row * n_cols + col, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def bias_gelu(x, bias):
+    m, n = x.shape
+    y = torch.empty((m, n), dtype=x.dtype, device=x.device)
+    block = min(1024, triton.next_power_of_2(n))
+    _bias_gelu_kernel[(m, triton.cdiv(n, block))](x, bias, y, x.stride(0), n, BLOCK=block)
+    return y
+
+
+@triton.jit
+def _add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    # upcast: the interpreter gets bf16 arithmetic wrong; on a GPU fp32 math costs nothing here
+    x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
+    y = tl.load(y_ptr + offs, mask=mask).to(tl.float32)
+    tl.store(out_ptr + offs, (x + y).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def vector_add(x, y):
+    out = torch.empty_like(x)
+    n = x.numel()
+    _add_kernel[(triton.cdiv(n, 1024),)](x, y, out, n, BLOCK=1024)
+    return out
