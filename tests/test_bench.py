@@ -1,0 +1,212 @@
+"""The benchmark suite's CPU-checkable parts: argument parsing, candidate checking, goal evaluation,
+table, JSON and plot writing, with a stub timer and stub ceilings (no GPU)."""
+import json
+import math
+import sys
+import types
+
+import course
+import pytest
+import torch
+
+from kernels_ref import bench, benchmarking
+from kernels_ref.benchmarking import BenchCase, Ceilings, Goal
+
+CEILINGS = Ceilings(copy_gbps=3000.0, matmul_tflops=700.0)
+
+
+def stub_timer(times: dict):
+    """A timer that reports the milliseconds given for each function (by identity), after running it once."""
+    def timer(fn):
+        fn()
+        return times[timer.current]
+    return timer
+
+
+def make_cases():
+    """Two sweep cases of a fake memory-bound op on CPU tensors, plus one with a wrong candidate."""
+    cases = []
+    for n in (256, 1024):
+        nbytes = 2 * 8 * n * 4
+        cases.append(BenchCase(
+            op="fake_softmax", label=f"8x{n} float32", sweep="N", sweep_value=n,
+            make_inputs=lambda n=n: (torch.randn(8, n),),
+            candidates={"triton": lambda x: torch.softmax(x, -1), "eager": lambda x: torch.softmax(x, -1),
+                        "wrong": lambda x: torch.softmax(x, -1) + 1e-2},
+            reference=lambda x: torch.softmax(x.double(), -1), nbytes=nbytes,
+            goals=[Goal.peak("triton", 0.9), Goal.faster("triton", "eager"), Goal.faster("wrong", "eager")],
+        ))
+    return cases
+
+
+def timer_by_name(ms: dict):
+    """Stub timer keyed by candidate: it recognises the candidate from the row being timed."""
+    calls = []
+
+    def timer(fn):
+        fn()
+        calls.append(fn)
+        return ms[len(calls) - 1]
+    return timer, calls
+
+
+def test_parse_args():
+    a = bench.parse_args(["--quick", "--json", "out/r.json", "--ops", "softmax, layer_norm_fwd"])
+    assert a.quick and a.json == "out/r.json" and a.ops == ["softmax", "layer_norm_fwd"]
+    a = bench.parse_args([])
+    assert not a.quick and a.json is None and a.ops is None
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--bogus"])
+
+
+@pytest.mark.skipif(course.ON_GPU, reason="checks the message a machine without a GPU gets")
+def test_main_without_gpu_exits_2(capsys):
+    assert bench.main([]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "GPU" in err and len(err.splitlines()) == 1
+
+
+def test_goal_validation():
+    with pytest.raises(ValueError):
+        Goal("triton", "ratio", ">=", 1.0)  # needs a baseline
+    with pytest.raises(ValueError):
+        Goal("triton", "speed", ">=", 1.0)
+    with pytest.raises(ValueError):
+        Goal("triton", "fraction_of_peak", ">", 0.9)
+    with pytest.raises(ValueError, match="unknown candidate"):
+        BenchCase("op", "l", lambda: (), {"triton": abs}, goals=[Goal.faster("triton", "eager")])
+
+
+def test_check_outputs_rejects_nan_shape_and_error():
+    ref = torch.ones(4, dtype=torch.float64)
+    assert benchmarking.check_outputs(torch.ones(4), ref)[0]
+    assert not benchmarking.check_outputs(torch.tensor([1.0, 1, 1, float("nan")]), ref)[0]
+    assert not benchmarking.check_outputs(torch.ones(5), ref)[0]
+    assert not benchmarking.check_outputs(torch.ones(4) * 1.01, ref)[0]           # fp32: 1e-4
+    assert benchmarking.check_outputs(torch.ones(4, dtype=torch.bfloat16) * 1.0078125, ref)[0]  # bf16 ulp
+    assert not benchmarking.check_outputs((torch.ones(4),), (ref, ref))[0]
+    inf_ref = torch.tensor([-math.inf, 0.0], dtype=torch.float64)
+    assert benchmarking.check_outputs(torch.tensor([-math.inf, 0.0]), inf_ref)[0]
+    assert not benchmarking.check_outputs(torch.tensor([0.0, 0.0]), inf_ref)[0]
+
+
+def test_run_suite_rates_speedups_and_goals():
+    cases = make_cases()
+    # Per case, candidates are timed in order triton, eager (wrong is never timed: it fails its check).
+    ms = [0.010, 0.020, 0.050, 0.040]
+    timer, calls = timer_by_name(ms)
+    ceilings, rows, verdicts = benchmarking.run_suite(cases, ceilings=CEILINGS, timer=timer, progress=False)
+    assert len(calls) == 4
+    by = {(r.label, r.candidate): r for r in rows}
+    t0 = by[("8x256 float32", "triton")]
+    assert t0.correct and t0.ms == 0.010
+    assert t0.gbps == pytest.approx(2 * 8 * 256 * 4 / 1e-5 / 1e9)
+    assert t0.fraction_of_peak == pytest.approx(t0.gbps / 3000.0)
+    assert t0.speedup["eager"] == pytest.approx(2.0)
+    wrong = by[("8x256 float32", "wrong")]
+    assert not wrong.correct and wrong.ms is None and "tolerance" in wrong.note
+    v = {(x.label, x.goal): x for x in verdicts}
+    assert v[("8x256 float32", "triton: eager/triton >= 1")].passed
+    assert not v[("8x1024 float32", "triton: eager/triton >= 1")].passed        # 0.05 vs 0.04 ms
+    assert not v[("8x256 float32", "triton: fraction of peak >= 0.9")].passed    # a tiny CPU case
+    assert all(not x.passed for x in verdicts if x.goal.startswith("wrong"))     # failed check: MISS
+    table = benchmarking.format_table(rows, verdicts)
+    assert "== fake_softmax ==" in table and "PASS" in table and "MISS" in table and "WRONG" in table
+
+
+def test_fraction_of_peak_goal_passes_when_fast_enough():
+    case = make_cases()[0]
+    nbytes_per_ms = case.nbytes / 1e-3 / 1e9  # GB/s at 1 ms
+    fast = nbytes_per_ms / (0.95 * CEILINGS.copy_gbps)  # ms that gives 95% of the ceiling
+    timer, _ = timer_by_name([fast, 1.0])
+    _, rows, verdicts = benchmarking.run_suite([case], ceilings=CEILINGS, timer=timer, progress=False)
+    peak = [x for x in verdicts if "fraction of peak" in x.goal][0]
+    assert peak.passed and peak.value == pytest.approx(0.95)
+
+
+def test_peak_memory_metric_ratio_goal():
+    case = BenchCase(
+        op="fake_ce", label="small", make_inputs=lambda: (torch.ones(3),),
+        candidates={"triton": lambda x: x * 2, "eager": lambda x: x + x},
+        reference=lambda x: x.double() * 2, metric="peak_memory", goals=[Goal.faster("triton", "eager", 4.0)])
+    peaks = iter([100, 500])
+    _, rows, verdicts = benchmarking.run_suite([case], ceilings=CEILINGS, timer=lambda fn: 1.0,
+                                               peak_memory=lambda fn: next(peaks), progress=False)
+    assert rows[0].peak_bytes == 100 and verdicts[0].passed and verdicts[0].value == pytest.approx(5.0)
+
+
+def test_a_crashing_candidate_is_reported_not_fatal():
+    def boom(x):
+        raise RuntimeError("illegal memory access\nmore")
+    case = BenchCase("fake", "c", lambda: (torch.ones(2),), {"triton": boom, "eager": lambda x: x},
+                     reference=lambda x: x.double(), goals=[Goal.faster("triton", "eager")])
+    _, rows, verdicts = benchmarking.run_suite([case], ceilings=CEILINGS, timer=lambda fn: 1.0, progress=False)
+    assert not rows[0].correct and rows[0].note == "RuntimeError: illegal memory access"
+    assert not verdicts[0].passed and rows[1].correct
+
+
+def test_main_writes_json_and_plots(tmp_path, monkeypatch, capsys):
+    fake = types.ModuleType("fake_bench_ops")
+    fake.bench_cases = lambda quick: make_cases()[:1] if quick else make_cases()
+    monkeypatch.setitem(sys.modules, "fake_bench_ops", fake)
+    out = tmp_path / "results" / "bench.json"
+    rc = bench.main(["--json", str(out), "--no-progress"], timer=lambda fn: 0.5, ceilings=CEILINGS,
+                    modules=("fake_bench_ops", "kernels_ref.not_written_yet"))
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert "skipped kernels_ref.not_written_yet" in printed and "fake_softmax" in printed
+    data = json.loads(out.read_text())
+    for key in ("gpu", "torch", "triton", "date", "method", "ceilings", "rows", "goals"):
+        assert key in data
+    assert data["ceilings"]["copy_gbps"] == 3000.0
+    assert len(data["rows"]) == 6 and data["goals_total"] == 6
+    assert {r["candidate"] for r in data["rows"]} == {"triton", "eager", "wrong"}
+    png = out.parent / "fake_softmax.png"
+    assert png.exists() and png.read_bytes()[:4] == b"\x89PNG"
+    assert not list(out.parent.glob("*.tmp*"))  # the atomic write left nothing behind
+    # --ops filters, and an unknown op is a clear error
+    assert bench.main(["--ops", "fake_softmax", "--quick", "--no-progress"], timer=lambda fn: 0.5,
+                      ceilings=CEILINGS, modules=("fake_bench_ops",)) == 0
+    with pytest.raises(SystemExit, match="unknown op"):
+        bench.main(["--ops", "nope"], timer=lambda fn: 0.5, ceilings=CEILINGS, modules=("fake_bench_ops",))
+
+
+def test_every_op_module_builds_valid_bench_cases():
+    """The real suite's cases are well formed (built, not run: their inputs live on the GPU)."""
+    mine = bench.MODULES[:5]  # the memory-bound modules; matmul/flash_attention test their own cases
+    for quick in (True, False):
+        cases, notes = bench.collect_cases(quick, modules=mine)
+        ops = {c.op for c in cases}
+        assert {"bias_gelu", "softmax", "online_softmax", "layer_norm_fwd", "layer_norm_bwd", "rms_norm_fwd",
+                "rms_norm_bwd", "linear_cross_entropy"} <= ops
+        for c in cases:
+            assert c.reference is not None and "triton" in c.candidates and "eager" in c.candidates
+            assert c.goals and (c.nbytes or c.flops or c.metric == "peak_memory")
+    full, _ = bench.collect_cases(False, modules=mine)
+    assert any(c.op == "softmax" and c.label == "16384x4096 bfloat16" for c in full)
+    assert len({c.sweep_value for c in full if c.op == "softmax" and c.sweep}) >= 6
+
+
+def test_small_real_cases_check_out_on_this_device():
+    """Run the suite's checking path on real kernels at small size (stub timer): triton passes its check."""
+    from kernels_ref.softmax import softmax, softmax_torch
+    from kernels_ref.layer_norm import layer_norm_bwd, layer_norm_bwd_torch, layer_norm_fwd, layer_norm_fwd_torch
+
+    def make():
+        x, w, b, dy = torch.randn(5, 70), torch.randn(70), torch.randn(70), torch.randn(5, 70)
+        _, mean, rstd = layer_norm_fwd(x, w, b, 1e-5)
+        return x, w, b, dy, mean, rstd
+
+    cases = [
+        BenchCase("softmax", "5x70", lambda: (torch.randn(5, 70, device=course.DEVICE),),
+                  {"triton": softmax, "eager": lambda x: torch.softmax(x, -1)},
+                  reference=lambda x: softmax_torch(x.double()), nbytes=2 * 5 * 70 * 4),
+        BenchCase("layer_norm_bwd", "5x70", make,
+                  {"triton": lambda x, w, b, dy, m, r: layer_norm_bwd(dy, x, w, m, r),
+                   "eager": lambda x, w, b, dy, m, r: torch.ops.aten.native_layer_norm_backward(
+                       dy, x, [70], m[:, None], r[:, None], w, b, [True, True, True])},
+                  reference=lambda x, w, b, dy, m, r: layer_norm_bwd_torch(
+                      dy.double(), x.double(), w.double(), *layer_norm_fwd_torch(x.double(), w.double(), b.double())[1:])),
+    ]
+    _, rows, _ = benchmarking.run_suite(cases, ceilings=CEILINGS, timer=lambda fn: 1.0, progress=False)
+    assert all(r.correct for r in rows), [(r.op, r.candidate, r.note) for r in rows]
