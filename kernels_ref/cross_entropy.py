@@ -59,6 +59,8 @@ def linear_cross_entropy_reference(x, weight, targets, chunk_rows: int = 1024):
              for bv, w in [(2048, 4), (4096, 8), (8192, 8), (8192, 16)] for s in (2, 3)],
     key=["V", "WRITE_GRAD"],
     fallback=triton.Config({"BLOCK_V": 128}, num_warps=4),
+    # The kernel overwrites the logits with their gradient: autotuning reruns it, so restore them.
+    restore_value=["logits_ptr"],
 )
 @triton.jit
 def _cross_entropy_rows_kernel(logits_ptr, targets_ptr, loss_ptr, V, stride_lm, grad_scale,

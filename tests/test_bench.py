@@ -15,14 +15,6 @@ from kernels_ref.benchmarking import BenchCase, Ceilings, Goal
 CEILINGS = Ceilings(copy_gbps=3000.0, matmul_tflops=700.0)
 
 
-def stub_timer(times: dict):
-    """A timer that reports the milliseconds given for each function (by identity), after running it once."""
-    def timer(fn):
-        fn()
-        return times[timer.current]
-    return timer
-
-
 def make_cases():
     """Two sweep cases of a fake memory-bound op on CPU tensors, plus one with a wrong candidate."""
     cases = []
