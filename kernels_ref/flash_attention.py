@@ -521,3 +521,181 @@ def attention_torch(q, k, v, causal: bool = False, sm_scale: float | None = None
     lse = torch.logsumexp(s, dim=-1)
     o = torch.softmax(s, dim=-1) @ v
     return o, lse.float() if lse.dtype != torch.float64 else lse
+
+
+def naive_attention(q, k, v, causal: bool = False, sm_scale: float | None = None):
+    """What eager PyTorch does without a fused kernel: the S x S scores and probabilities in memory."""
+    scale = _scale(sm_scale, q.shape[-1])
+    s = (q @ k.transpose(-2, -1)) * scale
+    if causal:
+        S = q.shape[-2]
+        s = s.masked_fill(~torch.ones(S, S, dtype=torch.bool, device=q.device).tril(), float("-inf"))
+    return torch.softmax(s, dim=-1) @ v
+
+
+# ------------------------------------------------------------------------------------------- benchmarks
+
+def _reference(q, k, v, causal, do=None):
+    """float64 o (or (dq, dk, dv) when ``do`` is given), a few heads at a time so that the float64
+    S x S scores of one chunk stay near 1 GiB even at S = 16384."""
+    B, H, S, D = q.shape
+    per = max(1, 2**30 // (S * S * 8))
+    flat = [t.reshape(B * H, 1, S, D) for t in ((q, k, v) if do is None else (q, k, v, do))]
+    outs = []
+    for i in range(0, B * H, per):
+        chunk = [t[i:i + per].double() for t in flat]
+        if do is None:
+            outs.append(attention_torch(*chunk[:3], causal)[0])
+        else:
+            leaves = [t.requires_grad_() for t in chunk[:3]]
+            o, _ = attention_torch(*leaves, causal)
+            outs.append(torch.autograd.grad(o, leaves, chunk[3]))
+    if do is None:
+        return torch.cat(outs).reshape(B, H, S, D)
+    return tuple(torch.cat([g[j] for g in outs]).reshape(B, H, S, D) for j in range(3))
+
+
+def _sdpa(backend_name: str):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    backend = getattr(SDPBackend, backend_name)
+
+    def run(q, k, v, causal):
+        with sdpa_kernel(backend):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    return run
+
+
+def _cudnn_available() -> bool:
+    """cuDNN attention needs a recent cuDNN and GPU; probe once on a tiny input instead of guessing."""
+    if not torch.cuda.is_available():
+        return False
+    try:
+        q = torch.randn(1, 1, 128, 64, device="cuda", dtype=torch.bfloat16)
+        _sdpa("CUDNN_ATTENTION")(q, q, q, False)
+        torch.cuda.synchronize()
+        return True
+    except Exception:  # no cuDNN attention here: leave the candidate out
+        return False
+
+
+def _naive_fits(B, H, S, itemsize) -> bool:
+    """The naive version holds ~4 S x S matrices (scores, scaled, masked, probabilities) at once, and its
+    autograd graph plus backward about as many again; keep it to sizes that fit in half the GPU."""
+    if not torch.cuda.is_available():
+        return False
+    total = torch.cuda.get_device_properties(0).total_memory
+    return 8 * B * H * S * S * itemsize < total // 2
+
+
+def _grad_candidate(name, forward, causal):
+    """Times backward alone: the forward graph is built once per case (kept in the inputs' ``state``
+    dict, so it is freed with them), then each call runs autograd.grad with retain_graph."""
+
+    def run(q, k, v, do, o, lse, state):
+        if name not in state:
+            leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+            state[name] = (leaves, forward(*leaves, causal))
+        leaves, out = state[name]
+        return torch.autograd.grad(out, leaves, do, retain_graph=True)
+
+    return run
+
+
+def bench_cases(quick: bool = False):
+    """Forward and backward at B4 H32 S4096 (D 128 and 64, causal and not), a sequence-length sweep at
+    a fixed 16k tokens, and peak memory against the naive version (O(S) vs O(S^2))."""
+    from course import DEVICE
+    from kernels_ref.benchmarking import BenchCase, Goal
+
+    dtype = torch.bfloat16
+    itemsize = 2
+    cudnn = _cudnn_available()
+    sdpa_flash, sdpa_cudnn = _sdpa("FLASH_ATTENTION"), _sdpa("CUDNN_ATTENTION")
+
+    def fwd_candidates(causal, naive):
+        c = {"triton": lambda q, k, v: flash_attention_fwd(q, k, v, causal)[0],
+             "sdpa_flash": lambda q, k, v: sdpa_flash(q, k, v, causal)}
+        if cudnn:
+            c["sdpa_cudnn"] = lambda q, k, v: sdpa_cudnn(q, k, v, causal)
+        if naive:
+            c["eager"] = lambda q, k, v: naive_attention(q, k, v, causal)
+        return c
+
+    def bwd_candidates(causal, naive):
+        c = {"triton": lambda q, k, v, do, o, lse, state: flash_attention_bwd(do, q, k, v, o, lse, causal),
+             "sdpa_flash": _grad_candidate("sdpa_flash", sdpa_flash, causal)}
+        if cudnn:
+            c["sdpa_cudnn"] = _grad_candidate("sdpa_cudnn", sdpa_cudnn, causal)
+        if naive:
+            c["eager"] = _grad_candidate("eager", naive_attention, causal)
+        return c
+
+    def maker(B, H, S, D):
+        def make():
+            return tuple(torch.randn(B, H, S, D, device=DEVICE, dtype=dtype) for _ in range(3))
+        return make
+
+    def bwd_maker(B, H, S, D, causal):
+        def make():
+            q, k, v = maker(B, H, S, D)()
+            o, lse = flash_attention_fwd(q, k, v, causal)
+            return q, k, v, torch.randn_like(q), o, lse, {}
+        return make
+
+    def fwd_flops(B, H, S, D, causal):
+        return 4 * B * H * S * S * D // (2 if causal else 1)
+
+    cases = []
+    heads = [128] if quick else [128, 64]
+    for D in heads:
+        for causal in (False, True):
+            B, H, S = 4, 32, 4096
+            naive = _naive_fits(B, H, S, itemsize)
+            label = f"B{B} H{H} S{S} D{D}{' causal' if causal else ''} bf16"
+            in_sweep = D == 128 and not causal
+            cases.append(BenchCase(
+                op="flash_attention_fwd", label=label, make_inputs=maker(B, H, S, D),
+                candidates=fwd_candidates(causal, naive),
+                reference=lambda q, k, v, causal=causal: _reference(q, k, v, causal),
+                flops=fwd_flops(B, H, S, D, causal),
+                sweep="S" if in_sweep else None, sweep_value=S if in_sweep else None,
+                goals=[Goal.faster("triton", "sdpa_flash")],
+            ))
+            cases.append(BenchCase(
+                op="flash_attention_bwd", label=label, make_inputs=bwd_maker(B, H, S, D, causal),
+                candidates=bwd_candidates(causal, naive),
+                reference=lambda q, k, v, do, o, lse, state, causal=causal: _reference(q, k, v, causal, do),
+                flops=int(2.5 * fwd_flops(B, H, S, D, causal)),
+                # Gradients go through two bf16 roundings (P and dS) before their matmuls, in every flash
+                # backward (SDPA's too): a little more room than bf16's default.
+                tolerance=3e-2,
+                goals=[Goal.faster("triton", "sdpa_flash")],
+            ))
+
+    if not quick:  # sequence-length sweep at 16k tokens per batch, D128, non-causal (S=4096 is above)
+        for S in (512, 1024, 2048, 8192, 16384):
+            B, H, D = max(1, 16384 // S), 32, 128
+            cases.append(BenchCase(
+                op="flash_attention_fwd", label=f"B{B} H{H} S{S} D{D} bf16", make_inputs=maker(B, H, S, D),
+                candidates=fwd_candidates(False, _naive_fits(B, H, S, itemsize)),
+                reference=lambda q, k, v: _reference(q, k, v, False),
+                flops=fwd_flops(B, H, S, D, False), sweep="S", sweep_value=S,
+                goals=[Goal.faster("triton", "sdpa_flash")],
+            ))
+
+    # Peak memory of one forward: the naive version grows as S^2, the fused kernels as S.
+    for S in ([4096] if quick else [1024, 4096, 16384]):
+        B, H, D = 1, 16, 64
+        cases.append(BenchCase(
+            op="flash_attention_memory", label=f"B{B} H{H} S{S} D{D} bf16", make_inputs=maker(B, H, S, D),
+            candidates={"triton": lambda q, k, v: flash_attention_fwd(q, k, v, False)[0],
+                        "sdpa_flash": lambda q, k, v: sdpa_flash(q, k, v, False),
+                        "eager": lambda q, k, v: naive_attention(q, k, v, False)},
+            reference=lambda q, k, v: _reference(q, k, v, False),
+            metric="peak_memory", flops=fwd_flops(B, H, S, D, False),
+            # peak(eager) / peak(triton): the S x S matrices against o and lse alone.
+            goals=[Goal.faster("triton", "eager", 10.0)],
+        ))
+    return cases
