@@ -72,6 +72,9 @@ def run_worker(job: dict, workdir: Path, timeout_s: float, cwd: str | None = Non
             stale.unlink()
     torch.save(job, job_path)
     env = dict(os.environ, AUTOGRADER_WORKER="1", PYTHONUNBUFFERED="1", PYTHONWARNINGS="ignore")
+    # The worker must import this very autograder (and course) whatever its working directory is.
+    root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     start = time.monotonic()
     proc = subprocess.Popen([sys.executable, "-m", "autograder.worker", str(job_path), str(result_path)],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -82,13 +82,21 @@ class OpRecorder(TorchDispatchMode):
     def _submission_line(self):
         frame = sys._getframe(2)
         while frame is not None:
-            if self.source_file is None or frame.f_code.co_filename == self.source_file:
+            name = frame.f_code.co_filename
+            if name == self.source_file or (self.source_file is None and not _is_library(name)):
                 return frame.f_lineno
             frame = frame.f_back
         return None
 
     def records(self) -> list:
         return [[op, line, n] for (op, line), n in sorted(self.ops.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0))]
+
+
+_LIBRARY_MARKERS = ("site-packages", "dist-packages", "/torch/", "/triton/", "/autograder/", "<frozen")
+
+
+def _is_library(filename: str) -> bool:
+    return any(m in filename for m in _LIBRARY_MARKERS)
 
 
 class KernelsRefWatch:

@@ -95,20 +95,20 @@ NO_FUSED = {"_softmax": "write the softmax from exp, max, sum and div (the point
 
 EXERCISES = [
     Exercise(id="naive_mlp", notebook=NOTEBOOK, entry="naive_mlp", signature="naive_mlp(x, w1, b1, w2, b2)",
-             correctness_points=3, cases=_mlp_cases, reference=mlp_reference, tolerances=CHAIN_TOL,
+             correctness_points=2, cases=_mlp_cases, reference=mlp_reference, tolerances=CHAIN_TOL,
              allowed_ops=PRIMITIVE_OPS | {"gelu"}, forbidden_hint=NO_FUSED),
     Exercise(id="naive_softmax", notebook=NOTEBOOK, entry="naive_softmax", signature="naive_softmax(x)",
-             correctness_points=3, reference=lambda x: torch.softmax(as64(x), -1),
+             correctness_points=2, reference=lambda x: torch.softmax(as64(x), -1),
              cases=lambda quick: row_cases(pick_shapes(quick, [(1, 1), (3, 17)], [(1, 1), (3, 17), (37, 129), (64, 1000)],
                                                        [(1, 1), (3, 17), (37, 129), (4096, 1000)]),
                                            (torch.float32, torch.float16, torch.bfloat16), quick, strided=False),
              allowed_ops=PRIMITIVE_OPS, forbidden_hint=NO_FUSED),
     Exercise(id="naive_layer_norm", notebook=NOTEBOOK, entry="naive_layer_norm",
-             signature="naive_layer_norm(x, weight, bias, eps)", correctness_points=3, cases=_ln_cases,
+             signature="naive_layer_norm(x, weight, bias, eps)", correctness_points=2, cases=_ln_cases,
              reference=ln_reference, allowed_ops=PRIMITIVE_OPS, forbidden_hint=NO_FUSED,
              tolerances={torch.float16: (4e-3, 1e-2), torch.bfloat16: (3e-2, 4e-2)}),  # 16-bit intermediates
     Exercise(id="naive_attention", notebook=NOTEBOOK, entry="naive_attention",
-             signature="naive_attention(q, k, v, causal)", correctness_points=4, cases=_attn_cases,
+             signature="naive_attention(q, k, v, causal)", correctness_points=3, cases=_attn_cases,
              reference=attention_reference, tolerances=CHAIN_TOL,
              allowed_ops=PRIMITIVE_OPS | {"_softmax", "softmax"}, forbidden_hint=NO_FUSED),
 ]
