@@ -603,99 +603,105 @@ def _grad_candidate(name, forward, causal):
     return run
 
 
-def bench_cases(quick: bool = False):
-    """Forward and backward at B4 H32 S4096 (D 128 and 64, causal and not), a sequence-length sweep at
-    a fixed 16k tokens, and peak memory against the naive version (O(S) vs O(S^2))."""
+def _fwd_flops(B, H, S, D, causal) -> int:
+    return 4 * B * H * S * S * D // (2 if causal else 1)
+
+
+def _maker(B, H, S, D, dtype):
     from course import DEVICE
+
+    def make():
+        return tuple(torch.randn(B, H, S, D, device=DEVICE, dtype=dtype) for _ in range(3))
+
+    return make
+
+
+def _label(B, H, S, D, causal, dtype) -> str:
+    return f"B{B} H{H} S{S} D{D}{' causal' if causal else ''} {str(dtype).replace('torch.', '')}"
+
+
+def attention_fwd_case(B, H, S, D, causal, dtype=torch.bfloat16, naive=False, cudnn=False, sweep=False):
+    """Forward (o only, the output every candidate shares) vs SDPA's flash backend, cuDNN, naive."""
     from kernels_ref.benchmarking import BenchCase, Goal
 
-    dtype = torch.bfloat16
-    itemsize = 2
-    cudnn = _cudnn_available()
     sdpa_flash, sdpa_cudnn = _sdpa("FLASH_ATTENTION"), _sdpa("CUDNN_ATTENTION")
+    candidates = {"triton": lambda q, k, v: flash_attention_fwd(q, k, v, causal)[0],
+                  "sdpa_flash": lambda q, k, v: sdpa_flash(q, k, v, causal)}
+    if cudnn:
+        candidates["sdpa_cudnn"] = lambda q, k, v: sdpa_cudnn(q, k, v, causal)
+    if naive:
+        candidates["eager"] = lambda q, k, v: naive_attention(q, k, v, causal)
+    return BenchCase(
+        op="flash_attention_fwd", label=_label(B, H, S, D, causal, dtype), make_inputs=_maker(B, H, S, D, dtype),
+        candidates=candidates, reference=lambda q, k, v: _reference(q, k, v, causal),
+        flops=_fwd_flops(B, H, S, D, causal),
+        sweep="S" if sweep else None, sweep_value=S if sweep else None,
+        goals=[Goal.faster("triton", "sdpa_flash")],
+    )
 
-    def fwd_candidates(causal, naive):
-        c = {"triton": lambda q, k, v: flash_attention_fwd(q, k, v, causal)[0],
-             "sdpa_flash": lambda q, k, v: sdpa_flash(q, k, v, causal)}
-        if cudnn:
-            c["sdpa_cudnn"] = lambda q, k, v: sdpa_cudnn(q, k, v, causal)
-        if naive:
-            c["eager"] = lambda q, k, v: naive_attention(q, k, v, causal)
-        return c
 
-    def bwd_candidates(causal, naive):
-        c = {"triton": lambda q, k, v, do, o, lse, state: flash_attention_bwd(do, q, k, v, o, lse, causal),
-             "sdpa_flash": _grad_candidate("sdpa_flash", sdpa_flash, causal)}
-        if cudnn:
-            c["sdpa_cudnn"] = _grad_candidate("sdpa_cudnn", sdpa_cudnn, causal)
-        if naive:
-            c["eager"] = _grad_candidate("eager", naive_attention, causal)
-        return c
+def attention_bwd_case(B, H, S, D, causal, dtype=torch.bfloat16, naive=False, cudnn=False):
+    """Backward alone: inputs are (q, k, v, do, o, lse, state); the triton candidate gets o and lse from
+    the triton forward, the autograd candidates build their forward graph once (see _grad_candidate)."""
+    from kernels_ref.benchmarking import BenchCase, Goal
 
-    def maker(B, H, S, D):
-        def make():
-            return tuple(torch.randn(B, H, S, D, device=DEVICE, dtype=dtype) for _ in range(3))
-        return make
+    def make():
+        q, k, v = _maker(B, H, S, D, dtype)()
+        o, lse = flash_attention_fwd(q, k, v, causal)
+        return q, k, v, torch.randn_like(q), o, lse, {}
 
-    def bwd_maker(B, H, S, D, causal):
-        def make():
-            q, k, v = maker(B, H, S, D)()
-            o, lse = flash_attention_fwd(q, k, v, causal)
-            return q, k, v, torch.randn_like(q), o, lse, {}
-        return make
+    candidates = {"triton": lambda q, k, v, do, o, lse, state: flash_attention_bwd(do, q, k, v, o, lse, causal),
+                  "sdpa_flash": _grad_candidate("sdpa_flash", _sdpa("FLASH_ATTENTION"), causal)}
+    if cudnn:
+        candidates["sdpa_cudnn"] = _grad_candidate("sdpa_cudnn", _sdpa("CUDNN_ATTENTION"), causal)
+    if naive:
+        candidates["eager"] = _grad_candidate("eager", naive_attention, causal)
+    return BenchCase(
+        op="flash_attention_bwd", label=_label(B, H, S, D, causal, dtype), make_inputs=make,
+        candidates=candidates,
+        reference=lambda q, k, v, do, o, lse, state: _reference(q, k, v, causal, do),
+        flops=int(2.5 * _fwd_flops(B, H, S, D, causal)),
+        # Gradients go through two roundings to the input dtype (P and dS) before their matmuls, in every
+        # flash backward (SDPA's too): a little more room than the suite's bf16 default.
+        tolerance=3e-2 if dtype == torch.bfloat16 else None,
+        goals=[Goal.faster("triton", "sdpa_flash")],
+    )
 
-    def fwd_flops(B, H, S, D, causal):
-        return 4 * B * H * S * S * D // (2 if causal else 1)
 
+def attention_memory_case(B, H, S, D, dtype=torch.bfloat16):
+    """Peak extra memory of one forward: the naive version grows as S^2, the fused kernels as S."""
+    from kernels_ref.benchmarking import BenchCase, Goal
+
+    sdpa_flash = _sdpa("FLASH_ATTENTION")
+    return BenchCase(
+        op="flash_attention_memory", label=_label(B, H, S, D, False, dtype), make_inputs=_maker(B, H, S, D, dtype),
+        candidates={"triton": lambda q, k, v: flash_attention_fwd(q, k, v, False)[0],
+                    "sdpa_flash": lambda q, k, v: sdpa_flash(q, k, v, False),
+                    "eager": lambda q, k, v: naive_attention(q, k, v, False)},
+        reference=lambda q, k, v: _reference(q, k, v, False),
+        metric="peak_memory", flops=_fwd_flops(B, H, S, D, False),
+        # peak(eager) / peak(triton): S x S matrices against o and lse alone.
+        goals=[Goal.faster("triton", "eager", 10.0)],
+    )
+
+
+def bench_cases(quick: bool = False):
+    """Forward and backward at B4 H32 S4096 (D 128 and 64, causal and not) in bf16, a sequence-length
+    sweep at 16k tokens per batch, and peak memory against the naive version (O(S) vs O(S^2))."""
+    dtype, itemsize = torch.bfloat16, 2
+    cudnn = _cudnn_available()
     cases = []
-    heads = [128] if quick else [128, 64]
-    for D in heads:
+    for D in [128] if quick else [128, 64]:
         for causal in (False, True):
             B, H, S = 4, 32, 4096
-            naive = _naive_fits(B, H, S, itemsize)
-            label = f"B{B} H{H} S{S} D{D}{' causal' if causal else ''} bf16"
-            in_sweep = D == 128 and not causal
-            cases.append(BenchCase(
-                op="flash_attention_fwd", label=label, make_inputs=maker(B, H, S, D),
-                candidates=fwd_candidates(causal, naive),
-                reference=lambda q, k, v, causal=causal: _reference(q, k, v, causal),
-                flops=fwd_flops(B, H, S, D, causal),
-                sweep="S" if in_sweep else None, sweep_value=S if in_sweep else None,
-                goals=[Goal.faster("triton", "sdpa_flash")],
-            ))
-            cases.append(BenchCase(
-                op="flash_attention_bwd", label=label, make_inputs=bwd_maker(B, H, S, D, causal),
-                candidates=bwd_candidates(causal, naive),
-                reference=lambda q, k, v, do, o, lse, state, causal=causal: _reference(q, k, v, causal, do),
-                flops=int(2.5 * fwd_flops(B, H, S, D, causal)),
-                # Gradients go through two bf16 roundings (P and dS) before their matmuls, in every flash
-                # backward (SDPA's too): a little more room than bf16's default.
-                tolerance=3e-2,
-                goals=[Goal.faster("triton", "sdpa_flash")],
-            ))
-
-    if not quick:  # sequence-length sweep at 16k tokens per batch, D128, non-causal (S=4096 is above)
+            flags = dict(naive=_naive_fits(B, H, S, itemsize), cudnn=cudnn)
+            cases.append(attention_fwd_case(B, H, S, D, causal, dtype, sweep=D == 128 and not causal, **flags))
+            cases.append(attention_bwd_case(B, H, S, D, causal, dtype, **flags))
+    if not quick:  # S = 4096 is the headline case above
         for S in (512, 1024, 2048, 8192, 16384):
             B, H, D = max(1, 16384 // S), 32, 128
-            cases.append(BenchCase(
-                op="flash_attention_fwd", label=f"B{B} H{H} S{S} D{D} bf16", make_inputs=maker(B, H, S, D),
-                candidates=fwd_candidates(False, _naive_fits(B, H, S, itemsize)),
-                reference=lambda q, k, v: _reference(q, k, v, False),
-                flops=fwd_flops(B, H, S, D, False), sweep="S", sweep_value=S,
-                goals=[Goal.faster("triton", "sdpa_flash")],
-            ))
-
-    # Peak memory of one forward: the naive version grows as S^2, the fused kernels as S.
-    for S in ([4096] if quick else [1024, 4096, 16384]):
-        B, H, D = 1, 16, 64
-        cases.append(BenchCase(
-            op="flash_attention_memory", label=f"B{B} H{H} S{S} D{D} bf16", make_inputs=maker(B, H, S, D),
-            candidates={"triton": lambda q, k, v: flash_attention_fwd(q, k, v, False)[0],
-                        "sdpa_flash": lambda q, k, v: sdpa_flash(q, k, v, False),
-                        "eager": lambda q, k, v: naive_attention(q, k, v, False)},
-            reference=lambda q, k, v: _reference(q, k, v, False),
-            metric="peak_memory", flops=fwd_flops(B, H, S, D, False),
-            # peak(eager) / peak(triton): the S x S matrices against o and lse alone.
-            goals=[Goal.faster("triton", "eager", 10.0)],
-        ))
+            cases.append(attention_fwd_case(B, H, S, D, False, dtype, naive=_naive_fits(B, H, S, itemsize),
+                                            cudnn=cudnn, sweep=True))
+    for S in [4096] if quick else [1024, 4096, 16384]:
+        cases.append(attention_memory_case(1, 16, S, 64, dtype))
     return cases

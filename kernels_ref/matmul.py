@@ -235,58 +235,66 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
-def bench_cases(quick: bool = False):
-    """matmul at 8192^3 (plus a square sweep), linear_bias_gelu at transformer MLP shapes.
-
-    The goal for ``linear_bias_gelu`` is stated against cuBLAS doing the *bare* matmul: its output is not
-    the fused op's, so it sits in a second case without a reference check (the fused kernel's output is
-    checked against float64 in the first case, on the same shape).
-    """
+def matmul_case(n: int, dtype=torch.bfloat16, compiled=None, goals: bool = True):
+    """One square ``n^3`` matmul case: triton vs cuBLAS (eager) and torch.compile (when given)."""
     from course import DEVICE
     from kernels_ref.benchmarking import BenchCase, Goal
 
-    compiled_matmul = torch.compile(torch.matmul)
-    compiled_lbg = torch.compile(linear_bias_gelu_torch)
-    cases = []
+    def make():
+        return torch.randn(n, n, device=DEVICE, dtype=dtype), torch.randn(n, n, device=DEVICE, dtype=dtype)
 
-    square = [8192] if quick else [1024, 2048, 4096, 8192]
-    for n in square:
-        dtype = torch.bfloat16
+    candidates = {"triton": matmul, "eager": torch.matmul}
+    if compiled is not None:
+        candidates["compiled"] = compiled
+    return BenchCase(
+        op="matmul", label=f"{n}x{n}x{n} {_dtype_name(dtype)}", make_inputs=make, candidates=candidates,
+        reference=lambda a, b: a.double() @ b.double(),
+        flops=2 * n**3, sweep="N", sweep_value=n,
+        goals=[Goal.faster("triton", "eager", 0.95)] if goals else [],
+    )
 
-        def make(n=n, dtype=dtype):
-            return (torch.randn(n, n, device=DEVICE, dtype=dtype), torch.randn(n, n, device=DEVICE, dtype=dtype))
 
-        cases.append(BenchCase(
-            op="matmul", label=f"{n}x{n}x{n} {_dtype_name(dtype)}", make_inputs=make,
-            candidates={"triton": matmul, "eager": torch.matmul, "compiled": compiled_matmul},
-            reference=lambda a, b: a.double() @ b.double(),
-            flops=2 * n**3, sweep="N", sweep_value=n,
-            goals=[Goal.faster("triton", "eager", 0.95)] if n == 8192 else [],
-        ))
+def linear_bias_gelu_cases(M: int, N: int, K: int, dtype=torch.bfloat16, compiled=None):
+    """Two cases on one shape: the fused op checked against float64 and timed against eager (F.linear +
+    F.gelu) and torch.compile; then the same kernel against cuBLAS doing the *bare* matmul, the goal's
+    baseline. The bare matmul's output is not the fused op's, so that case has no reference check."""
+    from course import DEVICE
+    from kernels_ref.benchmarking import BenchCase, Goal
 
-    # (tokens M, out features N, in features K): an MLP up-projection of a 4096-wide model, and LLaMA-7B's.
-    shapes = [(16384, 4096, 4096)] if quick else [(16384, 4096, 4096), (16384, 11008, 4096)]
-    for M, N, K in shapes:
-        dtype = torch.bfloat16
+    def make():
+        x = torch.randn(M, K, device=DEVICE, dtype=dtype)
+        w = torch.randn(N, K, device=DEVICE, dtype=dtype) / K**0.5  # unit-scale pre-activations
+        b = torch.randn(N, device=DEVICE, dtype=dtype)
+        return x, w, b
 
-        def make(M=M, N=N, K=K, dtype=dtype):
-            x = torch.randn(M, K, device=DEVICE, dtype=dtype)
-            w = torch.randn(N, K, device=DEVICE, dtype=dtype) / K**0.5  # unit-scale pre-activations
-            b = torch.randn(N, device=DEVICE, dtype=dtype)
-            return x, w, b
-
-        label = f"{M}x{N}x{K} {_dtype_name(dtype)}"
-        flops = 2 * M * N * K
-        cases.append(BenchCase(
-            op="linear_bias_gelu", label=label, make_inputs=make,
-            candidates={"triton": linear_bias_gelu, "eager": linear_bias_gelu_torch, "compiled": compiled_lbg},
+    label = f"{M}x{N}x{K} {_dtype_name(dtype)}"
+    flops = 2 * M * N * K
+    candidates = {"triton": linear_bias_gelu, "eager": linear_bias_gelu_torch}
+    if compiled is not None:
+        candidates["compiled"] = compiled
+    return [
+        BenchCase(
+            op="linear_bias_gelu", label=label, make_inputs=make, candidates=candidates,
             reference=lambda x, w, b: linear_bias_gelu_torch(x.double(), w.double(), b.double()),
             flops=flops, goals=[Goal.faster("triton", "eager")],
-        ))
-        cases.append(BenchCase(
+        ),
+        BenchCase(
             op="linear_bias_gelu", label=f"{label} vs bare matmul", make_inputs=make,
             candidates={"triton": linear_bias_gelu, "cublas_matmul_only": lambda x, w, b: x @ w.t()},
             reference=None,  # different outputs by design; correctness is checked in the case above
             flops=flops, goals=[Goal.faster("triton", "cublas_matmul_only", 0.95)],
-        ))
+        ),
+    ]
+
+
+def bench_cases(quick: bool = False):
+    """matmul at 8192^3 (plus a square sweep 1024..8192), linear_bias_gelu at transformer MLP shapes:
+    (tokens, out, in) = 16384 x 4096 x 4096 (a 4096-wide model) and 16384 x 11008 x 4096 (LLaMA-7B's
+    up-projection), all bf16."""
+    compiled_matmul = torch.compile(matmul_torch)
+    compiled_lbg = torch.compile(linear_bias_gelu_torch)
+    cases = [matmul_case(n, compiled=compiled_matmul, goals=n == 8192)
+             for n in ([8192] if quick else [1024, 2048, 4096, 8192])]
+    for M, N, K in [(16384, 4096, 4096)] + ([] if quick else [(16384, 11008, 4096)]):
+        cases += linear_bias_gelu_cases(M, N, K, compiled=compiled_lbg)
     return cases

@@ -219,6 +219,25 @@ def test_bench_reference_is_chunked_float64():
             torch.testing.assert_close(got, want)
 
 
+def test_bench_case_wiring_runs_on_tiny_shapes():
+    # The GPU suite's cases, shrunk: triton and the naive candidate agree with the chunked float64
+    # reference through the suite's own checker (stub timer and memory meter; SDPA's flash backend may
+    # not exist on a CPU, so its rows are not asserted).
+    from kernels_ref.benchmarking import Ceilings, run_case
+    from kernels_ref.flash_attention import attention_bwd_case, attention_fwd_case, attention_memory_case
+
+    cases = [attention_fwd_case(1, 2, 20, 16, causal, torch.float32, naive=True) for causal in (False, True)]
+    cases += [attention_bwd_case(1, 2, 20, 16, causal, torch.float32, naive=True) for causal in (False, True)]
+    cases.append(attention_memory_case(1, 1, 24, 16, torch.float32))
+    for case in cases:
+        rows = run_case(case, Ceilings(copy_gbps=1.0, matmul_tflops=1.0), timer=lambda fn: 1.0,
+                        peak_memory=lambda fn: 1)
+        by_name = {r.candidate: r for r in rows}
+        for name in ("triton", "eager"):
+            assert by_name[name].correct, (case.op, case.label, name, by_name[name].note)
+            assert by_name[name].ms == 1.0
+
+
 # --------------------------------------------------------------------------------------- GPU, full size
 
 @pytest.mark.gpu

@@ -146,6 +146,20 @@ def test_bench_cases_are_well_formed():
         assert all(c.flops and c.flops > 0 for c in cases)
 
 
+def test_bench_case_wiring_runs_on_tiny_shapes():
+    # The GPU suite's cases, shrunk: every candidate takes the case's inputs and the checked ones agree
+    # with the float64 reference (a stub timer stands in for do_bench).
+    from kernels_ref.benchmarking import Ceilings, evaluate_goals, run_case
+    from kernels_ref.matmul import linear_bias_gelu_cases, matmul_case
+
+    cases = [matmul_case(40, torch.float32)] + linear_bias_gelu_cases(33, 20, 17, torch.float32)
+    for case in cases:
+        rows = run_case(case, Ceilings(copy_gbps=1.0, matmul_tflops=1.0), timer=lambda fn: 1.0)
+        assert all(r.correct for r in rows), [(r.candidate, r.note) for r in rows]
+        assert all(r.ms == 1.0 and r.tflops > 0 for r in rows)
+        assert len(evaluate_goals(case, rows)) == len(case.goals)
+
+
 # --------------------------------------------------------------------------------------- GPU, full size
 
 @pytest.mark.gpu
