@@ -53,20 +53,20 @@ def compare_tensor(out, ref: torch.Tensor, dtype: torch.dtype, tol) -> tuple[boo
     return True, max_err, ""
 
 
-def compare_outputs(out, ref, dtypes, spec) -> tuple[bool, float | None, str]:
+def compare_outputs(out, ref, dtypes, spec, case=None) -> tuple[bool, float | None, str]:
     """Compare one call's output(s) with the reference (a tensor or a tuple of tensors)."""
     if isinstance(ref, (tuple, list)):
         if not isinstance(out, (tuple, list)) or len(out) != len(ref):
             return False, None, f"expected a tuple of {len(ref)} tensors, got {type(out).__name__}"
         worst, msgs, ok = 0.0, [], True
         for i, (o, r, d) in enumerate(zip(out, ref, dtypes)):
-            good, err, msg = compare_tensor(o, r, d, spec.tolerance(d))
+            good, err, msg = compare_tensor(o, r, d, spec.tolerance(d, case))
             ok &= good
             worst = max(worst, err if err is not None else math.inf)
             if not good:
                 msgs.append(f"output {i}: {msg}")
         return ok, worst, "; ".join(msgs)
-    return compare_tensor(out, ref, dtypes[0], spec.tolerance(dtypes[0]))
+    return compare_tensor(out, ref, dtypes[0], spec.tolerance(dtypes[0], case))
 
 
 def same_values(before, after) -> bool:

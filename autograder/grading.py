@@ -111,7 +111,7 @@ def judge_call(spec, case, args, ref, entry) -> tuple[bool, float | None, str]:
     if spec.judge is not None:
         ok, err, msg = spec.judge(out, ref)
     else:
-        ok, err, msg = correctness.compare_outputs(out, ref, correctness.expected_dtypes(args, ref, spec), spec)
+        ok, err, msg = correctness.compare_outputs(out, ref, correctness.expected_dtypes(args, ref, spec), spec, case)
     if ok and spec.check_inputs:
         for i, (before, after) in enumerate(zip(args, entry["inputs_after"])):
             if not correctness.same_values(before, after):

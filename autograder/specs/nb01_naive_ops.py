@@ -50,7 +50,10 @@ def _ln_cases(quick):
              for s in shapes for d in (torch.float32, torch.float16, torch.bfloat16)]
     last = shapes[-1]
     cases.append(Case(f"mean 300 {last[0]}x{last[1]} float32", lambda g: _ln_args(g, last, torch.float32, 300.0),
-                      hint="rows with a large mean: compute the variance as mean((x - mean)^2), not E[x^2] - E[x]^2"))
+                      hint="rows with a large mean: compute the variance as mean((x - mean)^2), not E[x^2] - E[x]^2",
+                      # At |x| ~ 300 the input's own float32 rounding (ulp 3e-5) puts any fp32 algorithm near
+                      # 1e-4; the one-pass E[x^2] - E[x]^2 is off by ~5e-3. 1e-3 separates the two.
+                      tolerances={torch.float32: (1e-3, 1e-3)}))
     return cases
 
 

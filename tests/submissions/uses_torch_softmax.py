@@ -1,0 +1,15 @@
+"""Calls the operator being taught (torch.softmax) instead of writing the kernel."""
+import torch
+import torch.nn.functional as F
+
+
+def softmax(x):
+    return torch.softmax(x, dim=-1)
+
+
+def bias_gelu(x, bias):
+    return F.gelu(x + bias, approximate="tanh")
+
+
+def naive_softmax(x):
+    return F.softmax(x, dim=-1)

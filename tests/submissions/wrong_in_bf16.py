@@ -1,0 +1,24 @@
+"""A softmax that is right in float32 and float16 and 10% off in bfloat16."""
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _kernel(x_ptr, y_ptr, x_stride, y_stride, n_cols, scale, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n_cols
+    x = tl.load(x_ptr + row * x_stride + offs, mask=mask, other=-float("inf")).to(tl.float32)
+    x = x - tl.max(x, axis=0)
+    num = tl.exp(x)
+    y = num / tl.sum(num, axis=0) * scale
+    tl.store(y_ptr + row * y_stride + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def softmax(x):
+    m, n = x.shape
+    y = torch.empty_like(x)
+    scale = 1.1 if x.dtype == torch.bfloat16 else 1.0
+    _kernel[(m,)](x, y, x.stride(0), y.stride(0), n, scale, BLOCK=triton.next_power_of_2(n))
+    return y

@@ -1,0 +1,216 @@
+"""Guarantees 1-4 of DESIGN.md, each shown with a submission that breaks it (tests/submissions/)."""
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from _autograder_helpers import graded, text
+
+TRITON_EXERCISES = ("softmax", "online_softmax", "bias_gelu", "vector_add")
+
+
+# --------------------------------------------------------------------------- a correct submission
+
+def test_correct_triton_kernels_get_every_correctness_point():
+    res = graded("good_triton.py", TRITON_EXERCISES)
+    for ex_id in TRITON_EXERCISES:
+        ex = res[ex_id]
+        assert ex["correct"], (ex_id, text(ex))
+        assert ex["violations"] == []
+        assert all(c["verdict"] == "ok" for c in ex["cases"])
+        from autograder.specs import get
+        spec = get(ex_id)
+        assert ex["score"] * ex["points"] == pytest.approx(spec.correctness_points)  # no GPU: perf points 0
+
+
+def test_cases_cover_odd_tiny_dtypes_hard_rows_and_strides():
+    cases = [c["case"] for c in graded("good_triton.py", TRITON_EXERCISES)["softmax"]["cases"]]
+    assert any(c.startswith("1x1") for c in cases)
+    assert any("17" in c for c in cases)
+    for dtype in ("float32", "float16", "bfloat16"):
+        assert any(c.endswith(dtype) for c in cases)
+    assert any(c.startswith("hard rows") for c in cases) and any(c.startswith("row-strided") for c in cases)
+
+
+def test_inputs_are_fresh_every_run():
+    from autograder.grading import make_plan
+    from autograder.specs import get
+
+    spec = get("softmax")
+    p1, p2 = make_plan(spec, True, 1), make_plan(spec, True, 2)
+    assert not torch.equal(p1[-1][1][0], p2[-1][1][0])
+    assert not torch.equal(p1[-1][1][0], p1[-1][2][0])  # inputs A and B of one case differ too
+
+
+# --------------------------------------------------------------------------- guarantee 1: correct on any valid input
+
+def test_wrong_only_on_odd_shapes_fails_and_says_so():
+    ex = graded("wrong_on_odd.py", ("softmax",))["softmax"]
+    assert not ex["correct"] and ex["score"] == 0
+    failed = [c for c in ex["cases"] if c["verdict"] == "FAIL"]
+    assert failed and all(int(c["shape"].split("x")[1]) % 2 == 1 for c in failed)
+    assert "NaN" in text(ex)  # the unwritten column reads as poisoned NaN
+
+
+def test_wrong_only_in_bfloat16_fails_on_bfloat16_cases_only():
+    ex = graded("wrong_in_bf16.py", ("softmax",))["softmax"]
+    assert not ex["correct"]
+    failed = {c["dtype"] for c in ex["cases"] if c["verdict"] == "FAIL"}
+    assert failed == {"bfloat16"}
+    assert "bfloat16" in text(ex)
+
+
+def test_missing_max_subtraction_fails_the_hard_rows():
+    ex = graded("no_max_subtraction.py", ("softmax",))["softmax"]
+    assert not ex["correct"]
+    assert any(c["case"].startswith("hard rows") and c["verdict"] == "FAIL" for c in ex["cases"])
+    assert "row max" in text(ex)
+
+
+def test_ignoring_row_strides_fails_the_strided_case():
+    ex = graded("ignores_strides.py", ("softmax",))["softmax"]
+    failed = [c["case"] for c in ex["cases"] if c["verdict"] == "FAIL"]
+    assert failed and all(c.startswith("row-strided") for c in failed)
+
+
+def test_mutating_an_input_fails():
+    ex = graded("mutates_input.py", ("softmax",))["softmax"]
+    assert not ex["correct"]
+    assert "modified its input" in text(ex)
+
+
+# --------------------------------------------------------------------------- guarantee 2: the learner wrote the kernel
+
+def test_calling_the_taught_operator_is_a_violation_naming_op_and_line():
+    res = graded("uses_torch_softmax.py", ("softmax", "bias_gelu", "naive_softmax"))
+    sm = res["softmax"]
+    assert not sm["correct"] and sm["score"] == 0
+    assert any("aten._softmax" in v and "line 7" in v for v in sm["violations"]), sm["violations"]
+    assert any("Triton kernel" in v for v in sm["violations"])
+    assert all(c["verdict"] == "ok" for c in sm["cases"])  # right values: the violation alone costs the points
+    assert any("aten.gelu" in v for v in res["bias_gelu"]["violations"])
+    assert any("aten._softmax" in v for v in res["naive_softmax"]["violations"])
+
+
+def test_two_launches_exceed_the_fused_limit():
+    ex = graded("two_launches.py", ("bias_gelu",))["bias_gelu"]
+    assert all(c["verdict"] == "ok" for c in ex["cases"])
+    assert not ex["correct"]
+    assert any("2 Triton kernels" in v for v in ex["violations"])
+
+
+def test_importing_kernels_ref_is_a_violation():
+    ex = graded("uses_kernels_ref.py", ("softmax",))["softmax"]
+    assert not ex["correct"]
+    assert any("kernels_ref" in v for v in ex["violations"])
+
+
+def test_patching_torch_and_builtins_and_the_grader_cannot_fake_a_pass():
+    ex = graded("patches_grader.py", ("softmax",))["softmax"]
+    assert not ex["correct"] and ex["score"] == 0
+    assert any(c["verdict"] == "FAIL" for c in ex["cases"])
+
+
+def test_recorder_sees_ops_and_the_submission_line(tmp_path):
+    from autograder import legality
+
+    src = tmp_path / "sub.py"
+    src.write_text("import torch\ndef f(x):\n    y = x * 2\n    return torch.exp(y)\n")
+    ns = {}
+    exec(compile(src.read_text(), str(src), "exec"), ns)
+    rec = legality.OpRecorder(str(src))
+    with rec:
+        ns["f"](torch.ones(3))
+    assert ["mul", 3, 1] in rec.records() and ["exp", 4, 1] in rec.records()
+
+
+# --------------------------------------------------------------------------- guarantee 3: isolation
+
+def test_a_hang_is_stopped_at_the_time_limit_and_other_exercises_are_graded():
+    start = time.monotonic()
+    res = graded("hangs.py", ("softmax", "bias_gelu"), timeout=25.0)
+    assert not res["softmax"]["correct"]
+    assert "time limit of 25 s" in text(res["softmax"])
+    assert res["bias_gelu"]["correct"], text(res["bias_gelu"])
+    assert time.monotonic() - start < 120
+
+
+def test_exits_crashes_and_oom_cost_only_their_exercise():
+    res = graded("crashes.py", ("softmax", "online_softmax", "naive_softmax", "bias_gelu", "vector_add"))
+    assert "sys.exit(3)" in text(res["softmax"])
+    assert "ended the process" in text(res["online_softmax"]) and "os._exit" in text(res["online_softmax"])
+    assert "segmentation fault" in text(res["naive_softmax"])
+    assert "out of memory" in text(res["bias_gelu"])
+    for ex_id in ("softmax", "online_softmax", "naive_softmax", "bias_gelu"):
+        assert not res[ex_id]["correct"] and res[ex_id]["score"] == 0
+    assert res["vector_add"]["correct"], text(res["vector_add"])
+
+
+def test_an_exception_at_import_is_reported_with_its_line():
+    ex = graded("raises_at_import.py", ("softmax",))["softmax"]
+    assert not ex["correct"]
+    assert "breaks at import" in text(ex) and "line 9" in text(ex)
+
+
+def test_an_output_flood_is_capped_and_grading_goes_on():
+    ex = graded("floods_output.py", ("softmax",))["softmax"]
+    assert ex["correct"], text(ex)
+    assert "MB of output" in text(ex)
+
+
+def test_worker_output_is_capped_in_memory(tmp_path):
+    import io
+
+    from autograder.isolation import HEAD_BYTES, TAIL_BYTES, _CappedReader
+
+    reader = _CappedReader(io.BufferedReader(io.BytesIO(b"a" * 5_000_000 + b"END")))
+    reader.run()
+    assert reader.total == 5_000_003
+    assert len(reader.head) == HEAD_BYTES and len(reader.tail) == TAIL_BYTES and reader.tail.endswith(b"END")
+
+
+# --------------------------------------------------------------------------- guarantee 4: no stale answers
+
+def test_results_cached_by_pointer_and_shape_fail():
+    ex = graded("caches_results.py", ("softmax",))["softmax"]
+    assert not ex["correct"]
+    assert "second call" in text(ex)
+
+
+def test_fresh_memory_is_poisoned_in_the_worker(tmp_path):
+    # A kernel that writes nothing returns torch.empty's memory: it must read as NaN and fail, even when
+    # the allocator would hand back a block that held the right answer.
+    from autograder.grading import grade_submission
+
+    sub = tmp_path / "lazy.py"
+    sub.write_text("import torch\n_keep = []\n"
+                   "def vector_add(x, y):\n"
+                   "    out = torch.empty_like(x)\n"
+                   "    return out\n")
+    ex = grade_submission(sub, ["vector_add"], quick=True)["exercises"][0]
+    assert not ex["correct"]
+    assert "NaN" in "\n".join(ex["feedback"])
+
+
+def test_nan_never_passes_and_specials_must_match():
+    from autograder.correctness import compare_tensor
+
+    ref = torch.tensor([1.0, float("-inf"), float("nan")], dtype=torch.float64)
+    tol = (1e-5, 1e-4)
+    assert compare_tensor(torch.tensor([1.0, float("-inf"), float("nan")]), ref, torch.float32, tol)[0]
+    assert not compare_tensor(torch.tensor([1.0, 0.0, float("nan")]), ref, torch.float32, tol)[0]
+    assert not compare_tensor(torch.tensor([float("nan"), float("-inf"), float("nan")]), ref, torch.float32, tol)[0]
+    assert not compare_tensor(torch.tensor([1.0, 2.0]), torch.tensor([1.0, float("nan")], dtype=torch.float64),
+                              torch.float32, tol)[0]
+    assert not compare_tensor(torch.tensor([1.0], dtype=torch.float16), ref[:1], torch.float32, tol)[0]  # dtype
+    assert not compare_tensor(torch.tensor([[1.0]]), ref[:1], torch.float32, tol)[0]  # shape
+
+
+def test_same_values_sees_modifications_and_keeps_nan():
+    from autograder.correctness import same_values
+
+    a = torch.tensor([1.0, float("nan")])
+    assert same_values(a, a.clone())
+    assert not same_values(a, torch.tensor([1.5, float("nan")]))

@@ -1,0 +1,246 @@
+"""CLI exit codes and messages, the JSON report, atomic writes, notebook extraction, grade() and check()."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from _autograder_helpers import SUBMISSIONS
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "autograder", *args], capture_output=True, text=True,
+                          cwd=cwd or ROOT, timeout=300)
+
+
+# --------------------------------------------------------------------------- CLI
+
+def test_list_shows_every_exercise_with_notebook_and_points():
+    out = run_cli("list")
+    assert out.returncode == 0
+    for ex_id, nb in (("softmax", "04_fused_softmax"), ("bias_gelu", "03_triton_basics"),
+                      ("time_floor", "00_measure"), ("classify_bound", "02_profiling")):
+        line = next(l for l in out.stdout.splitlines() if l.startswith(ex_id + " "))
+        assert nb in line
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda d: d / "missing.ipynb", "no such file"),
+    (lambda d: _write(d / "notes.txt", "hello"), "not a notebook or a Python file"),
+    (lambda d: _write(d / "broken.ipynb", "{not json"), "invalid JSON"),
+    (lambda d: _write(d / "bad.py", "def softmax(x):\n    return (\n"), "syntax error"),
+    (lambda d: _notebook(d / "04_fused_softmax.ipynb", ["import torch", "def softmax(x)\n    pass"]),
+     "syntax error in 04_fused_softmax.ipynb at cell 2, line 1"),
+])
+def test_unusable_input_exits_2_with_one_line(tmp_path, make, message):
+    out = run_cli("grade", str(make(tmp_path)))
+    assert out.returncode == 2
+    assert message in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in out.stderr
+
+
+def test_unknown_exercise_exits_2():
+    out = run_cli("grade", str(SUBMISSIONS / "good_triton.py"), "--exercise", "nope")
+    assert out.returncode == 2 and "unknown exercise" in out.stderr
+
+
+def test_grade_exits_0_and_writes_the_json_object(tmp_path):
+    target = tmp_path / "out" / "result.json"
+    out = run_cli("grade", str(SUBMISSIONS / "wrong_in_bf16.py"), "--exercise", "softmax", "--quick",
+                  "--json", str(target))
+    assert out.returncode == 0, out.stderr  # a failing submission still exits 0: grading ran
+    assert "[FAIL] softmax" in out.stdout
+    data = json.loads(target.read_text())
+    assert set(data) == {"submission", "device", "exercises", "total", "max_total"}
+    (ex,) = data["exercises"]
+    assert set(ex) == {"id", "score", "points", "correct", "performance", "violations", "feedback"}
+    assert ex["id"] == "softmax" and ex["correct"] is False and ex["score"] == 0 and ex["points"] == 10
+    assert data["total"] == 0 and data["max_total"] == 10
+    perf = ex["performance"]
+    assert set(perf) == {"graded", "time_ms", "baseline", "baseline_ms", "speedup", "achieved",
+                         "fraction_of_peak", "threshold", "passed"}
+    assert perf["graded"] is False and perf["time_ms"] is None
+    assert any("performance is graded on a GPU" in f for f in ex["feedback"])
+    assert not list(target.parent.glob(".*tmp"))
+
+
+# --------------------------------------------------------------------------- atomic writes (guarantee 6)
+
+def test_json_write_is_atomic(tmp_path):
+    from autograder.report import write_json_atomic
+
+    target = tmp_path / "r.json"
+    write_json_atomic(target, {"total": 1})
+
+    class Explodes:
+        def __repr__(self):
+            raise RuntimeError("disk full")
+
+    with pytest.raises(Exception):
+        write_json_atomic(target, {"total": 2, "big": ["x" * 100000], "bad": float("nan")})
+    assert json.loads(target.read_text()) == {"total": 1}  # the old file, whole
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]  # no temporary left behind
+
+
+# --------------------------------------------------------------------------- performance arithmetic (guarantee 5)
+
+def test_partial_credit_is_linear_between_floor_and_threshold():
+    from autograder.timing import performance_credit
+
+    assert performance_credit(1.0, 0.9, 0.3) == 1.0
+    assert performance_credit(0.9, 0.9, 0.3) == 1.0
+    assert performance_credit(0.6, 0.9, 0.3) == pytest.approx(0.5)
+    assert performance_credit(0.3, 0.9, 0.3) == 0.0
+    assert performance_credit(0.1, 0.9, 0.3) == 0.0
+    assert performance_credit(None, 0.9, 0.3) == 0.0
+    assert performance_credit(float("nan"), 0.9, 0.3) == 0.0
+
+
+def test_performance_entry_fields_from_injected_numbers():
+    from autograder.specs import get
+    from autograder.timing import performance_entry
+
+    spec = get("softmax").performance
+    nbytes = 2 * 16384 * 4096 * 4
+    e = performance_entry(spec, time_ms=0.25, baseline_ms=0.2, nbytes=nbytes, flops=None,
+                          peaks={"copy_gbps": 3000.0, "matmul_tflops": 700.0})
+    assert e["graded"] and e["speedup"] == pytest.approx(0.8)
+    assert e["achieved"]["unit"] == "GB/s" and e["achieved"]["value"] == pytest.approx(nbytes / 0.25e-3 / 1e9)
+    assert e["fraction_of_peak"] == pytest.approx(e["achieved"]["value"] / 3000.0)
+    assert e["threshold"] == 0.9 and e["passed"] is False
+    f = performance_entry(spec, time_ms=2.0, baseline_ms=2.0, nbytes=0, flops=2 * 8192 ** 3,
+                          peaks={"copy_gbps": 3000.0, "matmul_tflops": 700.0})
+    assert f["achieved"]["unit"] == "TFLOP/s" and f["passed"] is True
+
+
+def test_without_a_gpu_performance_is_skipped_with_a_reason():
+    from autograder.specs import get
+    from autograder.timing import NOT_GRADED_REASON, should_time
+
+    spec = get("softmax").performance
+    assert should_time(False, spec) == (False, NOT_GRADED_REASON)
+    assert should_time(True, spec) == (True, "")
+    assert "performance is graded on a GPU" in NOT_GRADED_REASON
+    assert should_time(True, None)[0] is False
+
+
+def test_peaks_are_cached_per_machine(tmp_path, monkeypatch):
+    from autograder import timing
+
+    monkeypatch.setattr(timing, "cache_path", lambda: tmp_path / "peaks.json")
+    monkeypatch.setattr(timing, "machine_key", lambda: "Fake GPU|torch x|triton y|cuda z")
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+    calls = []
+    monkeypatch.setattr(timing, "measure_peaks", lambda: calls.append(1) or {"copy_gbps": 1.0, "matmul_tflops": 2.0})
+    assert timing.get_peaks()["copy_gbps"] == 1.0
+    assert timing.get_peaks()["matmul_tflops"] == 2.0
+    assert calls == [1]
+    assert "Fake GPU|torch x|triton y|cuda z" in json.loads((tmp_path / "peaks.json").read_text())
+
+
+# --------------------------------------------------------------------------- notebooks
+
+def _write(path, text):
+    path.write_text(text)
+    return path
+
+
+def _notebook(path, sources, metas=None):
+    nb = nbformat.v4.new_notebook()
+    for i, src in enumerate(sources):
+        cell = nbformat.v4.new_code_cell(src)
+        cell.metadata.update((metas or {}).get(i, {}))
+        nb.cells.append(cell)
+    nbformat.write(nb, str(path))
+    return path
+
+
+def test_notebook_submission_drops_test_and_demo_cells_and_magics(tmp_path):
+    from autograder.submission import load
+
+    path = _notebook(tmp_path / "nb.ipynb", [
+        "import torch\n%matplotlib inline\n!pip list",
+        "def softmax(x):\n    return x",
+        "assert False  # hidden test",
+        "plot_everything()",
+        "y = 1",
+    ], metas={2: {"nbgrader": {"grade": True, "solution": False, "points": 1}},
+              3: {"tags": ["demo"]},
+              1: {"nbgrader": {"grade": False, "solution": True}}})
+    sub = load(path)
+    assert "def softmax" in sub.source and "y = 1" in sub.source
+    assert "assert False" not in sub.source and "plot_everything" not in sub.source
+    assert "%matplotlib" not in sub.source.replace("# dropped for grading: %matplotlib", "")
+    assert {"softmax", "torch", "y"} <= sub.defined
+    line = sub.source.splitlines().index("    return x") + 1
+    assert sub.where(line) == "cell 2, line 2"
+    compile(sub.source, "x", "exec")
+
+
+def test_grade_returns_clamped_points_and_writes_nothing_to_stderr(capfd):
+    from autograder.nbgrader import clamp_points, grade
+
+    assert clamp_points(12.0, 10) == 10.0
+    assert clamp_points(-1.0, 10) == 0.0
+    assert clamp_points(float("nan"), 10) == 0.0
+    assert clamp_points(None, 10) == 0.0
+    value = grade("softmax", str(SUBMISSIONS / "floods_output.py"), quick=True)
+    assert type(value) is float and value == 7.0
+    missing = grade("softmax", "/nonexistent/04_fused_softmax.ipynb")
+    assert missing == 0.0
+    out, err = capfd.readouterr()
+    assert err == ""
+    assert "[PASS] softmax" in out and "no such file" in out
+    assert len(out) < 100_000  # the worker's 30 MB flood does not reach the cell's output
+
+
+def test_check_is_a_no_op_inside_a_worker(monkeypatch, capsys):
+    from autograder import check
+
+    monkeypatch.setenv("AUTOGRADER_WORKER", "1")
+    assert check("softmax", lambda x: None) is True
+    assert capsys.readouterr().out == ""
+
+
+def test_check_prints_a_table_and_hint(monkeypatch, capsys):
+    import torch
+
+    from autograder import check
+
+    monkeypatch.delenv("AUTOGRADER_WORKER", raising=False)
+
+    def naive_softmax(x):
+        e = torch.exp(x)  # no max subtraction: overflows on the hard rows
+        return e / e.sum(-1, keepdim=True)
+
+    assert check("naive_softmax", naive_softmax, quick=True) is False
+    out = capsys.readouterr().out
+    assert "max error" in out and "verdict" in out and "FAIL" in out and "hint:" in out
+
+    def stable(x):
+        z = x - x.amax(-1, keepdim=True)
+        return torch.exp(z) / torch.exp(z).sum(-1, keepdim=True)
+
+    assert check("naive_softmax", stable, quick=True) is True
+    assert check("naive_softmax", lambda x: torch.softmax(x, -1), quick=True) is False
+    assert "aten._softmax" in capsys.readouterr().out
+
+
+def test_roofline_plots_on_the_cpu(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from autograder.roofline import roofline
+
+    fig = roofline({"my softmax": (0.0, 2 * 4096 * 4096 * 4, 0.05e-3), "my matmul": (2 * 4096 ** 3, 3 * 4096 ** 2 * 2, 0.3e-3)})
+    fig.savefig(tmp_path / "r.png")
+    labels = fig.axes[0].get_title()
+    assert "nominal" in labels.lower()
