@@ -106,7 +106,8 @@ def reference(spec, case, args):
 
 def judge_call(spec, case, args, ref, entry) -> tuple[bool, float | None, str]:
     if not entry["ok"]:
-        return False, None, f"raised {entry['error']}"
+        special = plain_error(entry["error"] or "")
+        return False, None, f"{special}: " * bool(special) + f"raised {entry['error']}"
     out = entry["output"]
     if spec.judge is not None:
         ok, err, msg = spec.judge(out, ref)
@@ -127,7 +128,9 @@ def grade_exercise(spec, sub: Submission, source_file: Path, workdir: Path, quic
     want_time, why_not = timing.should_time(course.ON_GPU, spec.performance)
     after = plan[-1][0].build(torch.Generator().manual_seed(seed + 1)) if want_time else None
     job = {"exercise": spec.id, "entry": spec.entry, "source_file": str(source_file),
-           "submission_dir": str(sub.path.parent), "seed": seed, "time": want_time, "poison": True,
+           "submission_dir": str(sub.path.parent), "seed": seed, "time": want_time,
+           # poison fresh memory for tensor exercises; probes measured by the learner must run unaltered
+           "poison": spec.judge is None,
            "cases": [{"a": a, "b": b} for _, a, b, _, _ in plan], "after": after}
     if spec.entry not in sub.defined:
         return _result(spec, False, _perf_placeholder(spec), 0.0, [],

@@ -199,6 +199,7 @@ def test_grade_returns_clamped_points_and_writes_nothing_to_stderr(capfd):
     out, err = capfd.readouterr()
     assert err == ""
     assert "[PASS] softmax" in out and "no such file" in out
+    assert "MB of output" in out  # the flood is reported, and capped:
     assert len(out) < 100_000  # the worker's 30 MB flood does not reach the cell's output
 
 

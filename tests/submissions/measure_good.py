@@ -58,9 +58,9 @@ def peak_memory_bytes(fn, *args):
         del out
     level = peak = 0
     for e in sorted(prof.events(), key=lambda e: e.time_range.start):
-        if e.name == "[memory]":
-            level += e.cpu_memory_usage
-            peak = max(peak, level)
+        # Each event's own (self) allocations minus frees; "[memory]" events are those outside any op.
+        level += e.self_cpu_memory_usage
+        peak = max(peak, level)
     return peak
 
 
