@@ -64,7 +64,9 @@ def _scores(course: Path) -> dict:
 
 
 @pytest.fixture
-def course(tmp_path):
+def course(tmp_path, monkeypatch):
+    # nbgrader runs the `alembic` executable from PATH: the one next to this Python.
+    monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
     (tmp_path / "nbgrader_config.py").write_text(
         "c = get_config()\nc.CourseDirectory.root = r'%s'\nc.ExecutePreprocessor.timeout = 300\n" % tmp_path)
     (tmp_path / "source" / "fused").mkdir(parents=True)
@@ -107,5 +109,6 @@ def test_a_crashed_autograde_leaves_a_usable_gradebook_and_a_rerun_completes_it(
     proc.wait()
     partial = _scores(course)  # the gradebook opens and reads after the crash
     assert partial.get("a_first") in (None, 7.0)
+    assert partial.get("c_third") is None  # killed before the third student was graded
     _nbgrader(course, "autograde", "fused", "--create", "--force")
     assert _scores(course) == {"a_first": 7.0, "b_second": 7.0, "c_third": 7.0}
