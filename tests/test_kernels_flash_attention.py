@@ -23,6 +23,20 @@ from kernels_ref.flash_attention import (
 
 DEV = course.DEVICE
 
+
+def _compile_sm90(module, kernel, head_dim):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    script = os.path.join(os.path.dirname(__file__), "_sm90_compile.py")
+    env = dict(os.environ, COURSE_DEVICE="cpu")
+    run = subprocess.run([sys.executable, script, module, kernel, str(head_dim)], capture_output=True,
+                         text=True, env=env, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
 # Error allowed relative to max|ref| per dtype: outputs pass through one rounding of P (to the input
 # dtype) before P @ V, gradients through P and dS; fp32 on a GPU uses TF32 dots.
 OUT_TOL = {torch.float32: 2e-5, torch.float16: 3e-3, torch.bfloat16: 2e-2}
@@ -236,6 +250,15 @@ def test_bench_case_wiring_runs_on_tiny_shapes():
         for name in ("triton", "eager"):
             assert by_name[name].correct, (case.op, case.label, name, by_name[name].note)
             assert by_name[name].ms == 1.0
+
+
+@pytest.mark.parametrize("kernel", ["_fwd_kernel", "_bwd_dkdv_kernel", "_bwd_dq_kernel"])
+def test_compiles_for_hopper_with_wgmma(kernel):
+    # No GPU here, but Triton can compile for sm_90 ahead of time: the first autotune config of each
+    # kernel at head_dim 128 must lower to wgmma with cp.async pipelining and fit in 227 KB of shared memory.
+    info = _compile_sm90("kernels_ref.flash_attention", kernel, 128)
+    assert info["wgmma"] and info["cp_async"], info
+    assert info["shared"] <= 227 * 1024, info
 
 
 # --------------------------------------------------------------------------------------- GPU, full size

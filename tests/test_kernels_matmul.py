@@ -13,6 +13,20 @@ from kernels_ref.matmul import linear_bias_gelu, linear_bias_gelu_torch, matmul,
 
 DEV = course.DEVICE
 
+
+def _compile_sm90(module, kernel, head_dim):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    script = os.path.join(os.path.dirname(__file__), "_sm90_compile.py")
+    env = dict(os.environ, COURSE_DEVICE="cpu")
+    run = subprocess.run([sys.executable, script, module, kernel, str(head_dim)], capture_output=True,
+                         text=True, env=env, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
 # Allowed error relative to max|ref|, per output dtype: the kernel accumulates in fp32 and rounds once,
 # so a few units of the output's last place (fp16 2^-11, bf16 2^-8). fp32 on a GPU goes through TF32.
 TOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
@@ -158,6 +172,14 @@ def test_bench_case_wiring_runs_on_tiny_shapes():
         assert all(r.correct for r in rows), [(r.candidate, r.note) for r in rows]
         assert all(r.ms == 1.0 and r.tflops > 0 for r in rows)
         assert len(evaluate_goals(case, rows)) == len(case.goals)
+
+
+def test_compiles_for_hopper_with_wgmma():
+    # No GPU here, but Triton can compile for sm_90 ahead of time: the first autotune config of the
+    # fused kernel must lower to wgmma with cp.async pipelining and fit in 227 KB of shared memory.
+    info = _compile_sm90("kernels_ref.matmul", "_matmul_kernel", 0)
+    assert info["wgmma"] and info["cp_async"], info
+    assert info["shared"] <= 227 * 1024, info
 
 
 # --------------------------------------------------------------------------------------- GPU, full size
