@@ -5,7 +5,7 @@ import math
 
 import torch
 
-from autograder.specs._cases import HINT_BIG, HINT_NEGINF, dtype_name, hard_rows, hint_for, row_cases
+from autograder.specs._cases import dtype_name, hint_for, row_cases
 from autograder.specs.base import PRIMITIVE_OPS, Case, Exercise, as64, gelu_tanh, pick_shapes, rand
 
 NOTEBOOK = "01_naive_ops"
