@@ -52,7 +52,7 @@ def test_probes_have_the_cost_they_claim():
 
     from autograder.probes import alloc_probe, count_launches, materialize, ops_probe, peak_memory, sleep_probe
 
-    assert count_launches(materialize(ops_probe(["exp", "neg", "sin"])), torch.randn(50, 50)) == 3
+    assert count_launches(materialize(ops_probe(["exp", "neg", "sin", "abs"])), torch.randn(50, 50)) == 4
     x = torch.randn(250_000)
     peak = peak_memory(materialize(alloc_probe(3)), x)
     assert 3 * x.nbytes <= peak <= 5 * x.nbytes + 65536  # 3 temporaries + 2 partial sums

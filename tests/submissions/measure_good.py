@@ -42,7 +42,11 @@ def count_kernel_launches(fn, *args):
         _sync()
     if on_gpu:
         return sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
-    return sum(1 for e in prof.events() if e.name.startswith("aten::") and not e.cpu_children)
+    # CPU kernels: leaf aten ops, except leaves that only allocate or re-view memory (no kernel runs).
+    no_kernel = {"aten::empty", "aten::empty_like", "aten::empty_strided", "aten::resize_", "aten::as_strided",
+                 "aten::view", "aten::_unsafe_view", "aten::alias", "aten::detach"}
+    return sum(1 for e in prof.events()
+               if e.name.startswith("aten::") and not e.cpu_children and e.name not in no_kernel)
 
 
 def peak_memory_bytes(fn, *args):
