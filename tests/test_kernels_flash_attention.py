@@ -41,8 +41,11 @@ def _compile_sm90(module, kernel, head_dim):
 # dtype) before P @ V, gradients through P and dS; fp32 on a GPU uses TF32 dots.
 OUT_TOL = {torch.float32: 2e-5, torch.float16: 3e-3, torch.bfloat16: 2e-2}
 GRAD_TOL = {torch.float32: 1e-4, torch.float16: 6e-3, torch.bfloat16: 4e-2}
-GPU_OUT_TOL = {torch.float32: 5e-3, torch.float16: 3e-3, torch.bfloat16: 2e-2}
-GPU_GRAD_TOL = {torch.float32: 1e-2, torch.float16: 6e-3, torch.bfloat16: 4e-2}
+# Full-size GPU checks are normwise, ||out - ref|| / ||ref||: causal gradients span a wide range (the first
+# keys collect gradient from every query, dq of the first query is exactly 0), so an elementwise bound
+# mostly measures that range. Measured on an H100 (triton 3.6, S=1024, D=64, every autotune config,
+# 2026-11-22): bf16 o 2.0e-3, dq 2.5e-3, dk 2.4e-3, dv 2.3e-3, causal or not; fp16 has 3 more mantissa bits.
+GPU_NORMWISE_TOL = {torch.float32: 1e-3, torch.float16: 2e-3, torch.bfloat16: 1e-2}
 LSE_ATOL = 1e-4  # lse is float32 from fp32 scores whatever the input dtype
 
 SHAPES = [(1, 1, 1, 16), (2, 1, 17, 16), (1, 2, 64, 64), (1, 1, 100, 64), (2, 2, 100, 16)]
@@ -57,6 +60,13 @@ def assert_close(out, ref, tol, what=""):
     scale = ref.abs().max().clamp_min(1e-2)
     err = ((out - ref).abs() - tol * ref.abs()).max() / scale
     assert err <= tol, f"{what}: max error {err.item():.3g} (relative to max|ref| {scale.item():.3g}) > {tol}"
+
+
+def assert_normwise(out, ref, tol, what=""):
+    assert out.shape == ref.shape, (what, out.shape, ref.shape)
+    assert not torch.isnan(out).any(), f"{what}: NaN in output"
+    err = ((out.double() - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+    assert err <= tol, f"{what}: normwise relative error {err:.3g} > {tol}"
 
 
 def _qkv(B, H, S, D, dtype):
@@ -273,10 +283,10 @@ def test_forward_backward_gpu(B, H, S, D, causal, dtype):
     o, lse = flash_attention_fwd(q.detach(), k.detach(), v.detach(), causal, None)
     flash_attention(q, k, v, causal).backward(do)
     ro, rlse, grads = _ref(q, k, v, causal, do=do)
-    assert_close(o, ro, GPU_OUT_TOL[dtype], "o")
+    assert_normwise(o, ro, GPU_NORMWISE_TOL[dtype], "o")
     torch.testing.assert_close(lse.double(), rlse, atol=1e-3, rtol=0)
     for name, got, want in zip(("dq", "dk", "dv"), (q.grad, k.grad, v.grad), grads):
-        assert_close(got, want, GPU_GRAD_TOL[dtype], name)
+        assert_normwise(got, want, GPU_NORMWISE_TOL[dtype], name)
 
 
 @pytest.mark.gpu
@@ -299,6 +309,8 @@ def test_memory_is_linear_in_sequence_gpu():
     o, lse = flash_attention_fwd(q, k, v, False, None)
     grads = flash_attention_bwd(do, q, k, v, o, lse, False, None)
     del o, lse, grads
+    # Warm-up first: autotuning's first call allocates do_bench's 256 MB L2-flush buffer.
+    flash_attention_bwd(do, q, k, v, *flash_attention_fwd(q, k, v, False, None), False, None)
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     before = torch.cuda.memory_allocated()
