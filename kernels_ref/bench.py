@@ -71,19 +71,27 @@ def main(argv=None, *, timer=None, peak_memory=None, ceilings=None, modules=MODU
     cases, notes = collect_cases(args.quick, args.ops, modules)
     for note in notes:
         print(note)
-    print(course.describe())
+    print(course.describe(), flush=True)
+    meta = {"quick": args.quick, "ops": args.ops, "notes": notes}
+
+    def on_case(ceilings, rows, verdicts, case_rows, case_verdicts):
+        if args.no_progress:  # no bar: show each case as it finishes
+            print(benchmarking.format_table(case_rows, case_verdicts), flush=True)
+        if args.json:  # keep what is finished if the run is cut off
+            benchmarking.write_json(args.json, ceilings, rows, verdicts, meta={**meta, "partial": True})
+
     ceilings, rows, verdicts = benchmarking.run_suite(
         cases,
         ceilings=ceilings,
         timer=timer or benchmarking.do_bench_timer,
         peak_memory=peak_memory or benchmarking.cuda_peak_memory,
         progress=not args.no_progress,
+        on_case=on_case,
     )
     print(f"ceilings: copy {ceilings.copy_gbps:.0f} GB/s, bf16 matmul {ceilings.matmul_tflops:.0f} TFLOP/s")
     print(benchmarking.format_table(rows, verdicts))
     if args.json:
-        benchmarking.write_json(args.json, ceilings, rows, verdicts,
-                                meta={"quick": args.quick, "ops": args.ops, "notes": notes})
+        benchmarking.write_json(args.json, ceilings, rows, verdicts, meta=meta)
         plots = benchmarking.write_plots(os.path.dirname(os.path.abspath(args.json)), rows, ceilings)
         print(f"wrote {args.json}" + (f" and {len(plots)} plot(s)" if plots else ""))
     return 0

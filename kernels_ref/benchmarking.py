@@ -299,8 +299,13 @@ def run_suite(
     timer: Callable = do_bench_timer,
     peak_memory: Callable = cuda_peak_memory,
     progress: bool = True,
+    on_case: Callable | None = None,
 ) -> tuple[Ceilings, list[Row], list[Verdict]]:
-    """Measure the ceilings (unless given), then run every case with a tqdm progress bar."""
+    """Measure the ceilings (unless given), then run every case with a tqdm progress bar.
+
+    ``on_case(ceilings, rows, verdicts, case_rows, case_verdicts)`` runs after each case, so a long run
+    can print and save what it has (a run cut off by a time limit keeps every finished case).
+    """
     from tqdm.auto import tqdm
 
     if ceilings is None:
@@ -311,8 +316,11 @@ def run_suite(
     for case in bar:
         bar.set_postfix_str(f"{case.op} {case.label}")
         case_rows = run_case(case, ceilings, timer=timer, peak_memory=peak_memory)
+        case_verdicts = evaluate_goals(case, case_rows)
         rows.extend(case_rows)
-        verdicts.extend(evaluate_goals(case, case_rows))
+        verdicts.extend(case_verdicts)
+        if on_case is not None:
+            on_case(ceilings, rows, verdicts, case_rows, case_verdicts)
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
     return ceilings, rows, verdicts
