@@ -234,8 +234,13 @@ def run_case(
     peak_memory: Callable = cuda_peak_memory,
 ) -> list[Row]:
     """Check, then time (and for peak_memory cases measure memory of) every candidate of one case."""
-    inputs = case.make_inputs()
-    ref = case.reference(*inputs) if case.reference is not None else None
+    try:
+        inputs = case.make_inputs()
+        ref = case.reference(*inputs) if case.reference is not None else None
+    except Exception as exc:  # a broken case is reported on every candidate; the suite goes on
+        note = f"case set-up failed: {type(exc).__name__}: {exc}".splitlines()[0][:200]
+        return [Row(case.op, case.label, name, correct=False, note=note, sweep=case.sweep,
+                    sweep_value=case.sweep_value) for name in case.candidates]
     rows: list[Row] = []
     for name, fn in case.candidates.items():
         row = Row(case.op, case.label, name, correct=True, sweep=case.sweep, sweep_value=case.sweep_value)

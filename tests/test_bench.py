@@ -202,3 +202,19 @@ def test_small_real_cases_check_out_on_this_device():
     ]
     _, rows, _ = benchmarking.run_suite(cases, ceilings=CEILINGS, timer=lambda fn: 1.0, progress=False)
     assert all(r.correct for r in rows), [(r.op, r.candidate, r.note) for r in rows]
+
+
+def test_a_case_whose_set_up_fails_is_reported_and_the_suite_goes_on():
+    from kernels_ref.benchmarking import BenchCase, Ceilings, run_suite
+
+    def broken():
+        raise TypeError("bad inputs")
+
+    good = BenchCase(op="ok", label="1", make_inputs=lambda: (torch.ones(3),), candidates={"triton": lambda x: x * 1},
+                     reference=lambda x: x.double())
+    bad = BenchCase(op="bad", label="1", make_inputs=broken, candidates={"triton": lambda x: x, "eager": lambda x: x})
+    _, rows, _ = run_suite([bad, good], ceilings=Ceilings(copy_gbps=1000.0, matmul_tflops=100.0),
+                           timer=lambda fn: 1.0, progress=False)
+    assert [(r.op, r.candidate, r.correct) for r in rows] == [("bad", "triton", False), ("bad", "eager", False),
+                                                              ("ok", "triton", True)]
+    assert "case set-up failed: TypeError: bad inputs" in rows[0].note
