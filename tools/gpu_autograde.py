@@ -1,0 +1,210 @@
+"""The nbgrader run of the released notebooks, and the calibration of performance thresholds.
+
+    python -m tools.gpu_autograde OUT_DIR [--assignments 03_triton_basics,04_fused_softmax] [--skip-nbgrader]
+
+1. Calibration (GPU only): for every exercise with a performance part, time the *naive* PyTorch version
+   (what a learner would write before the course, below) against the exercise's baseline with the
+   autograder's own timer, and grade the solution notebook with the autograder (its speedup). A
+   threshold is right when the solution clears it by 15% or more and the naive version falls short.
+2. nbgrader, in a scratch copy of the course: `generate_assignment`, then `autograde` of two students,
+   `solution` (the source notebook) and `untouched` (the released notebook as a learner receives it),
+   the gradebook read back per assignment, every error cell of an autograded solution named, and the
+   seconds each notebook takes to execute and grade.
+
+Prints a table last and writes OUT_DIR/autograde.json. On a CPU the calibration says it needs a GPU and
+the nbgrader part still runs (small sizes).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import time
+
+import course
+import torch
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+MARGIN = 1.15  # the solution must clear its threshold by this factor
+
+
+# The naive version of each performance exercise: eager PyTorch the way a learner writes it before the
+# course (every intermediate goes through memory, one kernel per operator).
+def _naive_vector_add(x, y):
+    out = x.clone()  # copy, then add in place: 2 kernels, 5 N bytes where 3 N suffice
+    out += y
+    return out
+
+
+def _naive_bias_gelu(x, bias):
+    h = x + bias
+    return 0.5 * h * (1.0 + torch.tanh(0.7978845608028654 * (h + 0.044715 * h * h * h)))
+
+
+def _naive_softmax(x):
+    m = x.max(dim=-1, keepdim=True).values
+    e = torch.exp(x - m)
+    return e / e.sum(dim=-1, keepdim=True)
+
+
+NAIVE = {"vector_add": _naive_vector_add, "bias_gelu": _naive_bias_gelu, "softmax": _naive_softmax,
+         "online_softmax": _naive_softmax}
+
+
+def suggested_threshold(solution_speedup: float, naive_speedup: float) -> float | None:
+    """The largest multiple of 0.05 that the solution clears by MARGIN; None if the naive one clears it too."""
+    t = math.floor(solution_speedup / MARGIN * 20) / 20
+    return t if t > naive_speedup else None
+
+
+def calibrate(out: pathlib.Path, assignments: list[str]) -> list[dict]:
+    from autograder import specs
+    from autograder.timing import time_interleaved
+
+    rows = []
+    perf_exercises = [e for e in specs.EXERCISES.values() if e.performance is not None and e.notebook in assignments]
+    if not course.ON_GPU:
+        return [{"id": e.id, "note": "calibration needs a GPU"} for e in perf_exercises]
+    graded = {}
+    for nb in sorted({e.notebook for e in perf_exercises}):
+        report = out / f"solution-{nb}.json"
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "autograder", "grade", str(ROOT / "solutions" / nb / f"{nb}.ipynb"),
+                        "--json", str(report)], cwd=ROOT, check=False, stdout=subprocess.DEVNULL)
+        print(f"graded solution {nb} in {time.perf_counter() - t0:.0f} s", flush=True)
+        if report.exists():
+            graded.update({e["id"]: e for e in json.loads(report.read_text())["exercises"]})
+    for e in perf_exercises:
+        perf = e.performance
+        args = perf.inputs(torch.Generator().manual_seed(0), torch.device("cuda"))
+        medians = time_interleaved({"naive": NAIVE[e.id], "baseline": perf.baseline}, args)
+        naive_speedup = medians["baseline"] / medians["naive"]
+        sol = (graded.get(e.id) or {}).get("performance") or {}
+        sol_speedup = sol.get("speedup")
+        row = {"id": e.id, "baseline": perf.baseline_name, "threshold": perf.threshold, "floor": perf.floor,
+               "naive_ms": medians["naive"], "naive_baseline_ms": medians["baseline"], "naive_speedup": naive_speedup,
+               "solution_ms": sol.get("time_ms"), "solution_speedup": sol_speedup,
+               "solution_passed": sol.get("passed"), "solution_correct": (graded.get(e.id) or {}).get("correct")}
+        if sol_speedup:
+            row["margin"] = sol_speedup / perf.threshold
+            row["suggested_threshold"] = suggested_threshold(sol_speedup, naive_speedup)
+            row["ok"] = row["margin"] >= MARGIN and naive_speedup < perf.threshold
+        rows.append(row)
+        del args
+    return rows
+
+
+def _nbgrader(course_dir: pathlib.Path, *args) -> tuple[int, float, str]:
+    env = {**os.environ, "PATH": f"{pathlib.Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    nbgrader = shutil.which("nbgrader", path=env["PATH"]) or "nbgrader"
+    t0 = time.perf_counter()
+    res = subprocess.run([nbgrader, *args, "--log-level=WARN"], cwd=course_dir, env=env, capture_output=True, text=True)
+    return res.returncode, time.perf_counter() - t0, (res.stdout + res.stderr)[-3000:]
+
+
+def _error_cells(path: pathlib.Path) -> list[str]:
+    import nbformat
+
+    if not path.exists():
+        return [f"{path.name}: not written"]
+    nb = nbformat.read(path, as_version=4)
+    found = []
+    for i, cell in enumerate(nb.cells):
+        for o in cell.get("outputs", []):
+            if o.get("output_type") == "error":
+                found.append(f"cell {i + 1}: {o.get('ename')}: {str(o.get('evalue'))[:120]}")
+    return found
+
+
+def run_nbgrader(out: pathlib.Path, assignments: list[str]) -> list[dict]:
+    from nbgrader.api import Gradebook
+
+    work = out / "course"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    shutil.copy(ROOT / "nbgrader_config.py", work)
+    shutil.copytree(ROOT / "solutions", work / "solutions")
+    rows = []
+    for a in assignments:
+        rc, secs, log = _nbgrader(work, "generate_assignment", a, "--force")
+        if rc:
+            rows.append({"assignment": a, "error": f"generate_assignment failed: {log}"})
+            continue
+        sources = {"solution": work / "solutions" / a / f"{a}.ipynb", "untouched": work / "notebooks" / a / f"{a}.ipynb"}
+        for student, src in sources.items():
+            dest = work / "submitted" / student / a
+            dest.mkdir(parents=True, exist_ok=True)
+            shutil.copy(src, dest / f"{a}.ipynb")
+            rc, secs, log = _nbgrader(work, "autograde", a, "--student", student, "--force")
+            rows.append({"assignment": a, "student": student, "autograde_rc": rc, "autograde_s": round(secs, 1),
+                         "errors": _error_cells(work / "autograded" / student / a / f"{a}.ipynb") if student == "solution" else [],
+                         "log": log if rc else ""})
+            print(f"autograde {a} {student}: exit {rc} in {secs:.0f} s", flush=True)
+    with Gradebook(f"sqlite:///{work / 'gradebook.db'}") as gb:
+        for row in rows:
+            if "student" not in row:
+                continue
+            try:
+                sub = gb.find_submission(row["assignment"], row["student"])
+                row["score"], row["max_score"] = sub.score, sub.max_score
+                row["cells"] = {g.name: g.score for g in gb.find_submission_notebook(
+                    row["assignment"], row["assignment"], row["student"]).grades}
+            except Exception as exc:  # noqa: BLE001  (a missing submission is reported, not fatal)
+                row["score"], row["max_score"], row["error"] = None, None, str(exc)
+    return rows
+
+
+def table(calibration: list[dict], nbgrader_rows: list[dict]) -> str:
+    lines = [f"device: {course.describe()}", "", "calibration (speedup = baseline_ms / ms; threshold must be cleared by "
+             f"x{MARGIN} by the solution, and missed by the naive version)"]
+    lines.append(f"{'exercise':16s} {'baseline':34s} {'solution':>9s} {'naive':>7s} {'threshold':>9s} {'margin':>7s} {'suggest':>8s} ok")
+    for r in calibration:
+        if "note" in r:
+            lines.append(f"{r['id']:16s} {r['note']}")
+            continue
+        fmt = lambda v, s=".2f": "-" if v is None else format(v, s)  # noqa: E731
+        lines.append(f"{r['id']:16s} {r['baseline'][:34]:34s} {fmt(r.get('solution_speedup')):>9s} "
+                     f"{fmt(r['naive_speedup']):>7s} {r['threshold']:>9.2f} {fmt(r.get('margin')):>7s} "
+                     f"{fmt(r.get('suggested_threshold')):>8s} {r.get('ok', '-')}")
+    lines += ["", "nbgrader autograde (gradebook)"]
+    lines.append(f"{'assignment':20s} {'student':10s} {'score':>12s} {'seconds':>8s}  errors")
+    for r in nbgrader_rows:
+        if "student" not in r:
+            lines.append(f"{r['assignment']:20s} {r.get('error', '')[:100]}")
+            continue
+        score = "-" if r.get("score") is None else f"{r['score']:.2f}/{r['max_score']:.0f}"
+        lines.append(f"{r['assignment']:20s} {r['student']:10s} {score:>12s} {r['autograde_s']:>8.1f}  "
+                     f"{'; '.join(r['errors'])[:150] or ('exit ' + str(r['autograde_rc']) if r['autograde_rc'] else '')}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    import nbgrader_config
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out")
+    ap.add_argument("--assignments", default=",".join(nbgrader_config.RELEASED))
+    ap.add_argument("--skip-nbgrader", action="store_true")
+    ap.add_argument("--skip-calibration", action="store_true")
+    args = ap.parse_args(argv)
+    out = pathlib.Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    assignments = [a for a in args.assignments.split(",") if a]
+    calibration = [] if args.skip_calibration else calibrate(out, assignments)
+    nbgrader_rows = [] if args.skip_nbgrader else run_nbgrader(out, assignments)
+    result = {"device": course.describe(), "date": time.strftime("%Y-%m-%d"), "calibration": calibration,
+              "nbgrader": nbgrader_rows}
+    tmp = out / "autograde.json.tmp"
+    tmp.write_text(json.dumps(result, indent=2, default=str))
+    os.replace(tmp, out / "autograde.json")
+    print(table(calibration, nbgrader_rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
