@@ -1,0 +1,367 @@
+"""The autograder's performance path and its GPU faults, in one run (issue 7).
+
+    python -m tools.gpu_autograder_check [--out DIR] [--full] [--hang-timeout S]
+
+Every grade goes through the real CLI (``python -m autograder grade FILE --exercise ID --json ...``),
+one subprocess per submission, sequentially (the GPU is never shared while timing):
+
+1. performance: the correct Triton ``softmax`` and ``bias_gelu`` (tests/submissions/good_triton.py) must
+   pass performance, the legal but slow ones (tests/gpu_submissions/naive_triton.py) must fail it; each
+   is graded twice and the run-to-run spread of time and speedup is printed;
+2. escapes: the slow softmax on a side stream, deferred to the next call, cached after warm-up, or
+   returning unwritten memory when not poisoned: none may pass or be timed faster than the slow one;
+3. faults: a notebook (built from tests/gpu_submissions/faults.py) where softmax stores out of bounds
+   (CUDA only: skipped on a CPU, with a note), online_softmax asks for 10 TB and vector_add hangs; the
+   other exercise, bias_gelu, must still be graded, and each fault explained in plain words.
+
+Prints one line per grade as it finishes, the repeat-run spread, what was expected and whether it
+held, and last a table (submission, exercise, correct, perf passed, time, baseline, speedup, GB/s,
+fraction of peak, message). Writes each grade's JSON and text report and summary.json under --out.
+Exit code 0 when every expectation held, 1 otherwise. On a CPU performance shows as not graded and
+its expectations read "n/a". Budget on an H100: about 3 minutes (16 workers of ~5-10 s, a 45 s hang).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SUBMISSIONS = ROOT / "tests" / "submissions"
+GPU_SUBMISSIONS = ROOT / "tests" / "gpu_submissions"
+MESSAGE_WIDTH = 60
+ESCAPE_FLOOR = 0.5  # an escape timed under half the honest slow kernel's time got away with something
+
+
+@dataclass
+class Grade:
+    """One CLI call: a submission file, the exercises graded, what each must show."""
+
+    label: str
+    path: Path
+    exercises: list
+    expect: dict                     # exercise id -> expectation name (see EXPECTATIONS)
+    timeout: float | None = None
+    cuda_only: set = field(default_factory=set)  # exercises skipped without a GPU
+    repeat: int = 1
+
+
+# ----------------------------------------------------------------------------- rows and the table
+
+def row_from_exercise(label: str, ex: dict, run: int = 1) -> dict:
+    """One table row from an exercise of the CLI's JSON."""
+    perf = ex.get("performance") or {}
+    graded = bool(perf.get("graded"))
+    ach = perf.get("achieved") or {}
+    messages = list(ex.get("violations") or []) + list(ex.get("feedback") or [])
+    return {
+        "submission": label, "exercise": ex["id"], "run": run, "correct": bool(ex["correct"]),
+        "perf_graded": graded, "perf_passed": bool(perf.get("passed")) if graded else None,
+        "time_ms": perf.get("time_ms") if graded else None,
+        "baseline_ms": perf.get("baseline_ms") if graded else None,
+        "speedup": perf.get("speedup") if graded else None,
+        "gbps": ach.get("value") if graded and ach.get("unit") == "GB/s" else None,
+        "fraction_of_peak": perf.get("fraction_of_peak") if graded else None,
+        "score": ex.get("score"), "points": ex.get("points"),
+        "message": messages[0] if messages else "",
+    }
+
+
+def skipped_row(label: str, exercise: str, why: str) -> dict:
+    return {"submission": label, "exercise": exercise, "run": 1, "correct": None, "perf_graded": False,
+            "perf_passed": None, "time_ms": None, "baseline_ms": None, "speedup": None, "gbps": None,
+            "fraction_of_peak": None, "score": None, "points": None, "message": f"skipped: {why}",
+            "skipped": True}
+
+
+def _cell(value, kind: str) -> str:
+    if value is None:
+        return "-"
+    if kind == "bool":
+        return "yes" if value else "no"
+    if kind == "ms":
+        return f"{value:.4g}"
+    if kind == "x":
+        return f"{value:.2f}"
+    if kind == "gbps":
+        return f"{value:.0f}"
+    if kind == "pct":
+        return f"{100 * value:.0f}%"
+    return str(value)
+
+
+COLUMNS = [("submission", "submission", "str"), ("exercise", "exercise", "str"), ("correct", "correct", "bool"),
+           ("perf_passed", "perf passed", "bool"), ("time_ms", "time ms", "ms"), ("baseline_ms", "base ms", "ms"),
+           ("speedup", "speedup", "x"), ("gbps", "GB/s", "gbps"), ("fraction_of_peak", "of peak", "pct"),
+           ("message", "message", "str")]
+
+
+def truncate(text: str, width: int = MESSAGE_WIDTH) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def format_table(rows: list) -> str:
+    """A plain-text table, one line per row, columns as wide as their widest cell."""
+    cells = []
+    for r in rows:
+        label = r["submission"] + (f" #{r['run']}" if r.get("run", 1) > 1 else "")
+        line = []
+        for key, _title, kind in COLUMNS:
+            value = label if key == "submission" else r.get(key)
+            if key == "perf_passed" and not r.get("perf_graded"):
+                value = None
+            text = _cell(value, kind)
+            line.append(truncate(text) if key == "message" else text)
+        cells.append(line)
+    titles = [title for _k, title, _kind in COLUMNS]
+    widths = [max([len(t)] + [len(c[i]) for c in cells]) for i, t in enumerate(titles)]
+    numeric = {"ms", "x", "gbps", "pct"}
+
+    def fmt(line):
+        out = []
+        for i, (text, (_k, _t, kind)) in enumerate(zip(line, COLUMNS)):
+            last = i == len(COLUMNS) - 1
+            out.append(text if last else (text.rjust(widths[i]) if kind in numeric else text.ljust(widths[i])))
+        return "  ".join(out).rstrip()
+
+    rule = "  ".join("-" * w for w in widths)
+    return "\n".join([fmt(titles), rule] + [fmt(c) for c in cells])
+
+
+def spread(a, b):
+    """|a - b| relative to their mean (None when either is missing)."""
+    if a is None or b is None or not (a + b):
+        return None
+    return abs(a - b) / ((a + b) / 2)
+
+
+def repeat_spreads(rows: list) -> list:
+    """For every (submission, exercise) graded more than once: times, speedups and their spread."""
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["submission"], r["exercise"]), []).append(r)
+    out = []
+    for (label, exercise), rs in groups.items():
+        if len(rs) < 2:
+            continue
+        a, b = rs[0], rs[1]
+        out.append({"submission": label, "exercise": exercise, "time_ms": [a["time_ms"], b["time_ms"]],
+                    "speedup": [a["speedup"], b["speedup"]], "time_spread": spread(a["time_ms"], b["time_ms"]),
+                    "speedup_spread": spread(a["speedup"], b["speedup"]),
+                    "same_verdicts": (a["correct"], a["perf_passed"]) == (b["correct"], b["perf_passed"])})
+    return out
+
+
+def format_spreads(spreads: list) -> str:
+    lines = []
+    for s in spreads:
+        t = ", ".join(_cell(v, "ms") for v in s["time_ms"])
+        x = ", ".join(_cell(v, "x") for v in s["speedup"])
+        lines.append(f"  {s['submission']:<24} {s['exercise']:<10} time ms {t:<18} spread {_cell(s['time_spread'], 'pct'):>4}"
+                     f"   speedup {x:<12} spread {_cell(s['speedup_spread'], 'pct'):>4}"
+                     f"   verdicts {'agree' if s['same_verdicts'] else 'DIFFER'}")
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- expectations
+
+def _min_time(rows, label, exercise):
+    times = [r["time_ms"] for r in rows if r["submission"] == label and r["exercise"] == exercise
+             and r["time_ms"] is not None]
+    return min(times) if times else None
+
+
+def judge_row(row: dict, expectation: str, rows: list, on_gpu: bool) -> tuple:
+    """(True / False / None for n/a, why) for one row against its expectation."""
+    if row.get("skipped"):
+        return None, row["message"]
+    msg = row["message"].lower()
+    if expectation == "fast":
+        if not row["correct"]:
+            return False, "should be correct"
+        if not on_gpu:
+            return None, "correct; performance n/a without a GPU"
+        return (True, "correct, passes performance") if row["perf_passed"] else (False, "should pass performance")
+    if expectation == "slow":
+        if not row["correct"]:
+            return False, "should be correct"
+        if not on_gpu:
+            return None, "correct; performance n/a without a GPU"
+        return (False, "should fail performance") if row["perf_passed"] else (True, "correct, fails performance")
+    if expectation in ("escape", "escape_wrong", "escape_wrong_on_gpu"):
+        must_be_wrong = expectation == "escape_wrong" or (expectation == "escape_wrong_on_gpu" and on_gpu)
+        if must_be_wrong and row["correct"]:
+            return False, "should be found wrong"
+        if not must_be_wrong and not row["correct"]:
+            return False, "should be correct (its values are right once synchronized)"
+        if not on_gpu:
+            return (None, "performance n/a without a GPU")
+        if row["perf_passed"]:
+            return False, "escaped: passed performance"
+        honest = _min_time(rows, "naive_triton", "softmax")
+        if row["time_ms"] is not None and honest is not None and row["time_ms"] < ESCAPE_FLOOR * honest:
+            return False, f"escaped: timed {row['time_ms']:.4g} ms, the honest slow kernel {honest:.4g} ms"
+        return True, "no pass, no shorter time"
+    if expectation.startswith("fault:"):
+        words = expectation[len("fault:"):]
+        if row["correct"]:
+            return False, "a fault should cost this exercise"
+        return (True, "fault explained") if words in msg else (False, f"message should say {words!r}")
+    if expectation == "graded":
+        if not row["correct"]:
+            return False, "the fault in another exercise should not cost this one"
+        if on_gpu and not row["perf_graded"]:
+            return False, "should also be timed"
+        return True, "graded as usual"
+    raise ValueError(f"unknown expectation {expectation!r}")
+
+
+# ----------------------------------------------------------------------------- the plan and the run
+
+def notebook_from_source(source: str) -> dict:
+    """An nbformat-4 notebook with one code cell per top-level block of ``source`` (blank-line separated)."""
+    blocks = [b.strip("\n") for b in source.split("\n\n\n") if b.strip()]
+    cells = [{"cell_type": "code", "execution_count": None, "id": f"cell-{i}", "metadata": {}, "outputs": [],
+              "source": b.splitlines(keepends=True)} for i, b in enumerate(blocks)]
+    return {"cells": cells, "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python",
+                                                         "name": "python3"}},
+            "nbformat": 4, "nbformat_minor": 5}
+
+
+def plan(out: Path, hang_timeout: float) -> list:
+    nb = out / "faults_notebook.ipynb"
+    nb.write_text(json.dumps(notebook_from_source((GPU_SUBMISSIONS / "faults.py").read_text()), indent=1))
+    return [
+        Grade("good_triton", SUBMISSIONS / "good_triton.py", ["softmax", "bias_gelu"],
+              {"softmax": "fast", "bias_gelu": "fast"}, repeat=2),
+        Grade("naive_triton", GPU_SUBMISSIONS / "naive_triton.py", ["softmax", "bias_gelu"],
+              {"softmax": "slow", "bias_gelu": "slow"}, repeat=2),
+        Grade("side_stream", GPU_SUBMISSIONS / "side_stream.py", ["softmax"], {"softmax": "escape"}),
+        Grade("deferred", GPU_SUBMISSIONS / "deferred.py", ["softmax"], {"softmax": "escape_wrong"}),
+        Grade("cache_after_warmup", GPU_SUBMISSIONS / "cache_after_warmup.py", ["softmax"],
+              {"softmax": "escape_wrong_on_gpu"}),
+        Grade("stale_unless_poisoned", GPU_SUBMISSIONS / "stale_unless_poisoned.py", ["softmax"],
+              {"softmax": "escape_wrong_on_gpu"}),
+        Grade("faults_notebook", nb, ["bias_gelu", "softmax", "online_softmax", "vector_add"],
+              {"bias_gelu": "graded", "softmax": "fault:memory it does not own",
+               "online_softmax": "fault:out of memory", "vector_add": "fault:time limit"},
+              timeout=hang_timeout, cuda_only={"softmax"}),
+    ]
+
+
+def run_cli(grade: Grade, exercises: list, out: Path, run: int, quick: bool) -> tuple:
+    """Grade through ``python -m autograder grade``; (exercise dicts of its JSON, seconds, exit code)."""
+    stem = f"{grade.label}.run{run}"
+    json_path, text_path = out / f"{stem}.json", out / f"{stem}.txt"
+    cmd = [sys.executable, "-m", "autograder", "grade", str(grade.path), "--json", str(json_path)]
+    for e in exercises:
+        cmd += ["--exercise", e]
+    if quick:
+        cmd.append("--quick")
+    if grade.timeout:
+        cmd += ["--timeout", str(grade.timeout)]
+    env = dict(os.environ)
+    # good_triton (tests/submissions) and naive_triton (tests/gpu_submissions) import each other's kernels
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(SUBMISSIONS), str(GPU_SUBMISSIONS)]
+                                        + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    start = time.monotonic()
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          stdin=subprocess.DEVNULL)
+    seconds = time.monotonic() - start
+    text_path.write_bytes(proc.stdout)
+    if proc.returncode != 0 or not json_path.exists():
+        return None, seconds, proc.returncode
+    return json.loads(json_path.read_text())["exercises"], seconds, proc.returncode
+
+
+def environment() -> dict:
+    import course
+    import torch
+    import triton
+
+    return {"device": course.describe(), "gpu": torch.cuda.get_device_name() if course.ON_GPU else None,
+            "torch": torch.__version__, "triton": triton.__version__, "cuda": torch.version.cuda,
+            "python": sys.version.split()[0],
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m tools.gpu_autograder_check", description=__doc__.split("\n")[0])
+    p.add_argument("--out", default="gpu_autograder_check_out", help="folder for the JSON and text reports")
+    p.add_argument("--full", action="store_true", help="the specs' full correctness cases (default: --quick)")
+    p.add_argument("--hang-timeout", type=float, default=None,
+                   help="seconds per exercise in the faults notebook (default 45 on a GPU, 90 on a CPU)")
+    args = p.parse_args(argv)
+    import course
+    from autograder.report import write_json_atomic
+
+    on_gpu = course.ON_GPU
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    hang_timeout = args.hang_timeout or (45.0 if on_gpu else 90.0)
+    env = environment()
+    print(f"autograder GPU check on {env['device']} (cuda {env['cuda']}); reports under {out}", flush=True)
+    started = time.monotonic()
+    rows, calls, notes = [], [], []
+    grades = plan(out, hang_timeout)
+    for grade in grades:
+        exercises = [e for e in grade.exercises if on_gpu or e not in grade.cuda_only]
+        for e in grade.exercises:
+            if e not in exercises:
+                why = "a CUDA-only fault (an out-of-bounds store under the CPU interpreter hits the grader's own memory)"
+                rows.append(skipped_row(grade.label, e, why))
+                notes.append(f"{grade.label}/{e} {why}")
+        for run in range(1, grade.repeat + 1):
+            exs, seconds, rc = run_cli(grade, exercises, out, run, quick=not args.full)
+            calls.append({"label": grade.label, "run": run, "seconds": round(seconds, 1), "exit_code": rc})
+            if exs is None:
+                for e in exercises:
+                    rows.append(dict(skipped_row(grade.label, e, f"the CLI failed (exit code {rc}), see "
+                                                 f"{grade.label}.run{run}.txt"), run=run, skipped=False,
+                                     correct=False, cli_failed=True))
+                print(f"  {grade.label} run {run}: CLI FAILED (exit {rc}) after {seconds:.0f} s", flush=True)
+                continue
+            for ex in exs:
+                rows.append(row_from_exercise(grade.label, ex, run))
+            verdicts = ", ".join(f"{ex['id']} {'ok' if ex['correct'] else 'wrong'}" for ex in exs)
+            print(f"  {grade.label} run {run}: {verdicts} ({seconds:.0f} s)", flush=True)
+    expectations = []
+    expect = {g.label: g.expect for g in grades}
+    for r in rows:
+        expectation = expect[r["submission"]][r["exercise"]]
+        ok, why = (False, r["message"]) if r.get("cli_failed") else judge_row(r, expectation, rows, on_gpu)
+        r["expectation"], r["expectation_met"], r["expectation_note"] = expectation, ok, why
+        expectations.append({"submission": r["submission"], "exercise": r["exercise"], "run": r["run"],
+                             "expectation": expectation, "met": ok, "note": why})
+    spreads = repeat_spreads([r for r in rows if not r.get("skipped")])
+    seconds = time.monotonic() - started
+    summary = dict(env, seconds=round(seconds, 1), quick=not args.full, calls=calls, rows=rows,
+                   repeats=spreads, expectations=expectations, notes=notes)
+    write_json_atomic(out / "summary.json", summary)
+
+    failed = [x for x in expectations if x["met"] is False]
+    print("\nrepeat runs (time and speedup, run 1 vs run 2):")
+    print(format_spreads(spreads) or "  (none)")
+    print("\nexpectations:")
+    for x in expectations:
+        mark = {True: "ok  ", False: "FAIL", None: "n/a "}[x["met"]]
+        print(f"  {mark} {x['submission']}/{x['exercise']} #{x['run']} ({x['expectation']}): {truncate(x['note'], 100)}")
+    for n in notes:
+        print(f"  note: {n}")
+    met = sum(1 for x in expectations if x["met"])
+    na = sum(1 for x in expectations if x["met"] is None)
+    print(f"\n{met} met, {len(failed)} failed, {na} n/a; {seconds:.0f} s; {env['device']}; "
+          f"JSON under {out}\n")
+    print(format_table(rows))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
