@@ -1,0 +1,279 @@
+"""The autograder's performance path on a GPU (issue 7), and the logic of tools/gpu_autograder_check.
+
+GPU tests grade the submissions of tests/gpu_submissions with the real grading path (workers, timing,
+the checked timed call): a correct Triton softmax passes performance, a slow legal one fails it, and
+the ones that try to escape the timer (side stream, cache after warm-up, unwritten memory) neither
+pass nor get a shorter time. CPU tests cover the check script's helpers and poison_output.
+"""
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+import torch
+
+from tools import gpu_autograder_check as gac
+
+ROOT = Path(__file__).resolve().parent.parent
+GPU_SUBS = ROOT / "tests" / "gpu_submissions"
+SUBS = ROOT / "tests" / "submissions"
+
+
+@lru_cache(maxsize=None)
+def _graded(path: str, exercise: str, timeout: float = 120.0) -> dict:
+    from autograder.grading import grade_submission
+
+    result = grade_submission(path, [exercise], quick=True, timeout=timeout)
+    return result["exercises"][0]
+
+
+def _text(ex):
+    return "\n".join(ex["feedback"] + ex["violations"])
+
+
+# ----------------------------------------------------------------------------- GPU: performance path
+
+@pytest.mark.gpu
+def test_correct_triton_softmax_passes_performance():
+    ex = _graded(str(SUBS / "good_triton.py"), "softmax")
+    perf = ex["performance"]
+    assert ex["correct"], _text(ex)
+    assert perf["graded"] and perf["passed"], (perf, _text(ex))
+    assert perf["time_ms"] > 0 and perf["baseline_ms"] > 0
+    assert perf["speedup"] == pytest.approx(perf["baseline_ms"] / perf["time_ms"])
+    assert perf["achieved"]["unit"] == "GB/s" and 0.05 < perf["fraction_of_peak"] < 1.5
+    assert ex["score"] == pytest.approx(1.0)
+
+
+@pytest.mark.gpu
+def test_slow_legal_softmax_is_correct_but_fails_performance():
+    ex = _graded(str(GPU_SUBS / "naive_triton.py"), "softmax")
+    assert ex["correct"], _text(ex)
+    assert ex["performance"]["graded"] and not ex["performance"]["passed"]
+    assert ex["performance"]["speedup"] < 0.9
+    assert "performance: speedup" in _text(ex)
+
+
+@pytest.mark.gpu
+def test_side_stream_work_is_timed():
+    honest = _graded(str(GPU_SUBS / "naive_triton.py"), "softmax")["performance"]["time_ms"]
+    ex = _graded(str(GPU_SUBS / "side_stream.py"), "softmax")
+    assert ex["correct"], _text(ex)  # right values once every stream is synchronized
+    perf = ex["performance"]
+    assert not perf["passed"]
+    assert perf["time_ms"] >= 0.5 * honest, (perf["time_ms"], honest)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["cache_after_warmup.py", "stale_unless_poisoned.py"])
+def test_answers_faked_while_timed_do_not_pass(name):
+    ex = _graded(str(GPU_SUBS / name), "softmax")
+    assert not ex["correct"] and not ex["performance"]["passed"]
+    assert ex["performance"]["time_ms"] is None  # a faked time is not reported
+    assert "wrong in a timed call" in _text(ex)
+
+
+@pytest.mark.gpu
+def test_deferred_work_is_wrong():
+    ex = _graded(str(GPU_SUBS / "deferred.py"), "softmax")
+    assert not ex["correct"] and not ex["performance"]["passed"]
+
+
+@pytest.mark.gpu
+def test_time_interleaved_counts_side_stream_work():
+    from autograder.timing import time_interleaved
+
+    side = torch.cuda.Stream()
+    cycles_per_ms = 1_000_000  # a lower bound: every GPU here runs above 1 GHz
+
+    def hidden(x):
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(2 * cycles_per_ms)  # at least 2 ms of device time, not waited for
+        return x
+
+    x = torch.zeros(4, device="cuda")
+    med = time_interleaved({"hidden": hidden, "noop": lambda x: x}, (x,), reps=11, warmup=1)
+    assert med["hidden"] >= 1.5, med
+    assert med["noop"] < 0.5, med
+
+
+@pytest.mark.gpu
+def test_poisoned_outputs_leave_no_answer_behind():
+    from autograder.timing import time_interleaved
+
+    x = torch.randn(1024, 1024, device="cuda")
+    seen = []
+
+    def reuses(x):  # returns unwritten memory: the block the baseline's output just freed
+        y = torch.empty_like(x)
+        seen.append(bool(torch.isnan(y).all()))
+        return y
+
+    time_interleaved({"baseline": lambda x: torch.softmax(x, -1), "reuses": reuses}, (x,), reps=11, warmup=1,
+                     poison_outputs=True)
+    assert all(seen[1:]), seen
+
+
+@pytest.mark.gpu
+def test_illegal_memory_access_and_oom_cost_only_their_exercise(monkeypatch):
+    from autograder.grading import grade_submission
+
+    monkeypatch.setenv("PYTHONPATH", str(SUBS))  # faults.py takes bias_gelu from good_triton
+    result = grade_submission(GPU_SUBS / "faults.py", ["softmax", "online_softmax", "bias_gelu"], quick=True,
+                              timeout=120)
+    by_id = {ex["id"]: ex for ex in result["exercises"]}
+    assert not by_id["softmax"]["correct"]
+    assert "memory it does not own" in _text(by_id["softmax"])
+    assert not by_id["online_softmax"]["correct"]
+    assert "out of memory" in _text(by_id["online_softmax"])
+    assert by_id["bias_gelu"]["correct"] and by_id["bias_gelu"]["performance"]["graded"], _text(by_id["bias_gelu"])
+
+
+# ----------------------------------------------------------------------------- CPU: the check's logic
+
+def _exercise(graded=True, passed=True, correct=True, feedback=("a very long message " * 10,)):
+    perf = {"graded": graded, "time_ms": 0.25 if graded else None, "baseline": "torch.softmax (eager)",
+            "baseline_ms": 0.24 if graded else None, "speedup": 0.96 if graded else None,
+            "achieved": {"value": 2147.5, "unit": "GB/s"} if graded else None,
+            "fraction_of_peak": 0.71 if graded else None, "threshold": 0.9, "passed": passed and graded}
+    return {"id": "softmax", "score": 1.0, "points": 10, "correct": correct, "performance": perf,
+            "violations": [], "feedback": list(feedback)}
+
+
+def test_row_from_exercise_reads_the_cli_json():
+    row = gac.row_from_exercise("good", _exercise(), run=2)
+    assert (row["submission"], row["exercise"], row["run"], row["correct"]) == ("good", "softmax", 2, True)
+    assert (row["time_ms"], row["baseline_ms"], row["speedup"], row["gbps"], row["fraction_of_peak"]) == \
+        (0.25, 0.24, 0.96, 2147.5, 0.71)
+    assert row["perf_passed"] is True and row["message"].startswith("a very long")
+    cpu = gac.row_from_exercise("good", _exercise(graded=False, feedback=["not graded on this machine"]))
+    assert cpu["perf_passed"] is None and cpu["time_ms"] is None and cpu["gbps"] is None
+    tflops = _exercise()
+    tflops["performance"]["achieved"] = {"value": 500.0, "unit": "TFLOP/s"}
+    assert gac.row_from_exercise("mm", tflops)["gbps"] is None
+    violation = dict(_exercise(correct=False), violations=["calls torch operator aten.exp"])
+    assert gac.row_from_exercise("v", violation)["message"] == "calls torch operator aten.exp"
+
+
+def test_format_table_columns_truncation_and_missing_values():
+    rows = [gac.row_from_exercise("good_triton", _exercise(), run=1),
+            gac.row_from_exercise("good_triton", _exercise(), run=2),
+            gac.row_from_exercise("naive", _exercise(graded=False, feedback=["performance is graded on a GPU"])),
+            gac.skipped_row("faults", "softmax", "CUDA only")]
+    table = gac.format_table(rows).splitlines()
+    assert len(table) == 2 + len(rows)
+    header = table[0].split()
+    assert header[:3] == ["submission", "exercise", "correct"] and header[-1] == "message"
+    assert "GB/s" in table[0] and "of peak" in table[0] and "speedup" in table[0]
+    assert "good_triton #2" in table[3] and "good_triton #" not in table[2]  # run 1 is not numbered
+    assert "0.25" in table[2] and "0.96" in table[2] and "2148" in table[2] and "71%" in table[2]
+    assert "..." in table[2] and len(table[2].split("  ")[-1].strip()) <= gac.MESSAGE_WIDTH
+    naive = table[4]
+    assert "naive" in naive and naive.count(" - ") >= 5  # no perf numbers, perf passed shown as '-'
+    assert "skipped: CUDA only" in table[5]
+    widths = {len(line) for line in table[:2]}
+    assert len(widths) == 1 or table[1].strip("- ") == ""  # the rule spans the header
+
+
+def test_truncate_collapses_whitespace():
+    assert gac.truncate("a\n  b", 10) == "a b"
+    assert gac.truncate("x" * 20, 10) == "xxxxxxx..."
+
+
+def test_spread_and_repeat_spreads():
+    assert gac.spread(1.0, 1.0) == 0.0
+    assert gac.spread(0.9, 1.1) == pytest.approx(0.2)
+    assert gac.spread(None, 1.0) is None
+    r1 = gac.row_from_exercise("good", _exercise(), 1)
+    r2 = dict(gac.row_from_exercise("good", _exercise(), 2), time_ms=0.26, speedup=0.92)
+    lone = gac.row_from_exercise("other", _exercise(), 1)
+    (s,) = gac.repeat_spreads([r1, lone, r2])
+    assert s["time_ms"] == [0.25, 0.26] and s["time_spread"] == pytest.approx(0.01 / 0.255)
+    assert s["same_verdicts"]
+    assert "spread" in gac.format_spreads([s]) and "agree" in gac.format_spreads([s])
+    r3 = dict(r2, perf_passed=False)
+    assert not gac.repeat_spreads([r1, r3])[0]["same_verdicts"]
+
+
+def _row(label, correct=True, passed=False, time_ms=None, message="", graded=True):
+    return {"submission": label, "exercise": "softmax", "run": 1, "correct": correct, "perf_graded": graded,
+            "perf_passed": passed if graded else None, "time_ms": time_ms, "speedup": None, "message": message}
+
+
+def test_judge_row_performance_expectations():
+    assert gac.judge_row(_row("g", passed=True, time_ms=0.2), "fast", [], True)[0] is True
+    assert gac.judge_row(_row("g", passed=False, time_ms=0.2), "fast", [], True)[0] is False
+    assert gac.judge_row(_row("g", correct=False), "fast", [], False)[0] is False
+    assert gac.judge_row(_row("g", graded=False), "fast", [], False)[0] is None  # n/a on a CPU
+    assert gac.judge_row(_row("n", passed=False, time_ms=2.0), "slow", [], True)[0] is True
+    assert gac.judge_row(_row("n", passed=True, time_ms=0.2), "slow", [], True)[0] is False
+
+
+def test_judge_row_escapes_compare_with_the_honest_slow_kernel():
+    honest = [_row("naive_triton", time_ms=2.0), _row("naive_triton", time_ms=2.2)]
+    assert gac.judge_row(_row("side", time_ms=1.9), "escape", honest, True)[0] is True
+    ok, why = gac.judge_row(_row("side", time_ms=0.01), "escape", honest, True)
+    assert ok is False and "escaped" in why
+    assert gac.judge_row(_row("side", passed=True, time_ms=5.0), "escape", honest, True)[0] is False
+    assert gac.judge_row(_row("side", correct=False), "escape", honest, True)[0] is False
+    assert gac.judge_row(_row("deferred", correct=True), "escape_wrong", honest, False)[0] is False
+    assert gac.judge_row(_row("deferred", correct=False, graded=False), "escape_wrong", honest, False)[0] is None
+    assert gac.judge_row(_row("cache", correct=False), "escape_wrong_on_gpu", honest, True)[0] is True
+    assert gac.judge_row(_row("cache", correct=True), "escape_wrong_on_gpu", honest, True)[0] is False
+    assert gac.judge_row(_row("cache", correct=True, graded=False), "escape_wrong_on_gpu", honest, False)[0] is None
+
+
+def test_judge_row_faults_and_the_rest_of_the_notebook():
+    msg = "did not finish within the time limit of 45 s and was stopped"
+    assert gac.judge_row(_row("f", correct=False, message=msg), "fault:time limit", [], True)[0] is True
+    assert gac.judge_row(_row("f", correct=False, message="raised"), "fault:time limit", [], True)[0] is False
+    assert gac.judge_row(_row("f", correct=True, message=msg), "fault:time limit", [], True)[0] is False
+    assert gac.judge_row(_row("f", correct=True), "graded", [], True)[0] is True
+    assert gac.judge_row(_row("f", correct=True, graded=False), "graded", [], True)[0] is False
+    assert gac.judge_row(_row("f", correct=True, graded=False), "graded", [], False)[0] is True
+    assert gac.judge_row(gac.skipped_row("f", "softmax", "CUDA only"), "fault:x", [], False)[0] is None
+    with pytest.raises(ValueError):
+        gac.judge_row(_row("f"), "nonsense", [], True)
+
+
+def test_faults_notebook_is_a_gradable_notebook(tmp_path):
+    from autograder.submission import load
+
+    nb = gac.notebook_from_source((GPU_SUBS / "faults.py").read_text())
+    path = tmp_path / "faults_notebook.ipynb"
+    path.write_text(json.dumps(nb))
+    sub = load(path)
+    assert sub.kind == "notebook" and len(nb["cells"]) >= 4
+    assert {"softmax", "online_softmax", "vector_add", "bias_gelu"} <= sub.defined
+    assert sub.where(sub.source.splitlines().index("def vector_add(x, y):") + 1).startswith("cell ")
+
+
+def test_plan_names_every_submission_and_expectation(tmp_path):
+    grades = gac.plan(tmp_path, 45.0)
+    assert (tmp_path / "faults_notebook.ipynb").exists()
+    for g in grades:
+        assert g.path.exists(), g.path
+        assert set(g.exercises) == set(g.expect), g.label
+    assert sum(g.repeat * len(g.exercises) for g in grades) <= 16  # the H100 budget: ~16 workers
+
+
+def test_poison_output_fills_floats_and_leaves_the_rest():
+    from autograder.timing import poison_output
+
+    a, b, i = torch.ones(3), torch.ones(2, dtype=torch.bfloat16), torch.ones(2, dtype=torch.int32)
+    poison_output((a, [b, i], None))
+    assert torch.isnan(a).all() and torch.isnan(b.float()).all() and (i == 1).all()
+
+
+def test_slow_and_deferred_submissions_are_graded_for_correctness():
+    import course
+
+    naive = _graded(str(GPU_SUBS / "naive_triton.py"), "softmax")
+    assert naive["correct"], _text(naive)
+    assert naive["performance"]["graded"] == course.ON_GPU
+    deferred = _graded(str(GPU_SUBS / "deferred.py"), "softmax")
+    assert not deferred["correct"]
+    assert "NaN" in _text(deferred) or "values off" in _text(deferred), _text(deferred)
