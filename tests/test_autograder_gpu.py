@@ -277,3 +277,78 @@ def test_slow_and_deferred_submissions_are_graded_for_correctness():
     deferred = _graded(str(GPU_SUBS / "deferred.py"), "softmax")
     assert not deferred["correct"]
     assert "NaN" in _text(deferred) or "values off" in _text(deferred), _text(deferred)
+
+
+class _HostEvent:
+    """A stand-in for torch.cuda.Event on the CPU: the host clock at record()."""
+
+    def __init__(self, enable_timing=False):
+        self.t = None
+
+    def record(self):
+        import time
+
+        self.t = time.perf_counter()
+
+    def synchronize(self):
+        pass
+
+    def elapsed_time(self, end):
+        return (end.t - self.t) * 1e3
+
+
+def test_time_interleaved_protocol_with_host_events(monkeypatch):
+    """The loop's logic without a GPU: medians minus the empty call's, outputs poisoned between calls,
+    warm-up calls made, the baseline interleaved."""
+    import time
+
+    from autograder import timing
+
+    monkeypatch.setattr(torch.cuda, "Event", _HostEvent)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    monkeypatch.setattr(timing, "l2_flush_buffer", lambda: torch.empty(16))
+    order, outs = [], []
+
+    def slow(x):
+        order.append("slow")
+        time.sleep(0.004)
+        y = x * 2
+        outs.append(y)
+        return y
+
+    def fast(x):
+        order.append("fast")
+        return x + 1
+
+    med = timing.time_interleaved({"slow": slow, "fast": fast}, (torch.ones(4),), reps=12, warmup=2,
+                                  poison_outputs=True)
+    assert 3.0 < med["slow"] < 40.0 and med["fast"] < 1.0
+    assert med["fast"] >= timing.MIN_MS
+    assert order[:4] == ["slow", "slow", "fast", "fast"]  # warm-up, then interleaved
+    assert order[4:8] == ["slow", "fast", "slow", "fast"] and len(order) == 4 + 24
+    assert all(torch.isnan(y).all() for y in outs)  # every output poisoned after its call
+
+
+def test_the_checked_timed_call_is_judged_on_inputs_remade_from_its_seed():
+    import dataclasses
+
+    from autograder import grading, specs
+    from autograder.specs.base import rand
+
+    spec = specs.get("softmax")
+    small = dataclasses.replace(spec.performance, inputs=lambda g, dev: (rand(g, (37, 129), device=dev),))
+    spec = dataclasses.replace(spec, performance=small)
+    (x,) = small.inputs(torch.Generator().manual_seed(7), torch.device("cpu"))
+    (other,) = small.inputs(torch.Generator().manual_seed(8), torch.device("cpu"))
+    assert grading._judge_timed_output(spec, {"checked_output": torch.softmax(x, -1)}, 7) == (True, "")
+    ok, msg = grading._judge_timed_output(spec, {"checked_output": torch.softmax(other, -1)}, 7)
+    assert not ok and "values off" in msg  # an answer for other values (a cache) is wrong
+    ok, msg = grading._judge_timed_output(spec, {"checked_output": torch.full_like(x, float("nan"))}, 7)
+    assert not ok and "NaN" in msg  # poisoned memory returned unwritten
+    assert not grading._judge_timed_output(spec, {}, 7)[0]
+    feedback = []
+    perf, credit, ok = grading._judge_performance(
+        spec, {"perf": {"time_ms": 0.001, "baseline_ms": 1.0, "nbytes": 1, "flops": None,
+                        "checked_output": torch.softmax(other, -1)}}, 7, feedback, None)
+    assert not ok and credit == 0.0 and perf["time_ms"] is None and not perf["passed"]
+    assert "wrong in a timed call" in feedback[0]
