@@ -131,7 +131,8 @@ def grade_exercise(spec, sub: Submission, source_file: Path, workdir: Path, quic
            "submission_dir": str(sub.path.parent), "seed": seed, "time": want_time,
            # poison fresh memory for tensor exercises; probes measured by the learner must run unaltered
            "poison": spec.judge is None,
-           "cases": [{"a": a, "b": b} for _, a, b, _, _ in plan], "after": after}
+           "cases": [{"a": a, "b": b} for _, a, b, _, _ in plan], "after": after,
+           "check_seed": (seed + 2) if want_time else None}
     if spec.entry not in sub.defined:
         return _result(spec, False, _perf_placeholder(spec), 0.0, [],
                        [f"{spec.entry}() is not defined in the submission (expected {spec.signature})"], [])
@@ -186,7 +187,9 @@ def grade_exercise(spec, sub: Submission, source_file: Path, workdir: Path, quic
     if spec.performance is not None and not want_time:
         feedback.append(f"{why_not} (0 of {spec.performance_points:g} performance points)")
     elif want_time and correct:
-        perf, credit = _judge_performance(spec, res, plan, after, feedback, sub)
+        perf, credit, timed_ok = _judge_performance(spec, res, seed + 2, feedback, sub)
+        if not timed_ok:
+            correct = False
         if res.get("after") is not None:
             ok, _, msg = judge_call(spec, plan[-1][0], after, reference(spec, plan[-1][0], after), res["after"])
             if not ok:
@@ -197,11 +200,18 @@ def grade_exercise(spec, sub: Submission, source_file: Path, workdir: Path, quic
     return _result(spec, correct, perf, credit, violations, feedback, cases)
 
 
-def _judge_performance(spec, res, plan, after, feedback, sub):
+def _judge_performance(spec, res, check_seed, feedback, sub):
+    """(performance entry, credit, whether the checked timed call was right)."""
     measured = res.get("perf") or {}
     if "error" in measured:
         feedback.append(f"timing failed: {_where(measured['error'], sub)}")
-        return _perf_placeholder(spec), 0.0
+        return _perf_placeholder(spec), 0.0, True
+    ok, msg = _judge_timed_output(spec, measured, check_seed)
+    if not ok:
+        feedback.append("wrong in a timed call (the timed inputs re-filled in place with new values): "
+                        f"{msg}. A result cached by pointer or shape, work left for a later call, or "
+                        "memory returned unwritten: the time does not count and correctness is withdrawn")
+        return _perf_placeholder(spec), 0.0, False
     peaks = timing.get_peaks()
     perf = timing.performance_entry(spec.performance, measured["time_ms"], measured["baseline_ms"],
                                     measured["nbytes"], measured["flops"], peaks)
@@ -209,7 +219,23 @@ def _judge_performance(spec, res, plan, after, feedback, sub):
     if credit < 1.0:
         feedback.append(f"performance: speedup {perf['speedup']:.2f} vs {spec.performance.baseline_name}; "
                         f"full credit from {spec.performance.threshold:g}, none below {spec.performance.floor:g}")
-    return perf, credit
+    return perf, credit, True
+
+
+def _judge_timed_output(spec, measured, check_seed) -> tuple[bool, str]:
+    """The checked timed call's output against the reference on the same inputs, re-made here."""
+    import course
+
+    if spec.judge is not None or spec.reference is None:
+        return True, ""  # not a tensor exercise: nothing a cache could fake
+    if "checked_output" not in measured:
+        return False, "the timed call's output did not come back"
+    args = spec.performance.inputs(torch.Generator().manual_seed(check_seed), course.DEVICE)
+    with torch.no_grad():
+        ref = spec.reference(*args)
+    ok, _, msg = correctness.compare_outputs(measured["checked_output"], ref,
+                                             correctness.expected_dtypes(args, ref, spec), spec)
+    return ok, msg
 
 
 def _perf_placeholder(spec):

@@ -1,9 +1,13 @@
 """Guarantee 5: honest timing on a GPU, and the arithmetic that turns times into credit.
 
-Timing (``time_interleaved``): warm-up calls first; then for every repetition the L2 cache is flushed
-(a buffer larger than L2 is overwritten), a CUDA event pair brackets the call, and the submission and
-the baseline alternate, so both see the same clocks and temperature. ``torch.cuda.synchronize()``
-(every stream) runs before an end event is read; the median is reported.
+Timing (``time_interleaved``): warm-up calls first; then for every repetition the submission and the
+baseline alternate (same clocks, same temperature), each call timed by ``timed_call``: with the device
+idle, a begin event, the L2 flush (a buffer larger than L2 is overwritten), the call, then
+``torch.cuda.synchronize()`` (every stream) *before* the end event, so work a call queued on a side
+stream and never waited for is counted. The flush, the synchronize's latency and the end event cost
+the same for every call: an empty call timed the same way, interleaved too, is subtracted from each
+median. Optionally every output is poisoned (NaN) after its call, outside the timed window, so the
+next call cannot return memory a previous call (or the baseline) left filled with the right answer.
 
 Credit (``performance_credit``): speedup = baseline_ms / time_ms, a ratio measured in this run (so the
 threshold holds on any GPU); full credit at speedup >= threshold, none at <= floor, linear between.
@@ -75,32 +79,72 @@ def l2_flush_buffer():
     return torch.empty(size // 4, dtype=torch.int32, device="cuda")
 
 
-def time_interleaved(fns: dict, args: tuple, reps: int = 50, warmup: int = 5, max_seconds: float = 20.0) -> dict:
-    """Median ms per call of each fn(*args), repetitions interleaved, L2 flushed before each."""
-    import time
+MIN_MS = 1e-3  # a median at or below the empty call's is reported as this (a microsecond)
 
+
+def timed_call(fn, args: tuple, flush) -> tuple[float, object]:
+    """(milliseconds, output) of one call of fn(*args), L2 flushed first; flush time included (see above)."""
     import torch
 
+    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()  # idle device: nothing queued earlier (by any stream) overlaps this call
+    begin.record()
+    flush.zero_()  # fn's launch overhead on the CPU hides behind this, as it would behind earlier work
+    out = fn(*args)
+    torch.cuda.synchronize()  # every stream: side-stream work the call did not wait for is its cost too
+    end.record()
+    end.synchronize()
+    return begin.elapsed_time(end), out
+
+
+def poison_output(out) -> None:
+    """Overwrite a call's floating-point output(s) with NaN (in place), so the memory holds no answer."""
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        if out.is_floating_point() or out.is_complex():
+            with torch.no_grad():
+                out.fill_(float("nan"))
+    elif isinstance(out, (tuple, list)):
+        for o in out:
+            poison_output(o)
+
+
+def _empty_call(*_args):
+    return None
+
+
+def time_interleaved(fns: dict, args: tuple, reps: int = 50, warmup: int = 5, max_seconds: float = 20.0,
+                     poison_outputs: bool = False) -> dict:
+    """Median ms per call of each fn(*args), repetitions interleaved (see the module docstring)."""
+    import time
+
     flush = l2_flush_buffer()
-    for fn in fns.values():
+    calls = dict(fns)
+    calls[_EMPTY] = _empty_call  # the protocol's own cost, subtracted below
+    for fn in calls.values():
         for _ in range(warmup):
-            fn(*args)
-    torch.cuda.synchronize()
-    times = {name: [] for name in fns}
+            _, out = timed_call(fn, args, flush)
+            if poison_outputs:
+                poison_output(out)
+            del out
+    times = {name: [] for name in calls}
     start = time.perf_counter()
     for rep in range(reps):
-        for name, fn in fns.items():
-            flush.zero_()
-            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            begin.record()
-            fn(*args)
-            end.record()
-            torch.cuda.synchronize()  # every stream: work the kernel queued elsewhere is counted too
-            times[name].append(begin.elapsed_time(end))
+        for name, fn in calls.items():
+            ms, out = timed_call(fn, args, flush)
+            if poison_outputs:
+                poison_output(out)  # outside the timed window
+            del out
+            times[name].append(ms)
         if rep >= 10 and time.perf_counter() - start > max_seconds:
             break
     del flush
-    return {name: statistics.median(t) for name, t in times.items()}
+    empty = statistics.median(times.pop(_EMPTY))
+    return {name: max(statistics.median(t) - empty, MIN_MS) for name, t in times.items()}
+
+
+_EMPTY = "__empty_call__"
 
 
 # ----------------------------------------------------------------------------- this GPU's peaks

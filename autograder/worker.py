@@ -108,14 +108,23 @@ def main(argv) -> int:
             torch.cuda.synchronize()
 
     def poison_cache():
-        # Cached-but-free GPU blocks keep whatever the last user wrote; overwrite them with NaN bytes.
-        if course.ON_GPU:
-            free = torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
-            if free > 0:
-                try:
-                    torch.empty(free, dtype=torch.uint8, device="cuda").fill_(0xFF)
-                except RuntimeError:
-                    pass
+        # Cached-but-free GPU blocks keep whatever the last user wrote; overwrite them with 0xFF (NaN)
+        # bytes. One request per free block, largest first and all held at once, so each lands in a free
+        # block (best fit) instead of a new segment: a single request of the total free size would not
+        # fit a fragmented cache, would take fresh memory and leave the old blocks as they were.
+        if not course.ON_GPU:
+            return
+        held = []
+        try:
+            sizes = sorted((b["size"] for seg in torch.cuda.memory_snapshot() for b in seg["blocks"]
+                            if b["state"] == "inactive"), reverse=True)
+            for size in sizes:
+                held.append(torch.empty(size, dtype=torch.uint8, device="cuda"))
+            for t in held:
+                t.fill_(0xFF)
+        except Exception:  # noqa: BLE001  (a second line of defence; torch.empty is already poisoned)
+            pass
+        del held
 
     def call(args):
         poison_cache()
@@ -167,20 +176,46 @@ def main(argv) -> int:
 
 
 def time_against_baseline(fn, spec, job) -> dict:
+    """Medians of the submission and the baseline, then one more call checked by the grader.
+
+    The checked call: the timed input tensors (same pointers, shapes, strides) re-filled in place with
+    new values from ``job["check_seed"]``, called and timed exactly like the timed calls (so it cannot
+    tell it is the one checked). A result cached by pointer or shape, work deferred to a later call, or
+    memory returned unwritten in the hope it still holds an answer, comes back wrong there.
+    """
     import torch
     import torch.utils.deterministic
 
-    from autograder.timing import time_interleaved
+    from autograder.timing import l2_flush_buffer, time_interleaved, timed_call
 
+    saved = torch.utils.deterministic.fill_uninitialized_memory, torch.are_deterministic_algorithms_enabled()
     torch.utils.deterministic.fill_uninitialized_memory = False  # timing must not pay for poisoning
     torch.use_deterministic_algorithms(False)
-    perf = spec.performance
-    gen = torch.Generator().manual_seed(job["seed"])
-    args = perf.inputs(gen, torch.device("cuda"))
-    medians = time_interleaved({"submission": fn, "baseline": perf.baseline}, args)
-    flops = perf.flops(args) if perf.flops else None
+    try:
+        perf = spec.performance
+        dev = torch.device("cuda")
+        args = perf.inputs(torch.Generator().manual_seed(job["seed"]), dev)
+        # poison_outputs: the baseline's output (the right answer) is NaN before its memory is freed
+        medians = time_interleaved({"submission": fn, "baseline": perf.baseline}, args, poison_outputs=True)
+        flops = perf.flops(args) if perf.flops else None
+        nbytes = perf.nbytes(args)
+        checked = None
+        if job.get("check_seed") is not None:
+            fresh = perf.inputs(torch.Generator().manual_seed(job["check_seed"]), dev)
+            with torch.no_grad():
+                for a, b in zip(args, fresh):
+                    if isinstance(a, torch.Tensor):
+                        a.copy_(b)
+            del fresh
+            flush = l2_flush_buffer()
+            _, out = timed_call(fn, args, flush)
+            del flush
+            checked = ship(out)
+    finally:
+        torch.utils.deterministic.fill_uninitialized_memory = saved[0]  # the after-call is poisoned again
+        torch.use_deterministic_algorithms(saved[1], warn_only=True)
     return {"time_ms": medians["submission"], "baseline_ms": medians["baseline"],
-            "nbytes": perf.nbytes(args), "flops": flops}
+            "nbytes": nbytes, "flops": flops, "checked_output": checked}
 
 
 if __name__ == "__main__":
