@@ -168,7 +168,8 @@ def grade_exercise(spec, sub: Submission, source_file: Path, workdir: Path, quic
                       "max_error": max(errs) if errs else None, "verdict": "ok" if ok else "FAIL"})
         for call in (call_a, call_b):
             ops.extend(call["ops"])
-            launches.append(call["launches"])
+            if call["ok"]:  # a call that raised (out of memory, say) launched nothing worth judging
+                launches.append(call["launches"])
         if not ok:
             all_ok = False
             if first_fail is None:

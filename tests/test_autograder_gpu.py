@@ -154,8 +154,14 @@ def test_row_from_exercise_reads_the_cli_json():
     tflops = _exercise()
     tflops["performance"]["achieved"] = {"value": 500.0, "unit": "TFLOP/s"}
     assert gac.row_from_exercise("mm", tflops)["gbps"] is None
-    violation = dict(_exercise(correct=False), violations=["calls torch operator aten.exp"])
+    violation = dict(_exercise(correct=False, feedback=["hint: mask it", "correctness points withheld: rules"]),
+                     violations=["calls torch operator aten.exp"])
     assert gac.row_from_exercise("v", violation)["message"] == "calls torch operator aten.exp"
+    oom = dict(_exercise(correct=False, feedback=["first failure: 1x1: ran out of memory", "hint: tiny"]),
+               violations=["launched 0 Triton kernel(s)"])
+    row = gac.row_from_exercise("f", oom)
+    assert row["message"] == "first failure: 1x1: ran out of memory"  # what went wrong, before a rule
+    assert "launched 0" in row["all_messages"] and "hint" not in row["all_messages"]
 
 
 def test_format_table_columns_truncation_and_missing_values():

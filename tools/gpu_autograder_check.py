@@ -18,7 +18,7 @@ Prints one line per grade as it finishes, the repeat-run spread, what was expect
 held, and last a table (submission, exercise, correct, perf passed, time, baseline, speedup, GB/s,
 fraction of peak, message). Writes each grade's JSON and text report and summary.json under --out.
 Exit code 0 when every expectation held, 1 otherwise. On a CPU performance shows as not graded and
-its expectations read "n/a". Budget on an H100: about 3 minutes (16 workers of ~5-10 s, a 45 s hang).
+its expectations read "n/a". Budget on an H100: about 3 minutes (16 workers of ~5-10 s, a 30 s hang).
 """
 from __future__ import annotations
 
@@ -59,7 +59,10 @@ def row_from_exercise(label: str, ex: dict, run: int = 1) -> dict:
     perf = ex.get("performance") or {}
     graded = bool(perf.get("graded"))
     ach = perf.get("achieved") or {}
-    messages = list(ex.get("violations") or []) + list(ex.get("feedback") or [])
+    feedback = [f for f in ex.get("feedback") or [] if not f.startswith(("hint:", "correctness points withheld"))]
+    violations = list(ex.get("violations") or [])
+    # what went wrong first: a failure or a problem in plain words, then a rule broken, then the rest
+    messages = (feedback + violations) if not ex["correct"] else (violations + feedback)
     return {
         "submission": label, "exercise": ex["id"], "run": run, "correct": bool(ex["correct"]),
         "perf_graded": graded, "perf_passed": bool(perf.get("passed")) if graded else None,
@@ -69,7 +72,7 @@ def row_from_exercise(label: str, ex: dict, run: int = 1) -> dict:
         "gbps": ach.get("value") if graded and ach.get("unit") == "GB/s" else None,
         "fraction_of_peak": perf.get("fraction_of_peak") if graded else None,
         "score": ex.get("score"), "points": ex.get("points"),
-        "message": messages[0] if messages else "",
+        "message": messages[0] if messages else "", "all_messages": " | ".join(messages),
     }
 
 
@@ -182,7 +185,7 @@ def judge_row(row: dict, expectation: str, rows: list, on_gpu: bool) -> tuple:
     """(True / False / None for n/a, why) for one row against its expectation."""
     if row.get("skipped"):
         return None, row["message"]
-    msg = row["message"].lower()
+    msg = (row.get("all_messages") or row["message"]).lower()
     if expectation == "fast":
         if not row["correct"]:
             return False, "should be correct"
@@ -297,7 +300,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", default="gpu_autograder_check_out", help="folder for the JSON and text reports")
     p.add_argument("--full", action="store_true", help="the specs' full correctness cases (default: --quick)")
     p.add_argument("--hang-timeout", type=float, default=None,
-                   help="seconds per exercise in the faults notebook (default 45 on a GPU, 90 on a CPU)")
+                   help="seconds per exercise in the faults notebook (default 30 on a GPU, 90 on a CPU)")
     args = p.parse_args(argv)
     import course
     from autograder.report import write_json_atomic
@@ -305,7 +308,7 @@ def main(argv=None) -> int:
     on_gpu = course.ON_GPU
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    hang_timeout = args.hang_timeout or (45.0 if on_gpu else 90.0)
+    hang_timeout = args.hang_timeout or (30.0 if on_gpu else 90.0)
     env = environment()
     print(f"autograder GPU check on {env['device']} (cuda {env['cuda']}); reports under {out}", flush=True)
     started = time.monotonic()
