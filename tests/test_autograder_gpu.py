@@ -86,12 +86,11 @@ def test_time_interleaved_counts_side_stream_work():
     from autograder.timing import time_interleaved
 
     side = torch.cuda.Stream()
-    cycles_per_ms = 1_000_000  # a lower bound: every GPU here runs above 1 GHz
 
     def hidden(x):
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
-            torch.cuda._sleep(2 * cycles_per_ms)  # at least 2 ms of device time, not waited for
+            torch.cuda._sleep(4_000_000)  # 4M cycles: over 2 ms at any clock up to 2 GHz; nobody waits
         return x
 
     x = torch.zeros(4, device="cuda")
@@ -104,6 +103,7 @@ def test_time_interleaved_counts_side_stream_work():
 def test_poisoned_outputs_leave_no_answer_behind():
     from autograder.timing import time_interleaved
 
+    torch.cuda.empty_cache()  # no stale 4 MiB blocks from earlier tests: only this test's outputs are free
     x = torch.randn(1024, 1024, device="cuda")
     seen = []
 
