@@ -17,6 +17,13 @@ one subprocess per submission, sequentially (the GPU is never shared while timin
 Prints one line per grade as it finishes, the repeat-run spread, what was expected and whether it
 held, and last a table (submission, exercise, correct, perf passed, time, baseline, speedup, GB/s,
 fraction of peak, message). Writes each grade's JSON and text report and summary.json under --out.
+On a lent GPU machine, in one call from the repository root (the device tool brings back few files,
+hence the tarball; the table is the last thing printed):
+
+    timeout 570 bash -c 'python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_autograder_gpu.py;
+      python3 -m tools.gpu_autograder_check --out /tmp/agc; rc=$?;
+      tar czf $OUT/autograder_check.tgz -C /tmp agc; exit $rc'
+
 Exit code 0 when every expectation held, 1 otherwise. On a CPU performance shows as not graded and
 its expectations read "n/a". Budget on an H100: about 3 minutes (16 workers of ~5-10 s, a 30 s hang).
 """
