@@ -121,7 +121,7 @@ def _error_cells(path: pathlib.Path) -> list[str]:
     return found
 
 
-def run_nbgrader(out: pathlib.Path, assignments: list[str]) -> list[dict]:
+def run_nbgrader(out: pathlib.Path, assignments: list[str], save=lambda rows: None) -> list[dict]:
     from nbgrader.api import Gradebook
 
     work = out / "course"
@@ -145,6 +145,7 @@ def run_nbgrader(out: pathlib.Path, assignments: list[str]) -> list[dict]:
                          "errors": _error_cells(work / "autograded" / student / a / f"{a}.ipynb") if student == "solution" else [],
                          "log": log if rc else ""})
             print(f"autograde {a} {student}: exit {rc} in {secs:.0f} s", flush=True)
+            save(rows)
     with Gradebook(f"sqlite:///{work / 'gradebook.db'}") as gb:
         for row in rows:
             if "student" not in row:
@@ -195,13 +196,19 @@ def main(argv=None) -> int:
     out = pathlib.Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     assignments = [a for a in args.assignments.split(",") if a]
+    result = {"device": course.describe(), "date": time.strftime("%Y-%m-%d"), "calibration": [], "nbgrader": []}
+
+    def save(**parts):  # after every step, atomically: a run cut off by a time limit keeps what it finished
+        result.update(parts)
+        tmp = out / "autograde.json.tmp"
+        tmp.write_text(json.dumps(result, indent=2, default=str))
+        os.replace(tmp, out / "autograde.json")
+
     calibration = [] if args.skip_calibration else calibrate(out, assignments)
-    nbgrader_rows = [] if args.skip_nbgrader else run_nbgrader(out, assignments)
-    result = {"device": course.describe(), "date": time.strftime("%Y-%m-%d"), "calibration": calibration,
-              "nbgrader": nbgrader_rows}
-    tmp = out / "autograde.json.tmp"
-    tmp.write_text(json.dumps(result, indent=2, default=str))
-    os.replace(tmp, out / "autograde.json")
+    save(calibration=calibration)
+    print(table(calibration, []), flush=True)
+    nbgrader_rows = [] if args.skip_nbgrader else run_nbgrader(out, assignments, lambda rows: save(nbgrader=rows))
+    save(nbgrader=nbgrader_rows)
     print(table(calibration, nbgrader_rows))
     return 0
 

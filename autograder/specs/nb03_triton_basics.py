@@ -59,7 +59,9 @@ EXERCISES = [
         performance=Performance(
             inputs=lambda g, dev: (rand(g, (1 << 26,), device=dev), rand(g, (1 << 26,), device=dev)),
             baseline=torch.add, baseline_name="torch.add (eager)",
-            nbytes=lambda a: 3 * a[0].numel() * a[0].element_size(), threshold=0.9, floor=0.3),
+            # H100 calibration (2026-11-22, autograder/results/h100-2026-11-22.md): solution 0.99x, naive
+            # (clone + add_, 5N bytes for 3N) 0.61x; at copy bandwidth there is no more than 1.0x to be had.
+            nbytes=lambda a: 3 * a[0].numel() * a[0].element_size(), threshold=0.85, floor=0.65),
     ),
     Exercise(
         id="bias_gelu", notebook=NOTEBOOK, entry="bias_gelu", signature="bias_gelu(x, bias) -> gelu(x + bias)",
@@ -73,6 +75,8 @@ EXERCISES = [
                                    rand(g, (4096,), torch.bfloat16, device=dev)),
             baseline=eager_bias_gelu, baseline_name="F.gelu(x + bias) (eager, 2 kernels)",
             nbytes=lambda a: 2 * a[0].numel() * a[0].element_size() + a[1].numel() * a[1].element_size(),
-            threshold=1.5, floor=0.8),
+            # H100 calibration (2026-11-22, autograder/results/h100-2026-11-22.md): solution 2.63x, a
+            # correct but slow one-warp Triton kernel 0.59-0.63x, naive eager tanh formula 0.23x.
+            threshold=2.0, floor=0.8),
     ),
 ]

@@ -46,7 +46,9 @@ EXERCISES = [
         performance=Performance(
             inputs=lambda g, dev: (rand(g, (16384, 4096), torch.float32, device=dev),),
             baseline=eager_softmax, baseline_name="torch.softmax (eager)", nbytes=softmax_bytes_moved,
-            threshold=0.9, floor=0.3),
+            # H100 calibration (2026-11-22, autograder/results/h100-2026-11-22.md): solution 1.27x,
+            # naive eager (max, sub, exp, sum, div) 0.28x, a correct one-warp Triton kernel 0.25-0.28x.
+            threshold=1.0, floor=0.3),
     ),
     Exercise(
         id="online_softmax", notebook=NOTEBOOK, entry="online_softmax", signature="online_softmax(x) -> y",
@@ -55,6 +57,8 @@ EXERCISES = [
         performance=Performance(
             inputs=lambda g, dev: (rand(g, (4096, 32768), torch.float32, device=dev),),
             baseline=eager_softmax, baseline_name="torch.softmax (eager)", nbytes=softmax_bytes_moved,
-            threshold=0.8, floor=0.25),
+            # H100 calibration (2026-11-22, autograder/results/h100-2026-11-22.md): solution 1.17x,
+            # naive eager 0.42x (long rows: torch.softmax itself is slower there).
+            threshold=1.0, floor=0.45),
     ),
 ]
