@@ -21,21 +21,11 @@ from kernels_ref.flash_attention import (
     naive_attention,
 )
 
+from sm90 import compile_sm90 as _compile_sm90
+
 DEV = course.DEVICE
 
 
-def _compile_sm90(module, kernel, head_dim):
-    import json
-    import os
-    import subprocess
-    import sys
-
-    script = os.path.join(os.path.dirname(__file__), "_sm90_compile.py")
-    env = dict(os.environ, COURSE_DEVICE="cpu")
-    run = subprocess.run([sys.executable, script, module, kernel, str(head_dim)], capture_output=True,
-                         text=True, env=env, timeout=300)
-    assert run.returncode == 0, run.stderr[-3000:]
-    return json.loads(run.stdout.strip().splitlines()[-1])
 
 # Error allowed relative to max|ref| per dtype: outputs pass through one rounding of P (to the input
 # dtype) before P @ V, gradients through P and dS; fp32 on a GPU uses TF32 dots.

@@ -11,21 +11,11 @@ import torch.nn.functional as F
 
 from kernels_ref.matmul import linear_bias_gelu, linear_bias_gelu_torch, matmul, matmul_torch
 
+from sm90 import compile_sm90 as _compile_sm90
+
 DEV = course.DEVICE
 
 
-def _compile_sm90(module, kernel, head_dim):
-    import json
-    import os
-    import subprocess
-    import sys
-
-    script = os.path.join(os.path.dirname(__file__), "_sm90_compile.py")
-    env = dict(os.environ, COURSE_DEVICE="cpu")
-    run = subprocess.run([sys.executable, script, module, kernel, str(head_dim)], capture_output=True,
-                         text=True, env=env, timeout=300)
-    assert run.returncode == 0, run.stderr[-3000:]
-    return json.loads(run.stdout.strip().splitlines()[-1])
 
 # Allowed error relative to max|ref|, per output dtype: the kernel accumulates in fp32 and rounds once,
 # so a few units of the output's last place (fp16 2^-11, bf16 2^-8). fp32 on a GPU goes through TF32.
