@@ -5,7 +5,8 @@ import importlib
 
 from autograder.specs.base import Exercise  # noqa: F401
 
-MODULES = ["nb00_measure", "nb01_naive_ops", "nb02_profiling", "nb03_triton_basics", "nb04_fused_softmax"]
+MODULES = ["nb00_measure", "nb01_naive_ops", "nb02_profiling", "nb03_triton_basics", "nb04_fused_softmax",
+           "nb05_layer_norm", "nb06_matmul_fused_mlp", "nb07_flash_attention", "nb08_memory"]
 
 
 def _load() -> dict:

@@ -1,0 +1,212 @@
+"""05_layer_norm: fused LayerNorm forward (y, mean, rstd) and backward (dx, and dweight/dbias from partial sums).
+
+Semantics (docs/CONTRACTS.md): x ``[M, N]``, weight and bias ``[N]``; LayerNorm over the last dim with the
+biased variance; ``mean`` and ``rstd = 1/sqrt(var + eps)`` are ``[M]`` float32 whatever x's dtype; y and dx
+have x's dtype, dweight and dbias weight's dtype. The backward gets the forward's mean and rstd.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from autograder.specs._cases import HINT_STRIDE, dtype_name, hint_for, row_strided
+from autograder.specs.base import (TRITON_ALLOWED, Case, Exercise, Performance, as64, float_dtypes,
+                                   pick_shapes, rand)
+
+NOTEBOOK = "05_layer_norm"
+
+# Gradients of weights are sums over all M rows (flash attention's dq/dk/dv over S rows): a float32
+# accumulation of M terms of size ~1 drifts by ~sqrt(M)..M ulps of the running sum (M = 4096: 1e-5 typical,
+# 2.4e-4 worst order) whichever order the partial sums take, so float32 gets atol 1e-4 / rtol 1e-3
+# instead of 1e-5 / 1e-4. 16-bit outputs keep base.TOLERANCES: their own rounding (>= 2^-11) dominates.
+# A wrong gradient (a missing mean term, a skipped row block, the wrong stride) is off by O(0.1) or more.
+GRAD_TOLERANCES = {torch.float32: (1e-4, 1e-3)}
+
+HINT_CONST = "constant rows: var = 0, so rstd = 1/sqrt(eps); compute var as mean((x - mean)^2), never negative"
+HINT_MEAN = "rows with a large mean: compute the variance as mean((x - mean)^2), not E[x^2] - E[x]^2"
+# At |x| ~ 300 a float32 x - mean is only good to ~3e-5 (the ulp of 300), so any fp32 kernel lands near
+# 1e-4; the one-pass E[x^2] - E[x]^2 is off by ~5e-3. 1e-3 separates the two (as in 01_naive_ops).
+MEAN300_TOL = {torch.float32: (1e-3, 1e-3)}
+
+
+def _eps(g) -> float:
+    return float(torch.empty(()).uniform_(1e-6, 1e-5, generator=g))
+
+
+def _hard(x: torch.Tensor, big: float) -> torch.Tensor:
+    """Row 0 at large magnitude, row 1 constant (variance exactly 0)."""
+    x = x.clone()
+    x[0] = x[0] * big
+    if x.shape[0] >= 2:
+        x[1] = 3.0
+    return x
+
+
+def _offset(x: torch.Tensor, offset: float) -> torch.Tensor:
+    return (x.float() + offset).to(x.dtype)
+
+
+# ------------------------------------------------------------------------------------------- forward
+
+def _fwd_args(g, shape, dtype, transform=None):
+    x = rand(g, shape, dtype)
+    if transform is not None:
+        x = transform(x)
+    return x, rand(g, (shape[1],), dtype), rand(g, (shape[1],), dtype), _eps(g)
+
+
+def _stats64(x, eps):
+    x = as64(x)
+    mean = x.mean(-1)
+    var = ((x - mean[:, None]) ** 2).mean(-1)
+    return mean, 1.0 / torch.sqrt(var + eps)
+
+
+def fwd_reference(x, weight, bias, eps):
+    mean, rstd = _stats64(x, eps)
+    y = (as64(x) - mean[:, None]) * rstd[:, None] * as64(weight) + as64(bias)
+    return y, mean, rstd
+
+
+def _shapes(quick):
+    return pick_shapes(quick, [(1, 1), (3, 17)], [(1, 1), (3, 17), (37, 129), (64, 1000)],
+                       [(1, 1), (3, 17), (37, 129), (4096, 1000), (1000, 4099)])
+
+
+def _fwd_cases(quick):
+    shapes = _shapes(quick)
+    cases = [Case(f"{s[0]}x{s[1]} {dtype_name(d)}", lambda g, s=s, d=d: _fwd_args(g, s, d), hint=hint_for(s, d))
+             for s in shapes for d in float_dtypes()]
+    last = shapes[-1] if shapes[-1][0] >= 2 else (3, 17)
+    for d in float_dtypes():
+        big = 1000.0 if d == torch.float32 else 100.0
+        cases.append(Case(f"large and constant rows {last[0]}x{last[1]} {dtype_name(d)}",
+                          lambda g, d=d, b=big: _fwd_args(g, last, d, lambda x: _hard(x, b)), hint=HINT_CONST))
+    cases.append(Case(f"mean 300 {last[0]}x{last[1]} float32",
+                      lambda g: _fwd_args(g, last, torch.float32, lambda x: _offset(x, 300.0)),
+                      hint=HINT_MEAN, tolerances=MEAN300_TOL))
+    cases.append(Case(f"row-strided {last[0]}x{last[1]} float32",
+                      lambda g: _fwd_args(g, last, torch.float32, row_strided), hint=HINT_STRIDE))
+    for i, c in enumerate(cases):
+        c.public = i < 4 or c.name.startswith(("large", "mean"))
+    return cases
+
+
+def eager_layer_norm(x, weight, bias, eps):
+    return F.layer_norm(x, (x.shape[-1],), weight, bias, eps)
+
+
+def _fwd_perf_inputs(g, dev):
+    m, n = 16384, 4096
+    return (rand(g, (m, n), torch.bfloat16, device=dev), rand(g, (n,), torch.bfloat16, device=dev),
+            rand(g, (n,), torch.bfloat16, device=dev), 1e-5)
+
+
+def _fwd_bytes(args) -> int:
+    x = args[0]
+    m, n = x.shape
+    return 2 * m * n * x.element_size() + 2 * n * x.element_size() + 8 * m  # x in, y out, w, b, mean+rstd
+
+
+# ------------------------------------------------------------------------------------------- backward
+
+def _bwd_args(g, shape, dtype, transform=None, strided=False):
+    x = rand(g, shape, dtype)
+    if transform is not None:
+        x = transform(x)
+    mean, rstd = _stats64(x, _eps(g))
+    dy = rand(g, shape, dtype)
+    if strided:
+        x, dy = row_strided(x), row_strided(dy)
+    return dy, x, rand(g, (shape[1],), dtype), mean.float(), rstd.float()
+
+
+def bwd_reference(dy, x, weight, mean, rstd):
+    dy, x, w = as64(dy), as64(x), as64(weight)
+    mean, rstd = as64(mean)[:, None], as64(rstd)[:, None]
+    xhat = (x - mean) * rstd
+    wdy = w * dy
+    dx = (wdy - xhat * (xhat * wdy).mean(-1, keepdim=True) - wdy.mean(-1, keepdim=True)) * rstd
+    return dx, (dy * xhat).sum(0), dy.sum(0)
+
+
+def _bwd_cases(quick):
+    shapes = _shapes(quick)
+    cases = [Case(f"{s[0]}x{s[1]} {dtype_name(d)}", lambda g, s=s, d=d: _bwd_args(g, s, d), hint=hint_for(s, d))
+             for s in shapes for d in float_dtypes()]
+    last = shapes[-1] if shapes[-1][0] >= 2 else (3, 17)
+    for d in float_dtypes():
+        big = 1000.0 if d == torch.float32 else 100.0
+        cases.append(Case(f"large and constant rows {last[0]}x{last[1]} {dtype_name(d)}",
+                          lambda g, d=d, b=big: _bwd_args(g, last, d, lambda x: _hard(x, b)),
+                          hint="constant rows: rstd = 1/sqrt(eps) is large and xhat = 0; keep every sum in float32"))
+    cases.append(Case(f"row-strided dy and x {last[0]}x{last[1]} float32",
+                      lambda g: _bwd_args(g, last, torch.float32, strided=True), hint=HINT_STRIDE))
+    for i, c in enumerate(cases):
+        c.public = i < 4 or c.name.startswith("large")
+    return cases
+
+
+def eager_layer_norm_bwd(dy, x, weight, mean, rstd):
+    # The one kernel pair eager autograd runs for LayerNorm's backward (bias only gives dbias its dtype).
+    return torch.ops.aten.native_layer_norm_backward(dy, x, [x.shape[-1]], mean[:, None], rstd[:, None],
+                                                     weight, weight, [True, True, True])
+
+
+def _bwd_perf_inputs(g, dev):
+    m, n = 16384, 4096
+    x = rand(g, (m, n), torch.bfloat16, device=dev)
+    xf = x.float()
+    mean = xf.mean(-1)
+    rstd = torch.rsqrt(((xf - mean[:, None]) ** 2).mean(-1) + 1e-5)
+    del xf
+    return rand(g, (m, n), torch.bfloat16, device=dev), x, rand(g, (n,), torch.bfloat16, device=dev), mean, rstd
+
+
+def _bwd_bytes(args) -> int:
+    dy, x = args[0], args[1]
+    m, n = x.shape
+    # dy, x in and dx out; weight in, dweight and dbias out; mean and rstd in. The [G, N] fp32 partials
+    # are extra traffic a good kernel keeps small (G ~ number of SMs), so they are not counted.
+    return 3 * m * n * x.element_size() + 3 * n * x.element_size() + 8 * m
+
+
+WHY = {"native_layer_norm": "F.layer_norm computes the whole forward for you: write it in your kernel",
+       "native_layer_norm_backward": "this is eager LayerNorm's backward: write it in your kernels",
+       "sum": "reduce in your Triton kernels (the partial sums are the exercise), not with torch.sum",
+       "mean": "reduce in your Triton kernel, not with torch.mean",
+       "var": "compute the variance in your kernel", "var_mean": "compute mean and variance in your kernel",
+       "mul": "compute in your Triton kernel, not with torch's *", "sub": "compute in your kernel",
+       "add": "compute in your kernel", "rsqrt": "compute rstd in your kernel"}
+
+EXERCISES = [
+    Exercise(
+        id="layer_norm_fwd", notebook=NOTEBOOK, entry="layer_norm_fwd",
+        signature="layer_norm_fwd(x, weight, bias, eps) -> (y, mean, rstd)",
+        correctness_points=7, performance_points=3, cases=_fwd_cases, reference=fwd_reference,
+        out_dtypes=lambda a: (a[0].dtype, torch.float32, torch.float32),
+        allowed_ops=TRITON_ALLOWED, forbidden_hint=WHY, min_launches=1, max_launches=1,
+        performance=Performance(
+            inputs=_fwd_perf_inputs, baseline=eager_layer_norm, baseline_name="F.layer_norm (eager)",
+            nbytes=_fwd_bytes,
+            # Awaits GPU calibration. First principles: both are one pass over x (memory-bound), so a fused
+            # kernel that streams at copy bandwidth matches or beats eager (2227 GB/s of 3019 on an H100,
+            # DESIGN.md); kernels_ref reached 1.26x (kernels_ref/results/h100-2026-11-22-quick-part1.log).
+            # A naive eager version (mean, sub, square, mean, rsqrt, mul, add: ~7 passes) is below 0.4x.
+            threshold=1.0, floor=0.4),
+    ),
+    Exercise(
+        id="layer_norm_bwd", notebook=NOTEBOOK, entry="layer_norm_bwd",
+        signature="layer_norm_bwd(dy, x, weight, mean, rstd) -> (dx, dweight, dbias)",
+        correctness_points=7, performance_points=3, cases=_bwd_cases, reference=bwd_reference,
+        out_dtypes=lambda a: (a[1].dtype, a[2].dtype, a[2].dtype), tolerances=GRAD_TOLERANCES,
+        # Two launches: dx and per-program partial sums of dweight/dbias, then a reduction of the partials.
+        allowed_ops=TRITON_ALLOWED, forbidden_hint=WHY, min_launches=1, max_launches=2,
+        performance=Performance(
+            inputs=_bwd_perf_inputs, baseline=eager_layer_norm_bwd,
+            baseline_name="aten.native_layer_norm_backward (eager)", nbytes=_bwd_bytes,
+            # Awaits GPU calibration. First principles: 3 passes of M*N against eager's ~1200 GB/s on an
+            # H100 (DESIGN.md): a fused dx + partial-sum kernel reaches >= 1.0x; kernels_ref reached 1.32x.
+            threshold=1.0, floor=0.4),
+    ),
+]
