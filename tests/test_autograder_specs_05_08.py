@@ -1,0 +1,140 @@
+"""The exercise specs of notebooks 05-08 (written before their notebooks): a small correct Triton submission
+earns every correctness point, one that calls the torch operator the exercise teaches earns nothing and the
+operator is named, and the hard cases fail what they are there to catch. CPU, quick cases (~80 s)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from _autograder_helpers import graded, text
+
+ROOT = Path(__file__).resolve().parent.parent
+LATER = ("layer_norm_fwd", "layer_norm_bwd", "matmul", "linear_bias_gelu", "flash_attention_fwd",
+         "flash_attention_bwd", "linear_cross_entropy")
+NOTEBOOKS = {"layer_norm_fwd": "05_layer_norm", "layer_norm_bwd": "05_layer_norm", "matmul": "06_matmul_fused_mlp",
+             "linear_bias_gelu": "06_matmul_fused_mlp", "flash_attention_fwd": "07_flash_attention",
+             "flash_attention_bwd": "07_flash_attention", "linear_cross_entropy": "08_memory"}
+# The operator each illegal entry point calls, as the violation must name it.
+NAMED = {"layer_norm_fwd": "aten.native_layer_norm ", "layer_norm_bwd": "aten.native_layer_norm_backward",
+         "matmul": "aten.mm ", "linear_bias_gelu": "aten.addmm", "flash_attention_fwd": "aten._scaled_dot_product",
+         "flash_attention_bwd": "aten._scaled_dot_product", "linear_cross_entropy": "aten._log_softmax"}
+
+
+def test_list_shows_the_later_exercises_with_their_notebooks():
+    out = subprocess.run([sys.executable, "-m", "autograder", "list"], capture_output=True, text=True, cwd=ROOT,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    for ex_id, nb in NOTEBOOKS.items():
+        line = next(l for l in out.stdout.splitlines() if l.startswith(ex_id + " "))
+        assert nb in line and "10  (7 + 3)" in line
+
+
+def test_specs_are_complete():
+    from autograder import specs
+
+    for ex_id in LATER:
+        spec = specs.get(ex_id)
+        assert spec.performance is not None and spec.performance.floor < spec.performance.threshold
+        assert spec.allowed_ops is not None and spec.min_launches >= 1
+        names = [c.name for c in spec.cases(True)]
+        assert len(names) == len(set(names)) and any(c.public for c in spec.cases(True))
+        for dtype in ("float32", "float16", "bfloat16"):
+            assert any(dtype in n for n in names), (ex_id, dtype)
+    assert specs.get("layer_norm_bwd").max_launches == 2 and specs.get("flash_attention_bwd").max_launches == 3
+    for one in ("layer_norm_fwd", "matmul", "linear_bias_gelu", "flash_attention_fwd"):
+        assert specs.get(one).max_launches == 1
+
+
+@pytest.mark.parametrize("ex_id", LATER)
+def test_correct_triton_submission_earns_every_correctness_point(ex_id):
+    from autograder.specs import get
+
+    ex = graded("later/good_05_08.py", LATER, 300.0)[ex_id]
+    assert ex["correct"], text(ex)
+    assert not ex["violations"]
+    assert all(c["verdict"] == "ok" for c in ex["cases"])
+    assert ex["score"] * ex["points"] == pytest.approx(get(ex_id).correctness_points)  # no GPU: perf points 0
+    assert any("performance is graded on a GPU" in f for f in ex["feedback"])
+
+
+@pytest.mark.parametrize("ex_id", LATER)
+def test_calling_the_taught_torch_operator_scores_zero_and_names_it(ex_id):
+    ex = graded("later/uses_torch_ops_05_08.py", LATER, 300.0)[ex_id]
+    assert ex["score"] == 0 and not ex["correct"]
+    assert any(NAMED[ex_id] in v and "at line" in v for v in ex["violations"]), ex["violations"]
+    assert any("launched 0 Triton kernel" in v for v in ex["violations"])
+
+
+# ------------------------------------------------------------------------- the hard cases bite (no worker)
+
+def _judged(ex_id, impl, quick=False):
+    """{case name: passed} for ``impl`` (plain torch, in process) on the spec's fresh cases."""
+    from autograder import correctness, specs
+    from autograder.grading import make_plan
+    from autograder.specs.base import fresh_seed
+
+    spec = specs.get(ex_id)
+    verdicts = {}
+    for case, a, _b, ref, _ in make_plan(spec, quick, fresh_seed()):
+        ok, _, _ = correctness.compare_outputs(impl(*a), ref, correctness.expected_dtypes(a, ref, spec), spec, case)
+        verdicts[case.name] = ok
+    return verdicts
+
+
+def _ln_fwd(x, w, b, eps, one_pass=False):
+    xf = x.float()
+    mean = xf.mean(-1)
+    var = (xf * xf).mean(-1) - mean * mean if one_pass else ((xf - mean[:, None]) ** 2).mean(-1)
+    rstd = torch.rsqrt(var + eps)
+    return ((xf - mean[:, None]) * rstd[:, None] * w.float() + b.float()).to(x.dtype), mean, rstd
+
+
+def test_layer_norm_mean_300_case_fails_the_one_pass_variance():
+    good = _judged("layer_norm_fwd", _ln_fwd)
+    assert all(good.values()), good
+    bad = _judged("layer_norm_fwd", lambda *a: _ln_fwd(*a, one_pass=True))
+    assert not bad[next(n for n in bad if n.startswith("mean 300"))]
+
+
+def test_matmul_admits_tf32_but_not_a_dropped_k_tail():
+    def tf32_like(a, b):  # operands rounded to TF32's 10-bit mantissa, products accumulated in fp32
+        def r(t):
+            return (t.float().view(torch.int32) & ~0x1FFF).view(torch.float32)
+        return (r(a) @ r(b)).to(a.dtype)
+
+    def drops_tail(a, b):  # the last partial K tile (K % 16 columns) never added
+        k = a.shape[1] - a.shape[1] % 16
+        return (a[:, :k].float() @ b[:k].float()).to(a.dtype)
+
+    assert all(_judged("matmul", tf32_like).values())
+    bad = _judged("matmul", drops_tail)
+    assert not all(bad.values())
+
+
+def test_cross_entropy_large_logits_case_fails_without_the_max_subtraction():
+    def no_max(x, w, t):
+        logits = (x @ w.T).float()
+        return (torch.log(torch.exp(logits).sum(-1)) - logits.gather(1, t[:, None])[:, 0]).mean()
+
+    assert all(_judged("linear_cross_entropy", lambda x, w, t: F.cross_entropy((x @ w.T).float(), t)).values())
+    bad = _judged("linear_cross_entropy", no_max)
+    assert not bad[next(n for n in bad if n.startswith("large logits"))]
+
+
+def test_flash_attention_checks_the_mask_and_the_scale():
+    from autograder.specs.nb07_flash_attention import fwd_reference
+
+    def ignores(q, k, v, causal, sm_scale, what):
+        o, lse = fwd_reference(q, k, v, causal and what != "causal", None if what == "scale" else sm_scale)
+        return o.to(q.dtype), lse.float()
+
+    assert all(_judged("flash_attention_fwd", lambda *a: ignores(*a, what="")).values())
+    no_mask = _judged("flash_attention_fwd", lambda *a: ignores(*a, what="causal"), quick=True)
+    assert not any(ok for name, ok in no_mask.items() if "causal=True" in name and "x1x16" not in name)
+    no_scale = _judged("flash_attention_fwd", lambda *a: ignores(*a, what="scale"), quick=True)
+    assert not no_scale[next(n for n in no_scale if n.startswith("sm_scale"))]
