@@ -104,3 +104,27 @@ def test_harness_names_notebook_and_failing_cell(tmp_path):
         execute(path, timeout=60)
     message = str(err.value)
     assert "broken.ipynb" in message and "cell 3" in message and "SyntaxError" in message and "y = x +" in message
+
+
+@pytest.mark.parametrize("assignment", RELEASED)
+def test_hidden_grading_cells_match_the_autograder_specs(assignment):
+    """Every exercise of the notebook has one hidden test cell calling grade(id, this notebook), whose
+    nbgrader points equal the spec's (a larger value from grade() would crash nbgrader's autograde)."""
+    import re
+
+    from autograder import specs
+
+    nb = nbformat.read(_solution(assignment), as_version=4)
+    graded = []
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        for ex_id, path in re.findall(r'grade\(\s*"([a-z_0-9]+)"\s*,\s*"([^"]+)"', cell.source):
+            assert meta.get("grade") and not meta.get("solution"), f"grade({ex_id!r}) outside a test cell"
+            assert "BEGIN HIDDEN TESTS" in cell.source, f"grade({ex_id!r}) is not hidden"
+            assert path == f"{assignment}.ipynb", f"grade({ex_id!r}) grades {path}, not this notebook"
+            spec = specs.get(ex_id)
+            assert spec.notebook == assignment, f"{ex_id} belongs to {spec.notebook}"
+            assert meta["points"] == spec.correctness_points + spec.performance_points, (
+                f"{ex_id}: cell has {meta['points']} points, the spec {spec.correctness_points + spec.performance_points}")
+            graded.append(ex_id)
+    assert sorted(graded) == sorted(e.id for e in specs.for_notebook(assignment)), "each exercise graded exactly once"
