@@ -168,22 +168,11 @@ NOMINAL_H100 = {"copy_gbps": 3019.0, "matmul_tflops": 698.0,
 
 
 def measure_peaks() -> dict:
-    """Device-to-device copy bandwidth (read + write) and bf16 matmul rate of this GPU."""
-    import torch
+    """Device-to-device copy bandwidth (read + write) and bf16 matmul rate of this GPU, timed like submissions."""
+    from course.ceilings import measure_ceilings
 
-    src = torch.empty(1 << 28, dtype=torch.float32, device="cuda")  # 1 GiB
-    dst = torch.empty_like(src)
-    copy_ms = time_interleaved({"copy": lambda: dst.copy_(src)}, (), reps=20)["copy"]
-    del src, dst
-    n = 8192
-    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-    mm_ms = time_interleaved({"mm": lambda: a @ b}, (), reps=20)["mm"]
-    del a, b
-    torch.cuda.empty_cache()
-    return {"copy_gbps": 2 * (1 << 30) / (copy_ms * 1e-3) / 1e9,
-            "matmul_tflops": 2 * n ** 3 / (mm_ms * 1e-3) / 1e12,
-            "source": "measured on this machine"}
+    copy_gbps, matmul_tflops = measure_ceilings(lambda fn: time_interleaved({"fn": lambda: fn()}, (), reps=20)["fn"])
+    return {"copy_gbps": copy_gbps, "matmul_tflops": matmul_tflops, "source": "measured on this machine"}
 
 
 def get_peaks(measure: bool = True) -> dict:

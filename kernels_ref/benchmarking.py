@@ -166,18 +166,10 @@ def cuda_peak_memory(fn: Callable[[], object]) -> int:
 
 
 def measure_ceilings(timer: Callable = do_bench_timer, device="cuda") -> Ceilings:
-    """The two roofs of this machine, measured now: copy GB/s (1 GiB buffers) and bf16 matmul TFLOP/s."""
-    src = torch.empty(2**30, dtype=torch.uint8, device=device).random_(0, 255)
-    dst = torch.empty_like(src)
-    ms = timer(lambda: dst.copy_(src))
-    copy_gbps = 2 * src.numel() / (ms * 1e-3) / 1e9
-    del src, dst
-    n = 8192
-    a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
-    b = torch.randn(n, n, device=device, dtype=torch.bfloat16)
-    ms = timer(lambda: a @ b)
-    matmul_tflops = 2 * n**3 / (ms * 1e-3) / 1e12
-    return Ceilings(copy_gbps=copy_gbps, matmul_tflops=matmul_tflops)
+    """The two roofs of this machine, measured now (course.ceilings): copy GB/s and bf16 matmul TFLOP/s."""
+    from course.ceilings import measure_ceilings as measure
+
+    return Ceilings(*measure(timer, device))
 
 
 # ---------------------------------------------------------------------------------------------- checking

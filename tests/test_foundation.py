@@ -166,3 +166,13 @@ def test_make_lab_serves_jupyterlab_with_a_token():
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
+
+
+def test_ceilings_count_read_plus_write_bytes_and_matmul_flops():
+    from course.ceilings import COPY_BYTES, MATMUL_N, measure_ceilings
+
+    timed = []
+    copy_gbps, tflops = measure_ceilings(lambda fn: timed.append(fn) or 2.0, device="cpu")  # every fn "takes" 2 ms
+    assert len(timed) == 2
+    assert copy_gbps == pytest.approx(2 * COPY_BYTES / 2e-3 / 1e9)
+    assert tflops == pytest.approx(2 * MATMUL_N**3 / 2e-3 / 1e12)
