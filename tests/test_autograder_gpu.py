@@ -358,3 +358,13 @@ def test_the_checked_timed_call_is_judged_on_inputs_remade_from_its_seed():
                         "checked_output": torch.softmax(other, -1)}}, 7, feedback, None)
     assert not ok and credit == 0.0 and perf["time_ms"] is None and not perf["passed"]
     assert "wrong in a timed call" in feedback[0]
+
+
+def test_only_rejects_an_unknown_submission_and_names_the_known_ones(tmp_path, capsys):
+    from tools import gpu_autograder_check
+
+    with pytest.raises(SystemExit) as stop:
+        gpu_autograder_check.main(["--out", str(tmp_path), "--only", "faults_notebook,nope"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert "unknown submission(s) ['nope']" in err and "faults_notebook" in err

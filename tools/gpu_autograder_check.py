@@ -1,6 +1,6 @@
 """The autograder's performance path and its GPU faults, in one run (issue 7).
 
-    python -m tools.gpu_autograder_check [--out DIR] [--full] [--hang-timeout S]
+    python -m tools.gpu_autograder_check [--out DIR] [--full] [--only LABEL,...] [--hang-timeout S]
 
 Every grade goes through the real CLI (``python -m autograder grade FILE --exercise ID --json ...``),
 one subprocess per submission, sequentially (the GPU is never shared while timing):
@@ -306,6 +306,9 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m tools.gpu_autograder_check", description=__doc__.split("\n")[0])
     p.add_argument("--out", default="gpu_autograder_check_out", help="folder for the JSON and text reports")
     p.add_argument("--full", action="store_true", help="the specs' full correctness cases (default: --quick)")
+    p.add_argument("--only", metavar="LABEL,...", default=None,
+                   help="run only these submissions (e.g. faults_notebook,stale_unless_poisoned: the parts the "
+                        "2026-11-22 H100 run did not reach)")
     p.add_argument("--hang-timeout", type=float, default=None,
                    help="seconds per exercise in the faults notebook (default 30 on a GPU, 90 on a CPU)")
     args = p.parse_args(argv)
@@ -321,6 +324,12 @@ def main(argv=None) -> int:
     started = time.monotonic()
     rows, calls, notes = [], [], []
     grades = plan(out, hang_timeout)
+    if args.only:
+        wanted = {w.strip() for w in args.only.split(",") if w.strip()}
+        unknown = wanted - {g.label for g in grades}
+        if unknown:
+            p.error(f"--only: unknown submission(s) {sorted(unknown)}; known: {[g.label for g in grades]}")
+        grades = [g for g in grades if g.label in wanted]
     for grade in grades:
         exercises = [e for e in grade.exercises if on_gpu or e not in grade.cuda_only]
         for e in grade.exercises:
