@@ -27,6 +27,7 @@ import triton.language as tl
 
 from course.triton_compat import autotune
 from kernels_ref._validate import check_same, check_tensor, rows_contiguous
+from kernels_ref.softmax import online_combine, online_max_sum
 
 
 def linear_cross_entropy_torch(x, weight, targets):
@@ -74,12 +75,9 @@ def _cross_entropy_rows_kernel(logits_ptr, targets_ptr, loss_ptr, V, stride_lm, 
     for start in range(0, V, BLOCK_V):
         offs = start + cols
         z = tl.load(row_ptr + offs, mask=offs < V, other=-float("inf")).to(tl.float32)
-        m_new = tl.maximum(m_lane, z)
-        m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)  # lanes that saw only padding
-        s_lane = s_lane * tl.exp2((m_lane - m_safe) * 1.4426950408889634) + tl.exp2((z - m_safe) * 1.4426950408889634)
-        m_lane = m_new
-    m = tl.max(m_lane, axis=0)
-    lse = m + tl.log(tl.sum(s_lane * tl.exp2((m_lane - m) * 1.4426950408889634), axis=0))
+        m_lane, s_lane = online_max_sum(m_lane, s_lane, z)  # lanes that saw only padding stay -inf / 0
+    m, s = online_combine(m_lane, s_lane)
+    lse = m + tl.log(s)
     z_target = tl.load(row_ptr + target).to(tl.float32)
     tl.store(loss_ptr + row, lse - z_target)
     if WRITE_GRAD:

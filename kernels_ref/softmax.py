@@ -83,6 +83,25 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     return y
 
 
+@triton.jit
+def online_max_sum(m_lane, s_lane, x):
+    """One step of the online softmax, per lane: fold the block x into the running max m and the running
+    sum s of exp(x - m), rescaling s by exp(m_old - m_new) when the max grows. Shared with cross_entropy."""
+    m_new = tl.maximum(m_lane, x)
+    # A lane that has seen only -inf keeps m = -inf; subtracting 0 instead avoids -inf - -inf = nan.
+    m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)
+    # Subtract before scaling by log2(e): x*log2e first would round away digits of large |x|.
+    s_lane = s_lane * tl.exp2((m_lane - m_safe) * 1.4426950408889634) + tl.exp2((x - m_safe) * 1.4426950408889634)
+    return m_new, s_lane
+
+
+@triton.jit
+def online_combine(m_lane, s_lane):
+    """The row's max m and sum of exp(x - m) from the per-lane running values (an all -inf row: nan sum)."""
+    m = tl.max(m_lane, axis=0)
+    return m, tl.sum(s_lane * tl.exp2((m_lane - m) * 1.4426950408889634), axis=0)
+
+
 @autotune(
     configs=[triton.Config({"BLOCK_N": bn}, num_warps=w, num_stages=s)
              for bn, w in [(2048, 4), (4096, 8), (8192, 8), (8192, 16), (16384, 16)] for s in (2, 3)],
@@ -101,14 +120,8 @@ def _online_softmax_kernel(x_ptr, y_ptr, N, stride_xm, stride_ym, BLOCK_N: tl.co
     for start in range(0, N, BLOCK_N):
         offs = start + cols
         x = tl.load(x_row + offs, mask=offs < N, other=-float("inf")).to(tl.float32)
-        m_new = tl.maximum(m_lane, x)
-        # A lane that has seen only -inf keeps m = -inf; subtracting 0 instead avoids -inf - -inf = nan.
-        m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)
-        # Subtract before scaling by log2(e): x*log2e first would round away digits of large |x|.
-        s_lane = s_lane * tl.exp2((m_lane - m_safe) * 1.4426950408889634) + tl.exp2((x - m_safe) * 1.4426950408889634)
-        m_lane = m_new
-    m = tl.max(m_lane, axis=0)
-    s = tl.sum(s_lane * tl.exp2((m_lane - m) * 1.4426950408889634), axis=0)  # all -inf row: m = -inf -> nan, like torch
+        m_lane, s_lane = online_max_sum(m_lane, s_lane, x)
+    m, s = online_combine(m_lane, s_lane)  # all -inf row: m = -inf -> nan, like torch
     inv_s = 1.0 / s
     # Pass 2: normalize. The row was just read; on a GPU this re-read is mostly served by L2.
     for start in range(0, N, BLOCK_N):
