@@ -2,11 +2,15 @@
 
 - ``autotune(configs, key, fallback)``: ``triton.autotune`` on a GPU; under the interpreter autotune
   fails ("0 active drivers": it benchmarks through a driver), so the kernel gets ``fallback`` fixed.
+  ``COURSE_AUTOTUNE_MAX=N`` keeps only the first N configs on a GPU: correctness runs (``pytest -m gpu``)
+  then skip most of the compiling and benchmarking (the first H100 run spent ~9 of 10 minutes there).
 - ``dot(a, b, acc)``: ``tl.dot`` that upcasts operands to float32 under the interpreter, where a bf16
   ``tl.dot`` returns garbage (errors near 1e10); compiled kernels keep the native tensor-core dtype.
 """
 from __future__ import annotations
 
+
+import os
 
 import triton
 import triton.language as tl
@@ -19,6 +23,11 @@ _UPCAST_DOTS = tl.constexpr(INTERPRET)
 def autotune(configs, key, fallback: triton.Config | None = None, **kwargs):
     """Autotune on a GPU; a fixed config (``fallback`` or the first of ``configs``) when interpreting."""
     if not INTERPRET:
+        limit = os.environ.get("COURSE_AUTOTUNE_MAX", "")
+        if limit:
+            if not limit.isdigit() or int(limit) < 1:
+                raise ValueError(f"COURSE_AUTOTUNE_MAX must be a positive whole number, not {limit!r}")
+            configs = list(configs)[: int(limit)]
         return triton.autotune(configs=configs, key=key, **kwargs)
     fixed = fallback or configs[0]
 

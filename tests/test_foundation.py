@@ -176,3 +176,21 @@ def test_ceilings_count_read_plus_write_bytes_and_matmul_flops():
     assert len(timed) == 2
     assert copy_gbps == pytest.approx(2 * COPY_BYTES / 2e-3 / 1e9)
     assert tflops == pytest.approx(2 * MATMUL_N**3 / 2e-3 / 1e12)
+
+
+def test_autotune_max_trims_the_configs_on_a_gpu(monkeypatch):
+    import course.triton_compat as compat
+
+    @triton.jit
+    def kernel(x):
+        pass
+
+    configs = [triton.Config({"B": b}) for b in (16, 32, 64)]
+    monkeypatch.setattr(compat, "INTERPRET", False)  # the GPU branch: triton.autotune itself
+    monkeypatch.setenv("COURSE_AUTOTUNE_MAX", "2")
+    assert [c.kwargs["B"] for c in compat.autotune(configs, key=[])(kernel).configs] == [16, 32]
+    monkeypatch.delenv("COURSE_AUTOTUNE_MAX")
+    assert len(compat.autotune(configs, key=[])(kernel).configs) == 3
+    monkeypatch.setenv("COURSE_AUTOTUNE_MAX", "zero")
+    with pytest.raises(ValueError, match="COURSE_AUTOTUNE_MAX must be a positive whole number"):
+        compat.autotune(configs, key=[])

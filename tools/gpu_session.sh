@@ -38,7 +38,7 @@ run_logged() {  # name, command...
 for stage in "$@"; do
     case $stage in
         env) stage_env ;;
-        kernel-tests) run_logged kernel-tests python3 -m pytest -m gpu tests/test_kernels_*.py -q -p no:cacheprovider --timeout 600 ;;
+        kernel-tests) run_logged kernel-tests env COURSE_AUTOTUNE_MAX=${COURSE_AUTOTUNE_MAX:-2} python3 -m pytest -m gpu tests/test_kernels_*.py -q -p no:cacheprovider --timeout 600 ;;
         gpu-tests) run_logged gpu-tests python3 -m pytest -m gpu -q -p no:cacheprovider --timeout 600 ;;
         bench) TAIL=120 run_logged bench python3 -m kernels_ref.bench --no-progress --json "$RES/bench/bench.json" ;;
         bench-quick) TAIL=80 run_logged bench-quick python3 -m kernels_ref.bench --quick --no-progress --json "$RES/bench-quick/bench.json" ;;
