@@ -178,8 +178,9 @@ def grade_exercise(spec, sub: Submission, source_file: Path, workdir: Path, quic
     if first_fail:
         case, msg = first_fail
         feedback.append(f"first failure: {case.name}: {msg}")
-        if case.hint:
-            feedback.append(f"hint: {case.hint}")
+        hint = correctness.hint_for(case, msg)
+        if hint:
+            feedback.append(f"hint: {hint}")
     correct = all_ok and not violations
     if violations:
         feedback.append("correctness points withheld: the submission breaks the exercise's rules (violations above)")

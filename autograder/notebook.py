@@ -85,8 +85,9 @@ def check(exercise_id: str, fn, quick: bool = False, show: bool = True) -> bool:
         if first_fail:
             case, msg = first_fail
             print(f"  first failure: {case.name}: {msg}")
-            if case.hint:
-                print(f"  hint: {case.hint}")
+            hint = correctness.hint_for(case, msg)
+            if hint:
+                print(f"  hint: {hint}")
     if passed and spec.performance is not None and show:
         want, why = timing.should_time(course.ON_GPU, spec.performance)
         if want:

@@ -245,3 +245,16 @@ def test_roofline_plots_on_the_cpu(tmp_path):
     fig.savefig(tmp_path / "r.png")
     labels = fig.axes[0].get_title()
     assert "nominal" in labels.lower()
+
+
+def test_an_unwritten_exercise_gets_the_not_written_hint(capsys):
+    from autograder import check
+    from autograder.correctness import NOT_WRITTEN_HINT
+
+    def softmax(x):
+        raise NotImplementedError()
+
+    assert check("softmax", softmax) is False
+    out = capsys.readouterr().out
+    assert "NotImplementedError" in out and f"hint: {NOT_WRITTEN_HINT}" in out
+    assert "does the grid cover" not in out  # the shape hint would send the learner the wrong way
