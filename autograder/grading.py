@@ -104,6 +104,11 @@ def reference(spec, case, args):
         return spec.reference(*materialize(_to_device(args)))
 
 
+def intermediate_limit(spec, args) -> int | None:
+    """The most elements one operator may produce for these arguments (None: the exercise sets no limit)."""
+    return spec.max_intermediate(args) if spec.max_intermediate is not None else None
+
+
 def judge_call(spec, case, args, ref, entry) -> tuple[bool, float | None, str]:
     if not entry["ok"]:
         special = plain_error(entry["error"] or "")
@@ -154,7 +159,7 @@ def grade_exercise(spec, sub: Submission, source_file: Path, workdir: Path, quic
                        [special or text] + feedback, [])
 
     cases, all_ok, first_fail = [], True, None
-    ops, launches = [], []
+    ops, launches, largest = [], [], []
     for (case, a, b, ref_a, ref_b), (call_a, call_b) in zip(plan, res["calls"]):
         shape, dtype = correctness.describe_tensor_args(a)
         ok_a, err_a, msg_a = judge_call(spec, case, a, ref_a, call_a)
@@ -166,15 +171,16 @@ def grade_exercise(spec, sub: Submission, source_file: Path, workdir: Path, quic
         errs = [e for e in (err_a, err_b) if e is not None]
         cases.append({"case": case.name, "shape": shape, "dtype": dtype,
                       "max_error": max(errs) if errs else None, "verdict": "ok" if ok else "FAIL"})
-        for call in (call_a, call_b):
+        for call, args in ((call_a, a), (call_b, b)):
             ops.extend(call["ops"])
+            largest.append((*call.get("largest", (0, None, None)), intermediate_limit(spec, args)))
             if call["ok"]:  # a call that raised (out of memory, say) launched nothing worth judging
                 launches.append(call["launches"])
         if not ok:
             all_ok = False
             if first_fail is None:
                 first_fail = (case, _where(msg_a or msg_b, sub))
-    violations = legality.judge(spec, ops, launches, res["kernels_ref"], sub.where)
+    violations = legality.judge(spec, ops, launches, res["kernels_ref"], sub.where, largest)
     if first_fail:
         case, msg = first_fail
         feedback.append(f"first failure: {case.name}: {msg}")

@@ -14,6 +14,8 @@ from __future__ import annotations
 import sys
 import threading
 
+import torch
+
 from torch.utils._python_dispatch import TorchDispatchMode
 
 
@@ -72,12 +74,20 @@ class OpRecorder(TorchDispatchMode):
         super().__init__()
         self.source_file = source_file
         self.ops: dict = {}
+        self.largest = [0, None, None]  # [elements, operator, line] of the largest tensor an op produced
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
         if STATE.depth == 0:
-            key = (func.overloadpacket.__name__, self._submission_line())
+            line = self._submission_line()
+            key = (func.overloadpacket.__name__, line)
             self.ops[key] = self.ops.get(key, 0) + 1
-        return func(*args, **(kwargs or {}))
+            # Memory exercises forbid materializing a large intermediate (the full logits, say): note the
+            # largest tensor any operator hands back, whatever the operator is.
+            numel = max((t.numel() for t in _tensors(out)), default=0)
+            if numel > self.largest[0]:
+                self.largest = [numel, func.overloadpacket.__name__, line]
+        return out
 
     def _submission_line(self):
         frame = sys._getframe(2)
@@ -90,6 +100,14 @@ class OpRecorder(TorchDispatchMode):
 
     def records(self) -> list:
         return [[op, line, n] for (op, line), n in sorted(self.ops.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0))]
+
+
+def _tensors(out):
+    if isinstance(out, torch.Tensor):
+        yield out
+    elif isinstance(out, (tuple, list)):
+        for item in out:
+            yield from _tensors(item)
 
 
 _LIBRARY_MARKERS = ("site-packages", "dist-packages", "/torch/", "/triton/", "/autograder/", "<frozen")
@@ -118,9 +136,16 @@ class KernelsRefWatch:
         return bool(self.seen) or any(m == "kernels_ref" or m.startswith("kernels_ref.") for m in sys.modules)
 
 
-def judge(spec, ops_records, launch_counts, used_kernels_ref: bool, where) -> list[str]:
-    """Violations (plain words) from recorded ops, launches per call and kernels_ref use."""
+def judge(spec, ops_records, launch_counts, used_kernels_ref: bool, where, largest=()) -> list[str]:
+    """Violations (plain words) from recorded ops, launches per call, kernels_ref use and, for exercises
+    with ``max_intermediate``, the largest tensor an operator produced in each call: ``largest`` holds
+    ``(elements, operator, line, limit)`` per call."""
     violations = []
+    over = [c for c in largest if c[3] is not None and c[0] > c[3]]
+    if over:
+        numel, op, line, limit = max(over, key=lambda c: c[0])
+        violations.append(f"aten.{op} at {where(line)} produced a tensor of {numel:,} elements; this exercise "
+                          f"must never hold more than {limit:,} at once (stream it in chunks)")
     if used_kernels_ref:
         violations.append("imports kernels_ref (the course's reference kernels): the exercise must be your own code")
     if spec.allowed_ops is not None:

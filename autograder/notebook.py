@@ -22,7 +22,7 @@ def check(exercise_id: str, fn, quick: bool = False, show: bool = True) -> bool:
     import torch.utils.deterministic
 
     from autograder import correctness, legality, specs, timing
-    from autograder.grading import judge_call, make_plan
+    from autograder.grading import intermediate_limit, judge_call, make_plan
     from autograder.probes import materialize
     from autograder.specs.base import fresh_seed
     from autograder.worker import ship
@@ -30,7 +30,7 @@ def check(exercise_id: str, fn, quick: bool = False, show: bool = True) -> bool:
     spec = specs.get(exercise_id)
     legality.install_launch_counter()
     plan = [p for p in make_plan(spec, quick, fresh_seed()) if p[0].public]
-    rows, ops, launches, first_fail = [], [], [], None
+    rows, ops, launches, largest, first_fail = [], [], [], [], None
     saved = (torch.are_deterministic_algorithms_enabled(), torch.utils.deterministic.fill_uninitialized_memory)
     if spec.judge is None:  # as in the worker: probes the learner measures (02's profilers) run unaltered
         torch.use_deterministic_algorithms(True, warn_only=True)
@@ -58,6 +58,7 @@ def check(exercise_id: str, fn, quick: bool = False, show: bool = True) -> bool:
                     entry.update(ok=False, error=f"{type(exc).__name__}: {exc}")
                 entry["inputs_after"] = ship(list(args))
                 ops.extend(rec.records())
+                largest.append((*rec.largest, intermediate_limit(spec, args)))
                 launches.append(legality.launches())
                 ok, err, m = judge_call(spec, case, inputs, ref, entry)
                 verdicts.append(ok)
@@ -72,7 +73,7 @@ def check(exercise_id: str, fn, quick: bool = False, show: bool = True) -> bool:
     finally:
         torch.use_deterministic_algorithms(saved[0], warn_only=True)
         torch.utils.deterministic.fill_uninitialized_memory = saved[1]
-    violations = legality.judge(spec, ops, launches, False, lambda line: f"line {line} of your code")
+    violations = legality.judge(spec, ops, launches, False, lambda line: f"line {line} of your code", largest)
     passed = first_fail is None and not violations
     if show:
         print(f"check({exercise_id!r}): {len(rows)} public cases on {course.describe()}")

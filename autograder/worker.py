@@ -139,6 +139,7 @@ def main(argv) -> int:
         except BaseException as exc:  # noqa: BLE001
             entry.update(ok=False, error=describe_error(exc, source_file))
         entry["ops"] = rec.records()
+        entry["largest"] = rec.largest
         entry["launches"] = legality.launches()
         return entry
 

@@ -138,3 +138,27 @@ def test_flash_attention_checks_the_mask_and_the_scale():
     assert not any(ok for name, ok in no_mask.items() if "causal=True" in name and "x1x16" not in name)
     no_scale = _judged("flash_attention_fwd", lambda *a: ignores(*a, what="scale"), quick=True)
     assert not no_scale[next(n for n in no_scale if n.startswith("sm_scale"))]
+
+
+def test_cross_entropy_that_materializes_the_full_logits_is_a_violation(capsys):
+    """A Triton loss kernel over x @ weight.T computed in one go: right answer, wrong memory."""
+    import importlib.util
+
+    from autograder import check
+
+    spec = importlib.util.spec_from_file_location("good_05_08", ROOT / "tests/submissions/later/good_05_08.py")
+    good = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(good)
+
+    def full_logits(x, weight, targets):
+        m, v = x.shape[0], weight.shape[0]
+        logits = x @ weight.T  # [M, V] at once
+        losses = torch.empty(m, dtype=torch.float32, device=x.device)
+        good._row_loss_kernel[(m,)](logits, targets, losses, v, logits.stride(0), BLOCK=128)
+        return losses.sum() / m
+
+    assert check("linear_cross_entropy", good.linear_cross_entropy, quick=True)
+    capsys.readouterr()
+    assert not check("linear_cross_entropy", full_logits, quick=True)
+    out = capsys.readouterr().out
+    assert "violation: aten.mm at line" in out and "must never hold more than" in out

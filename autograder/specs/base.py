@@ -94,6 +94,9 @@ class Exercise:
     forbidden_hint: dict = field(default_factory=dict)  # op -> why it is not allowed here
     min_launches: int = 0                       # a Triton exercise must launch its kernel
     max_launches: int | None = None             # and at most this many times per call
+    # The most elements any one torch operator may hand back in a call, from the call's arguments (memory
+    # exercises: "never materialize the full logits"); None: no limit.
+    max_intermediate: Callable[[tuple], int] | None = None
     performance: Performance | None = None
     judge: Callable | None = None               # judge(case, output) -> (ok, error, message), custom
     timeout_s: float = 120.0
