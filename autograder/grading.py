@@ -106,7 +106,8 @@ def reference(spec, case, args):
 
 def intermediate_limit(spec, args) -> int | None:
     """The most elements one operator may produce for these arguments (None: the exercise sets no limit)."""
-    return spec.max_intermediate(args) if spec.max_intermediate is not None else None
+    limit = spec.rules.max_intermediate
+    return limit(args) if limit is not None else None
 
 
 def judge_call(spec, case, args, ref, entry) -> tuple[bool, float | None, str]:
@@ -114,7 +115,7 @@ def judge_call(spec, case, args, ref, entry) -> tuple[bool, float | None, str]:
         special = plain_error(entry["error"] or "")
         return False, None, f"{special}: " * bool(special) + f"raised {entry['error']}"
     out = entry["output"]
-    if spec.judge is not None:
+    if not spec.judged_on_tensors:
         ok, err, msg = spec.judge(out, ref)
     else:
         ok, err, msg = correctness.compare_outputs(out, ref, correctness.expected_dtypes(args, ref, spec), spec, case)
@@ -135,7 +136,7 @@ def grade_exercise(spec, sub: Submission, source_file: Path, workdir: Path, quic
     job = {"exercise": spec.id, "entry": spec.entry, "source_file": str(source_file),
            "submission_dir": str(sub.path.parent), "seed": seed, "time": want_time,
            # poison fresh memory for tensor exercises; probes measured by the learner must run unaltered
-           "poison": spec.judge is None,
+           "poison": spec.judged_on_tensors,
            "cases": [{"a": a, "b": b} for _, a, b, _, _ in plan], "after": after,
            "check_seed": (seed + 2) if want_time else None}
     if spec.entry not in sub.defined:
@@ -234,7 +235,7 @@ def _judge_timed_output(spec, measured, check_seed) -> tuple[bool, str]:
     """The checked timed call's output against the reference on the same inputs, re-made here."""
     import course
 
-    if spec.judge is not None or spec.reference is None:
+    if not spec.judged_on_tensors or spec.reference is None:
         return True, ""  # not a tensor exercise: nothing a cache could fake
     if "checked_output" not in measured:
         return False, "the timed call's output did not come back"

@@ -148,19 +148,20 @@ def judge(spec, ops_records, launch_counts, used_kernels_ref: bool, where, large
                           f"must never hold more than {limit:,} at once (stream it in chunks)")
     if used_kernels_ref:
         violations.append("imports kernels_ref (the course's reference kernels): the exercise must be your own code")
-    if spec.allowed_ops is not None:
+    rules = spec.rules
+    if rules.allowed_ops is not None:
         seen = set()
         for op, line, _count in ops_records:
-            if op in spec.allowed_ops or (op, line) in seen:
+            if op in rules.allowed_ops or (op, line) in seen:
                 continue
             seen.add((op, line))
-            why = spec.forbidden_hint.get(op, "it is not among the operators this exercise allows")
+            why = rules.why.get(op, "it is not among the operators this exercise allows")
             violations.append(f"calls torch operator aten.{op} at {where(line)}: {why}")
     counts = [c for c in launch_counts if c is not None]
-    if spec.min_launches and counts and min(counts) < spec.min_launches:
+    if rules.min_launches and counts and min(counts) < rules.min_launches:
         violations.append(f"launched {min(counts)} Triton kernel(s) in a call; the exercise asks for your own "
-                          f"Triton kernel (at least {spec.min_launches} launch)")
-    if spec.max_launches is not None and counts and max(counts) > spec.max_launches:
+                          f"Triton kernel (at least {rules.min_launches} launch)")
+    if rules.max_launches is not None and counts and max(counts) > rules.max_launches:
         violations.append(f"launched {max(counts)} Triton kernels in one call; the exercise allows "
-                          f"{spec.max_launches} (a fused kernel is one launch)")
+                          f"{rules.max_launches} (a fused kernel is one launch)")
     return violations

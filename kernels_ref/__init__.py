@@ -6,5 +6,3 @@ Modules are imported on use (``from kernels_ref.softmax import softmax``) so imp
 cheap; ``course`` is imported first because it sets TRITON_INTERPRET=1 before any kernel is defined.
 """
 import course  # noqa: F401  (must come first: decides the device and the Triton interpreter)
-
-OPS = ("bias_gelu", "softmax", "layer_norm", "rms_norm", "cross_entropy", "matmul", "flash_attention")

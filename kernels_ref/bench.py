@@ -1,7 +1,7 @@
 """The benchmark suite: ``python -m kernels_ref.bench [--quick] [--json FILE] [--ops a,b]``.
 
-Collects ``bench_cases(quick)`` from every op module in MODULES (a module that is not there yet is
-skipped with a note), runs them with kernels_ref.benchmarking.run_suite on the GPU, prints one table per
+Collects ``bench_cases(quick)`` from every reference module the course manifest names
+(``course.manifest``; a module that is not there yet is skipped with a note), runs them with kernels_ref.benchmarking.run_suite on the GPU, prints one table per
 op with the goal verdicts, and with --json writes the results and one plot per op next to the file.
 Without a GPU it exits with code 2 and one line saying so.
 """
@@ -13,18 +13,11 @@ import os
 import sys
 
 import course  # noqa: F401  (before any kernel module)
+from course import manifest
 from kernels_ref import benchmarking
 
-# Op modules in the order their tables are printed.
-MODULES = (
-    "kernels_ref.bias_gelu",
-    "kernels_ref.softmax",
-    "kernels_ref.layer_norm",
-    "kernels_ref.rms_norm",
-    "kernels_ref.cross_entropy",
-    "kernels_ref.matmul",
-    "kernels_ref.flash_attention",
-)
+# Op modules in the order their tables are printed: the course's order.
+MODULES = tuple(manifest.reference_modules())
 
 
 def parse_args(argv=None) -> argparse.Namespace:

@@ -1,20 +1,28 @@
-"""Every graded exercise, by id. One module per notebook; each module lists its EXERCISES."""
+"""Every graded exercise, by id: one spec module per notebook, named by the course manifest.
+
+``course.manifest`` says which notebook grades which exercise ids; each spec module lists its
+``EXERCISES``, and loading checks that the two agree (same ids, same order, right notebook).
+"""
 from __future__ import annotations
 
 import importlib
 
+from course import manifest
 from autograder.specs.base import Exercise  # noqa: F401
-
-MODULES = ["nb00_measure", "nb01_naive_ops", "nb02_profiling", "nb03_triton_basics", "nb04_fused_softmax",
-           "nb05_layer_norm", "nb06_matmul_fused_mlp", "nb07_flash_attention", "nb08_memory"]
 
 
 def _load() -> dict:
     table = {}
-    for name in MODULES:
-        for ex in importlib.import_module(f"autograder.specs.{name}").EXERCISES:
-            if ex.id in table:
-                raise RuntimeError(f"exercise id {ex.id!r} defined twice")
+    for nb in manifest.NOTEBOOKS:
+        if nb.spec_module is None:
+            continue
+        found = importlib.import_module(nb.spec_module).EXERCISES
+        ids = tuple(ex.id for ex in found)
+        if ids != nb.exercises:
+            raise RuntimeError(f"{nb.spec_module} defines {ids}; the course manifest lists {nb.exercises}")
+        for ex in found:
+            if ex.notebook != nb.name:
+                raise RuntimeError(f"exercise {ex.id!r} says notebook {ex.notebook!r}, the manifest {nb.name!r}")
             table[ex.id] = ex
     return table
 

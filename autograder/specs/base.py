@@ -8,6 +8,7 @@ Tolerances are stated once, here (``TOLERANCES``); a spec overrides them only wi
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -49,19 +50,56 @@ TRITON_ALLOWED = PLUMBING_OPS | {"zeros", "zeros_like", "zero_", "fill_", "full"
 
 
 def fresh_seed() -> int:
-    """A new seed for every grading run (guarantee 1): inputs are never the same twice."""
-    return int.from_bytes(__import__("os").urandom(4), "little") & 0x7FFFFFFF
+    """A new seed for every grading run: inputs are never the same twice (docs/GUARANTEES.md, 1)."""
+    return int.from_bytes(os.urandom(4), "little") & 0x7FFFFFFF
+
+
+# What a learner's entry point is, which decides how it is run and judged:
+# - VALUE:  returns a number or a word (00, 02: measurements, counts, verdicts); judged by ``judge``,
+#           run with memory unpoisoned (the probes it measures must behave as they do in the notebook).
+# - TORCH:  tensor code from torch primitives (01, checkpointed recomputation); judged against a float64
+#           reference; the operators it may call are listed.
+# - TRITON: the learner's own Triton kernel(s), launched from a thin Python function; judged against a
+#           float64 reference; torch only allocates and reshapes.
+VALUE, TORCH, TRITON = "value", "torch", "triton"
+KINDS = (VALUE, TORCH, TRITON)
+
+
+@dataclass(frozen=True)
+class Rules:
+    """What the learner's code may do while it runs (legality); judged by autograder.legality."""
+
+    allowed_ops: frozenset | None = None  # aten operators it may call; None: any
+    why: dict = field(default_factory=dict)  # aten op -> why the exercise forbids it (shown with the line)
+    min_launches: int = 0                 # Triton launches per call, at least ...
+    max_launches: int | None = None       # ... and at most (a fused kernel is one launch)
+    # The most elements any one torch operator may hand back in a call, from the call's arguments (memory
+    # exercises: "never materialize the full logits"); None: no limit.
+    max_intermediate: Callable[[tuple], int] | None = None
+
+
+def triton_rules(why: dict, *, max_launches: int | None = 1, extra_ops=frozenset(),
+                 max_intermediate=None) -> Rules:
+    """A Triton exercise: at least one launch of the learner's kernel, torch only for plumbing."""
+    return Rules(TRITON_ALLOWED | frozenset(extra_ops), why, 1, max_launches, max_intermediate)
+
+
+def torch_rules(why: dict, *, extra_ops=frozenset()) -> Rules:
+    """A tensor-primitives exercise (01): elementwise ops, reductions and matmuls, not the fused op."""
+    return Rules(PRIMITIVE_OPS | frozenset(extra_ops), why)
 
 
 @dataclass
 class Case:
-    """One graded input: ``build(gen)`` makes the argument tuple (called again for the re-filled call)."""
+    """One graded input: ``build(gen)`` makes the argument tuple (called again for the re-filled call).
+
+    ``public`` cases also run in the notebook's ``check``; set where the case is built."""
 
     name: str
     build: Callable[[torch.Generator], tuple]
     hint: str = ""
-    public: bool = True          # shown by check() in the notebook
-    expected: Any = None         # for exercises judged without a tensor reference
+    public: bool = False
+    expected: Any = None         # for VALUE exercises judged without a reference function
     tolerances: dict | None = None  # this case's own (atol, rtol) per dtype, when its inputs are ill-conditioned
 
 
@@ -76,6 +114,9 @@ class Performance:
     flops: Callable[[tuple], int] | None = None  # set for compute-bound kernels (TFLOP/s)
     threshold: float = 0.9              # full credit at speedup >= threshold (baseline_ms / time_ms)
     floor: float = 0.3                  # zero credit at or below this speedup; linear in between
+    # The version a learner writes before the course (eager, one kernel per operator): calibration times
+    # it against the baseline, and the threshold must stay out of its reach (tools/gpu_autograde.py).
+    naive: Callable | None = None
 
 
 @dataclass
@@ -85,25 +126,29 @@ class Exercise:
     id: str
     notebook: str
     entry: str
+    kind: str                                   # VALUE, TORCH or TRITON (above)
     correctness_points: float
     performance_points: float = 0.0
     cases: Callable[[bool], list[Case]] = None  # cases(quick) -> fresh cases for this run
     reference: Callable | None = None           # float64 reference: reference(*args) -> output(s)
+    judge: Callable | None = None               # VALUE only: judge(output, expected) -> (ok, error, message)
     out_dtypes: Callable[[tuple], Sequence[torch.dtype]] | None = None
-    allowed_ops: frozenset | None = None        # None: any torch operator may be used
-    forbidden_hint: dict = field(default_factory=dict)  # op -> why it is not allowed here
-    min_launches: int = 0                       # a Triton exercise must launch its kernel
-    max_launches: int | None = None             # and at most this many times per call
-    # The most elements any one torch operator may hand back in a call, from the call's arguments (memory
-    # exercises: "never materialize the full logits"); None: no limit.
-    max_intermediate: Callable[[tuple], int] | None = None
+    tolerances: dict | None = None              # overrides measure.tolerance.TOLERANCES (say why in the spec)
+    rules: Rules = field(default_factory=Rules)
     performance: Performance | None = None
-    judge: Callable | None = None               # judge(case, output) -> (ok, error, message), custom
     timeout_s: float = 120.0
     signature: str = ""
-    needs_gpu: bool = False                     # tensor inputs only make sense on a GPU
-    tolerances: dict | None = None              # overrides TOLERANCES (say why in the spec)
     check_inputs: bool = True                   # inputs must come back unmodified
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"{self.id}: kind must be one of {KINDS}, not {self.kind!r}")
+        if (self.kind == VALUE) != (self.judge is not None):
+            raise ValueError(f"{self.id}: a judge is given for VALUE exercises, and for them only")
+
+    @property
+    def judged_on_tensors(self) -> bool:
+        return self.kind != VALUE
 
     def tolerance(self, dtype: torch.dtype, case: Case | None = None) -> tuple[float, float]:
         if case is not None and case.tolerances and dtype in case.tolerances:
@@ -125,15 +170,6 @@ def _device():
     from course import DEVICE
 
     return DEVICE
-
-
-def non_contiguous(x: torch.Tensor) -> torch.Tensor:
-    """The same values as ``x`` in a strided view (every other column of a wider buffer)."""
-    wide = torch.empty(x.shape[:-1] + (2 * x.shape[-1],), dtype=x.dtype, device=x.device)
-    view = wide[..., ::2]
-    view.copy_(x)
-    wide[..., 1::2] = float("nan")  # the skipped columns hold NaN: reading them shows up in the output
-    return view
 
 
 def gelu_tanh(x: torch.Tensor) -> torch.Tensor:

@@ -7,7 +7,7 @@ import random
 
 import torch
 
-from autograder.specs.base import Case, Exercise
+from autograder.specs.base import VALUE, Case, Exercise
 
 NOTEBOOK = "00_measure"
 
@@ -27,7 +27,7 @@ def _time_floor_cases(quick):
         flops = nbytes * ridge * (rng.uniform(0.05, 0.5) if i % 2 else rng.uniform(2, 20))
         args = (flops, nbytes, peak_flops, peak_bw)
         cases.append(Case(f"flops={flops:.3g} bytes={nbytes:.3g}", lambda g, a=args: a,
-                          hint="seconds = max(flops / peak_flops, bytes / peak_bandwidth)"))
+                          hint="seconds = max(flops / peak_flops, bytes / peak_bandwidth)", public=True))
     return cases
 
 
@@ -39,7 +39,7 @@ def _softmax_bytes_cases(quick):
         shape = tuple(rng.randint(1, 3000) for _ in range(rng.randint(1, 3)))
         dtype = dtypes[i % len(dtypes)]
         cases.append(Case(f"shape={shape} {dtype}", lambda g, a=(shape, dtype): a,
-                          hint="read every element once and write every element once: 2 * numel * itemsize"))
+                          hint="read every element once and write every element once: 2 * numel * itemsize", public=True))
     return cases
 
 
@@ -76,22 +76,22 @@ def _benchmark_cases(quick):
                             outlier_every=rng.randint(7, 11), gpu_ms_per_cycle=per_cycle)
         cases.append(Case(f"fn of {base:.2f} ms (slow first call, rare outliers)", lambda g, p=probe: (p,),
                           hint="warm up first, synchronize the device around the timed region, and report the "
-                               "median of many calls (a mean is dragged by rare outliers)", expected=base))
+                               "median of many calls (a mean is dragged by rare outliers)", expected=base, public=True))
     return cases
 
 
 EXERCISES = [
-    Exercise(id="time_floor", notebook=NOTEBOOK, entry="time_floor",
+    Exercise(id="time_floor", notebook=NOTEBOOK, entry="time_floor", kind=VALUE,
              signature="time_floor(flops, nbytes, peak_flops, peak_bandwidth) -> seconds",
              correctness_points=1, cases=_time_floor_cases,
              reference=lambda f, b, pf, pb: max(f / pf, b / pb), judge=judge_close(1e-9)),
-    Exercise(id="softmax_bytes", notebook=NOTEBOOK, entry="softmax_bytes",
+    Exercise(id="softmax_bytes", notebook=NOTEBOOK, entry="softmax_bytes", kind=VALUE,
              signature="softmax_bytes(shape, dtype) -> int", correctness_points=1, cases=_softmax_bytes_cases,
              reference=lambda shape, dtype: 2 * math.prod(shape) * torch.empty((), dtype=dtype).element_size(),
              judge=judge_int),
     # The probe's cost is known; 25% (+1 ms for the OS's sleep granularity) separates an honest median
     # from a mean over outliers (+>200%), an unwarmed single call (x40) or an unsynchronized timer (~0).
-    Exercise(id="benchmark", notebook=NOTEBOOK, entry="benchmark", signature="benchmark(fn) -> ms",
+    Exercise(id="benchmark", notebook=NOTEBOOK, entry="benchmark", kind=VALUE, signature="benchmark(fn) -> ms",
              correctness_points=2, cases=_benchmark_cases, reference=None,
              judge=judge_close(0.25, 1.0), timeout_s=180.0),
 ]

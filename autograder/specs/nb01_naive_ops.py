@@ -6,7 +6,7 @@ import math
 import torch
 
 from autograder.specs._cases import dtype_name, hint_for, row_cases
-from autograder.specs.base import PRIMITIVE_OPS, Case, Exercise, as64, gelu_tanh, pick_shapes, rand
+from autograder.specs.base import TORCH, Case, Exercise, torch_rules, as64, gelu_tanh, pick_shapes, rand
 
 NOTEBOOK = "01_naive_ops"
 
@@ -27,7 +27,8 @@ def _mlp_cases(quick):
     for m, d, h in shapes:
         for dtype in (torch.float32, torch.bfloat16):
             cases.append(Case(f"M={m} D={d} H={h} {dtype_name(dtype)}",
-                              lambda g, s=(m, d, h), dt=dtype: _mlp_args(g, *s, dt), hint=hint_for((m, d, h), dtype)))
+                              lambda g, s=(m, d, h), dt=dtype: _mlp_args(g, *s, dt), hint=hint_for((m, d, h), dtype),
+                              public=True))
     return cases
 
 
@@ -46,14 +47,15 @@ def _ln_args(g, shape, dtype, offset=0.0):
 def _ln_cases(quick):
     shapes = pick_shapes(quick, [(1, 1), (3, 17)], [(1, 1), (3, 17), (37, 129), (64, 1000)],
                          [(1, 1), (3, 17), (37, 129), (4096, 1000)])
-    cases = [Case(f"{s[0]}x{s[1]} {dtype_name(d)}", lambda g, s=s, d=d: _ln_args(g, s, d), hint=hint_for(s, d))
+    cases = [Case(f"{s[0]}x{s[1]} {dtype_name(d)}", lambda g, s=s, d=d: _ln_args(g, s, d), hint=hint_for(s, d),
+                  public=True)
              for s in shapes for d in (torch.float32, torch.float16, torch.bfloat16)]
     last = shapes[-1]
     cases.append(Case(f"mean 300 {last[0]}x{last[1]} float32", lambda g: _ln_args(g, last, torch.float32, 300.0),
                       hint="rows with a large mean: compute the variance as mean((x - mean)^2), not E[x^2] - E[x]^2",
                       # At |x| ~ 300 the input's own float32 rounding (ulp 3e-5) puts any fp32 algorithm near
                       # 1e-4; the one-pass E[x^2] - E[x]^2 is off by ~5e-3. 1e-3 separates the two.
-                      tolerances={torch.float32: (1e-3, 1e-3)}))
+                      tolerances={torch.float32: (1e-3, 1e-3)}, public=True))
     return cases
 
 
@@ -84,7 +86,8 @@ def _attn_cases(quick):
                 cases.append(Case(f"{'x'.join(map(str, shape))} {dtype_name(dtype)} causal={causal}",
                                   lambda g, s=shape, d=dtype, c=causal: (rand(g, s, d), rand(g, s, d), rand(g, s, d), c),
                                   hint=("causal: position i attends to keys j <= i (mask j > i with -inf "
-                                        "before the softmax)") if causal else hint_for(shape, dtype)))
+                                        "before the softmax)") if causal else hint_for(shape, dtype),
+                                  public=True))
     return cases
 
 
@@ -97,21 +100,21 @@ NO_FUSED = {"_softmax": "write the softmax from exp, max, sum and div (the point
             "_scaled_dot_product_cudnn_attention": "scaled_dot_product_attention is the fused op"}
 
 EXERCISES = [
-    Exercise(id="naive_mlp", notebook=NOTEBOOK, entry="naive_mlp", signature="naive_mlp(x, w1, b1, w2, b2)",
+    Exercise(id="naive_mlp", notebook=NOTEBOOK, entry="naive_mlp", kind=TORCH, signature="naive_mlp(x, w1, b1, w2, b2)",
              correctness_points=2, cases=_mlp_cases, reference=mlp_reference, tolerances=CHAIN_TOL,
-             allowed_ops=PRIMITIVE_OPS | {"gelu"}, forbidden_hint=NO_FUSED),
-    Exercise(id="naive_softmax", notebook=NOTEBOOK, entry="naive_softmax", signature="naive_softmax(x)",
+             rules=torch_rules(NO_FUSED, extra_ops={"gelu"})),
+    Exercise(id="naive_softmax", notebook=NOTEBOOK, entry="naive_softmax", kind=TORCH, signature="naive_softmax(x)",
              correctness_points=2, reference=lambda x: torch.softmax(as64(x), -1),
              cases=lambda quick: row_cases(pick_shapes(quick, [(1, 1), (3, 17)], [(1, 1), (3, 17), (37, 129), (64, 1000)],
                                                        [(1, 1), (3, 17), (37, 129), (4096, 1000)]),
                                            (torch.float32, torch.float16, torch.bfloat16), quick, strided=False),
-             allowed_ops=PRIMITIVE_OPS, forbidden_hint=NO_FUSED),
-    Exercise(id="naive_layer_norm", notebook=NOTEBOOK, entry="naive_layer_norm",
+             rules=torch_rules(NO_FUSED)),
+    Exercise(id="naive_layer_norm", notebook=NOTEBOOK, entry="naive_layer_norm", kind=TORCH,
              signature="naive_layer_norm(x, weight, bias, eps)", correctness_points=2, cases=_ln_cases,
-             reference=ln_reference, allowed_ops=PRIMITIVE_OPS, forbidden_hint=NO_FUSED,
+             reference=ln_reference, rules=torch_rules(NO_FUSED),
              tolerances={torch.float16: (4e-3, 1e-2), torch.bfloat16: (3e-2, 4e-2)}),  # 16-bit intermediates
-    Exercise(id="naive_attention", notebook=NOTEBOOK, entry="naive_attention",
+    Exercise(id="naive_attention", notebook=NOTEBOOK, entry="naive_attention", kind=TORCH,
              signature="naive_attention(q, k, v, causal)", correctness_points=3, cases=_attn_cases,
              reference=attention_reference, tolerances=CHAIN_TOL,
-             allowed_ops=PRIMITIVE_OPS | {"_softmax", "softmax"}, forbidden_hint=NO_FUSED),
+             rules=torch_rules(NO_FUSED, extra_ops={"_softmax", "softmax"})),
 ]

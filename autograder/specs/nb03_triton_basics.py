@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from autograder.specs._cases import HINT_ODD, HINT_TINY, dtype_name, hint_for, row_strided
-from autograder.specs.base import (TRITON_ALLOWED, Case, Exercise, Performance, as64, float_dtypes,
+from autograder.specs.base import (TRITON, Case, triton_rules, Exercise, Performance, as64, float_dtypes,
                                    gelu_tanh, pick_shapes, rand)
 
 NOTEBOOK = "03_triton_basics"
@@ -18,9 +18,8 @@ def _vector_cases(quick):
         for dtype in float_dtypes():
             cases.append(Case(f"n={n} {dtype_name(dtype)}",
                               lambda g, n=n, d=dtype: (rand(g, (n,), d), rand(g, (n,), d)),
-                              hint=hint_for((n,), dtype, HINT_TINY if n < 4 else HINT_ODD if n & (n - 1) else "")))
-    for i, c in enumerate(cases):
-        c.public = i < 4
+                              hint=hint_for((n,), dtype, HINT_TINY if n < 4 else HINT_ODD if n & (n - 1) else ""),
+                              public=n in sizes[:2]))
     return cases
 
 
@@ -32,17 +31,28 @@ def _bias_gelu_cases(quick):
         for dtype in float_dtypes():
             cases.append(Case(f"{shape[0]}x{shape[1]} {dtype_name(dtype)}",
                               lambda g, s=shape, d=dtype: (rand(g, s, d, scale=3.0), rand(g, (s[1],), d)),
-                              hint=hint_for(shape, dtype)))
+                              hint=hint_for(shape, dtype), public=shape in shapes[:2]))
     big = shapes[-1]
     cases.append(Case(f"large magnitudes {big[0]}x{big[1]} float32",
                       lambda g: (rand(g, big, scale=30.0), rand(g, (big[1],), scale=30.0)),
-                      hint="large |x|: tanh must saturate to +-1 (an exp-based tanh overflows: use a stable form)"))
+                      hint="large |x|: tanh must saturate to +-1 (an exp-based tanh overflows: use a stable form)",
+                      public=True))
     cases.append(Case(f"row-strided {big[0]}x{big[1]} float32",
                       lambda g: (row_strided(rand(g, big)), rand(g, (big[1],))),
-                      hint="non-contiguous rows: step between rows with x.stride(0), not the row length"))
-    for i, c in enumerate(cases):
-        c.public = i < 4
+                      hint="non-contiguous rows: step between rows with x.stride(0), not the row length",
+                      public=True))
     return cases
+
+
+def naive_vector_add(x, y):
+    out = x.clone()  # copy, then add in place: 2 kernels, 5 N bytes where 3 N suffice
+    out += y
+    return out
+
+
+def naive_bias_gelu(x, bias):
+    h = x + bias  # every intermediate of the tanh formula goes through memory
+    return 0.5 * h * (1.0 + torch.tanh(0.7978845608028654 * (h + 0.044715 * h * h * h)))
 
 
 def eager_bias_gelu(x, bias):
@@ -53,12 +63,11 @@ EXERCISES = [
     Exercise(
         id="vector_add", notebook=NOTEBOOK, entry="vector_add", signature="vector_add(x, y) -> x + y",
         correctness_points=4, performance_points=1, cases=_vector_cases,
-        reference=lambda x, y: as64(x) + as64(y), allowed_ops=TRITON_ALLOWED,
-        forbidden_hint={"add": "the point is to add in your own Triton kernel, not with torch's +"},
-        min_launches=1, max_launches=1,
+        reference=lambda x, y: as64(x) + as64(y), kind=TRITON,
+        rules=triton_rules({"add": "the point is to add in your own Triton kernel, not with torch's +"}),
         performance=Performance(
             inputs=lambda g, dev: (rand(g, (1 << 26,), device=dev), rand(g, (1 << 26,), device=dev)),
-            baseline=torch.add, baseline_name="torch.add (eager)",
+            baseline=torch.add, baseline_name="torch.add (eager)", naive=naive_vector_add,
             # H100 calibration (2026-11-22, autograder/results/h100-2026-11-22.md): solution 0.99x, naive
             # (clone + add_, 5N bytes for 3N) 0.61x; at copy bandwidth there is no more than 1.0x to be had.
             nbytes=lambda a: 3 * a[0].numel() * a[0].element_size(), threshold=0.85, floor=0.65),
@@ -66,14 +75,13 @@ EXERCISES = [
     Exercise(
         id="bias_gelu", notebook=NOTEBOOK, entry="bias_gelu", signature="bias_gelu(x, bias) -> gelu(x + bias)",
         correctness_points=7, performance_points=3, cases=_bias_gelu_cases,
-        reference=lambda x, b: gelu_tanh(as64(x) + as64(b)), allowed_ops=TRITON_ALLOWED,
-        forbidden_hint={"gelu": "the exercise is writing GELU in your kernel: F.gelu does it for you",
-                        "add": "add the bias inside your kernel (fusion), not with torch's +"},
-        min_launches=1, max_launches=1,
+        reference=lambda x, b: gelu_tanh(as64(x) + as64(b)), kind=TRITON,
+        rules=triton_rules({"gelu": "the exercise is writing GELU in your kernel: F.gelu does it for you",
+                            "add": "add the bias inside your kernel (fusion), not with torch's +"}),
         performance=Performance(
             inputs=lambda g, dev: (rand(g, (16384, 4096), torch.bfloat16, device=dev),
                                    rand(g, (4096,), torch.bfloat16, device=dev)),
-            baseline=eager_bias_gelu, baseline_name="F.gelu(x + bias) (eager, 2 kernels)",
+            baseline=eager_bias_gelu, baseline_name="F.gelu(x + bias) (eager, 2 kernels)", naive=naive_bias_gelu,
             nbytes=lambda a: 2 * a[0].numel() * a[0].element_size() + a[1].numel() * a[1].element_size(),
             # H100 calibration (2026-11-22, autograder/results/h100-2026-11-22.md): solution 2.63x, a
             # correct but slow one-warp Triton kernel 0.59-0.63x, naive eager tanh formula 0.23x.

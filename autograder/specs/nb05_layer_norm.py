@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from autograder.specs._cases import HINT_STRIDE, dtype_name, hint_for, row_strided
-from autograder.specs.base import (TRITON_ALLOWED, Case, Exercise, Performance, as64, float_dtypes,
+from autograder.specs.base import (TRITON, Case, Exercise, triton_rules, Performance, as64, float_dtypes,
                                    pick_shapes, rand)
 
 NOTEBOOK = "05_layer_norm"
@@ -75,20 +75,21 @@ def _shapes(quick):
 
 def _fwd_cases(quick):
     shapes = _shapes(quick)
-    cases = [Case(f"{s[0]}x{s[1]} {dtype_name(d)}", lambda g, s=s, d=d: _fwd_args(g, s, d), hint=hint_for(s, d))
+    cases = [Case(f"{s[0]}x{s[1]} {dtype_name(d)}", lambda g, s=s, d=d: _fwd_args(g, s, d), hint=hint_for(s, d),
+                  public=s in shapes[:2])
              for s in shapes for d in float_dtypes()]
     last = shapes[-1] if shapes[-1][0] >= 2 else (3, 17)
     for d in float_dtypes():
         big = 1000.0 if d == torch.float32 else 100.0
         cases.append(Case(f"large and constant rows {last[0]}x{last[1]} {dtype_name(d)}",
-                          lambda g, d=d, b=big: _fwd_args(g, last, d, lambda x: _hard(x, b)), hint=HINT_CONST))
+                          lambda g, d=d, b=big: _fwd_args(g, last, d, lambda x: _hard(x, b)), hint=HINT_CONST,
+                          public=True))
     cases.append(Case(f"mean 300 {last[0]}x{last[1]} float32",
                       lambda g: _fwd_args(g, last, torch.float32, lambda x: _offset(x, 300.0)),
-                      hint=HINT_MEAN, tolerances=MEAN300_TOL))
+                      hint=HINT_MEAN, tolerances=MEAN300_TOL, public=True))
     cases.append(Case(f"row-strided {last[0]}x{last[1]} float32",
-                      lambda g: _fwd_args(g, last, torch.float32, row_strided), hint=HINT_STRIDE))
-    for i, c in enumerate(cases):
-        c.public = i < 4 or c.name.startswith(("large", "mean"))
+                      lambda g: _fwd_args(g, last, torch.float32, row_strided), hint=HINT_STRIDE,
+                      public=True))
     return cases
 
 
@@ -132,18 +133,19 @@ def bwd_reference(dy, x, weight, mean, rstd):
 
 def _bwd_cases(quick):
     shapes = _shapes(quick)
-    cases = [Case(f"{s[0]}x{s[1]} {dtype_name(d)}", lambda g, s=s, d=d: _bwd_args(g, s, d), hint=hint_for(s, d))
+    cases = [Case(f"{s[0]}x{s[1]} {dtype_name(d)}", lambda g, s=s, d=d: _bwd_args(g, s, d), hint=hint_for(s, d),
+                  public=s in shapes[:2])
              for s in shapes for d in float_dtypes()]
     last = shapes[-1] if shapes[-1][0] >= 2 else (3, 17)
     for d in float_dtypes():
         big = 1000.0 if d == torch.float32 else 100.0
         cases.append(Case(f"large and constant rows {last[0]}x{last[1]} {dtype_name(d)}",
                           lambda g, d=d, b=big: _bwd_args(g, last, d, lambda x: _hard(x, b)),
-                          hint="constant rows: rstd = 1/sqrt(eps) is large and xhat = 0; keep every sum in float32"))
+                          hint="constant rows: rstd = 1/sqrt(eps) is large and xhat = 0; keep every sum in float32",
+                          public=True))
     cases.append(Case(f"row-strided dy and x {last[0]}x{last[1]} float32",
-                      lambda g: _bwd_args(g, last, torch.float32, strided=True), hint=HINT_STRIDE))
-    for i, c in enumerate(cases):
-        c.public = i < 4 or c.name.startswith("large")
+                      lambda g: _bwd_args(g, last, torch.float32, strided=True), hint=HINT_STRIDE,
+                      public=True))
     return cases
 
 
@@ -185,7 +187,7 @@ EXERCISES = [
         signature="layer_norm_fwd(x, weight, bias, eps) -> (y, mean, rstd)",
         correctness_points=7, performance_points=3, cases=_fwd_cases, reference=fwd_reference,
         out_dtypes=lambda a: (a[0].dtype, torch.float32, torch.float32),
-        allowed_ops=TRITON_ALLOWED, forbidden_hint=WHY, min_launches=1, max_launches=1,
+        kind=TRITON, rules=triton_rules(WHY),
         performance=Performance(
             inputs=_fwd_perf_inputs, baseline=eager_layer_norm, baseline_name="F.layer_norm (eager)",
             nbytes=_fwd_bytes,
@@ -201,7 +203,7 @@ EXERCISES = [
         correctness_points=7, performance_points=3, cases=_bwd_cases, reference=bwd_reference,
         out_dtypes=lambda a: (a[1].dtype, a[2].dtype, a[2].dtype), tolerances=GRAD_TOLERANCES,
         # Two launches: dx and per-program partial sums of dweight/dbias, then a reduction of the partials.
-        allowed_ops=TRITON_ALLOWED, forbidden_hint=WHY, min_launches=1, max_launches=2,
+        kind=TRITON, rules=triton_rules(WHY, max_launches=2),
         performance=Performance(
             inputs=_bwd_perf_inputs, baseline=eager_layer_norm_bwd,
             baseline_name="aten.native_layer_norm_backward (eager)", nbytes=_bwd_bytes,

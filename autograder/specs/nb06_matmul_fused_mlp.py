@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from autograder.specs._cases import HINT_ODD, HINT_STRIDE, HINT_TINY, dtype_name, hint_for, row_strided
-from autograder.specs.base import (TRITON_ALLOWED, Case, Exercise, Performance, as64, float_dtypes, gelu_tanh,
+from autograder.specs.base import (TRITON, Case, triton_rules, Exercise, Performance, as64, float_dtypes, gelu_tanh,
                                    pick_shapes, rand)
 
 NOTEBOOK = "06_matmul_fused_mlp"
@@ -60,19 +60,18 @@ def _mm_shapes(quick):
 
 def _mm_cases(quick):
     shapes = _mm_shapes(quick)
-    cases = [Case(_label(*s, d), lambda g, s=s, d=d: _mm_args(g, *s, d), hint=_hint(*s, d))
+    cases = [Case(_label(*s, d), lambda g, s=s, d=d: _mm_args(g, *s, d), hint=_hint(*s, d), public=s in shapes[:2])
              for s in shapes for d in float_dtypes()]
     last = shapes[-1]
     for layout in ("b transposed", "row-strided"):
         cases.append(Case(_label(*last, torch.float32, f"{layout} "),
                           lambda g, lay=layout: _mm_args(g, *last, torch.float32, lay),
-                          hint=HINT_STRIDE + " (pass a.stride(0), a.stride(1), b.stride(0), b.stride(1))"))
+                          hint=HINT_STRIDE + " (pass a.stride(0), a.stride(1), b.stride(0), b.stride(1))",
+                          public=True))
     if not quick:  # a long K in fp16: an fp16 accumulator loses ~sqrt(K) ulps, an fp32 one does not
         long_k = (33, 4099, 17)
         cases.append(Case(_label(*long_k, torch.float16, "long K "), lambda g: _mm_args(g, *long_k, torch.float16),
-                          hint=HINT_ACC.format(dtype="float16")))
-    for i, c in enumerate(cases):
-        c.public = i < 4 or "transposed" in c.name
+                          hint=HINT_ACC.format(dtype="float16"), public=True))
     return cases
 
 
@@ -105,18 +104,17 @@ def _lbg_args(g, m, k, n, dtype, layout="plain", scale=1.0):
 
 def _lbg_cases(quick):
     shapes = _mm_shapes(quick)
-    cases = [Case(_label(*s, d), lambda g, s=s, d=d: _lbg_args(g, *s, d), hint=_hint(*s, d))
+    cases = [Case(_label(*s, d), lambda g, s=s, d=d: _lbg_args(g, *s, d), hint=_hint(*s, d), public=s in shapes[:2])
              for s in shapes for d in float_dtypes()]
     last = shapes[-1]
     cases.append(Case(_label(*last, torch.float32, "large magnitudes "),
                       lambda g: _lbg_args(g, *last, torch.float32, scale=6.0),
                       hint="large |x @ w.T + b|: tanh must saturate to +-1 (an exp-based tanh overflows: use a "
-                           "stable form)"))
+                           "stable form)", public=True))
     cases.append(Case(_label(*last, torch.float32, "row-strided x and weight "),
                       lambda g: _lbg_args(g, *last, torch.float32, "row-strided"),
-                      hint=HINT_STRIDE + " (weight.T is read with weight.stride(1), weight.stride(0))"))
-    for i, c in enumerate(cases):
-        c.public = i < 4 or c.name.startswith("large")
+                      hint=HINT_STRIDE + " (weight.T is read with weight.stride(1), weight.stride(0))",
+                      public=True))
     return cases
 
 
@@ -156,8 +154,8 @@ EXERCISES = [
     Exercise(
         id="matmul", notebook=NOTEBOOK, entry="matmul", signature="matmul(a, b) -> a @ b",
         correctness_points=7, performance_points=3, cases=_mm_cases, reference=lambda a, b: as64(a) @ as64(b),
-        tolerances=TF32_TOLERANCES, allowed_ops=TRITON_ALLOWED, forbidden_hint=WHY_MM,
-        min_launches=1, max_launches=1, timeout_s=300.0,
+        tolerances=TF32_TOLERANCES, kind=TRITON, rules=triton_rules(WHY_MM),
+        timeout_s=300.0,
         performance=Performance(
             inputs=_mm_perf_inputs, baseline=torch.matmul, baseline_name="torch.matmul (cuBLAS)",
             nbytes=_mm_bytes, flops=_mm_flops,
@@ -170,8 +168,8 @@ EXERCISES = [
         id="linear_bias_gelu", notebook=NOTEBOOK, entry="linear_bias_gelu",
         signature="linear_bias_gelu(x, weight, bias) -> gelu(x @ weight.T + bias)",
         correctness_points=7, performance_points=3, cases=_lbg_cases, reference=lbg_reference,
-        tolerances=TF32_TOLERANCES, allowed_ops=TRITON_ALLOWED, forbidden_hint=WHY_MM,
-        min_launches=1, max_launches=1, timeout_s=300.0,
+        tolerances=TF32_TOLERANCES, kind=TRITON, rules=triton_rules(WHY_MM),
+        timeout_s=300.0,
         performance=Performance(
             inputs=_lbg_perf_inputs, baseline=eager_linear_bias_gelu,
             baseline_name="F.gelu(F.linear(x, w, b)) (eager: cuBLAS addmm + a GELU kernel)",

@@ -12,7 +12,7 @@ import math
 import torch
 
 from autograder.specs._cases import dtype_name
-from autograder.specs.base import TRITON_ALLOWED, Case, Exercise, Performance, as64, float_dtypes, pick_shapes, rand
+from autograder.specs.base import TRITON, Case, Exercise, triton_rules, Performance, as64, float_dtypes, pick_shapes, rand
 from autograder.specs.nb05_layer_norm import GRAD_TOLERANCES
 from autograder.specs.nb06_matmul_fused_mlp import TF32_TOLERANCES
 
@@ -105,30 +105,28 @@ def _hint(shape, dtype, causal):
 
 
 def _case_specs(quick):
-    """(name, shape, dtype, causal, q scale, layout, sm_scale, hint) for every case of either direction."""
+    """(name, shape, dtype, causal, q scale, layout, sm_scale, hint, public) for every case of either direction.
+
+    Public: the two smallest shapes, and every special case (large scores, layout, sm_scale)."""
     shapes = _shapes(quick)
     # quick (tests, instant feedback): each dtype once and each mask in float32, not the whole product
     pairs = [(d, c) for d in float_dtypes() for c in (False, True)
              if not quick or d == torch.float32 or c == (d == torch.bfloat16)]
-    out = [(_name(s, d, c), s, d, c, 1.0, "plain", None, _hint(s, d, c)) for s in shapes for d, c in pairs]
+    out = [(_name(s, d, c), s, d, c, 1.0, "plain", None, _hint(s, d, c), s in shapes[:2])
+           for s in shapes for d, c in pairs]
     last = shapes[-1]
-    out += [(_name(last, torch.float32, True, "large scores "), last, torch.float32, True, 4.0, "plain", None, HINT_BIG),
+    out += [(_name(last, torch.float32, True, "large scores "), last, torch.float32, True, 4.0, "plain", None, HINT_BIG, True),
             (_name(last, torch.bfloat16, False, "[B,S,H,D] layout "), last, torch.bfloat16, False, 1.0, "bshd", None,
-             HINT_STRIDE),
+             HINT_STRIDE, True),
             (_name(last, torch.float32, True, "sm_scale=0.3 "), last, torch.float32, True, 1.0, "plain", 0.3,
-             "use the sm_scale argument (None means 1/sqrt(head_dim))")]
+             "use the sm_scale argument (None means 1/sqrt(head_dim))", True)]
     return out
 
 
-def _publish(cases):
-    for i, c in enumerate(cases):
-        c.public = i < 4 or c.name.startswith(("large", "sm_scale"))
-    return cases
-
-
 def _fwd_cases(quick):
-    return _publish([Case(name, lambda g, s=s, d=d, c=c, k=k, lay=lay, sc=sc: (*_qkv(g, s, d, k, lay), c, sc), hint=h)
-                     for name, s, d, c, k, lay, sc, h in _case_specs(quick)])
+    return [Case(name, lambda g, s=s, d=d, c=c, k=k, lay=lay, sc=sc: (*_qkv(g, s, d, k, lay), c, sc), hint=h,
+                 public=pub)
+            for name, s, d, c, k, lay, sc, h, pub in _case_specs(quick)]
 
 
 def _bwd_args(g, shape, dtype, causal, scale, layout, sm_scale):
@@ -142,9 +140,9 @@ def _bwd_args(g, shape, dtype, causal, scale, layout, sm_scale):
 
 
 def _bwd_cases(quick):
-    return _publish([Case(name, lambda g, s=s, d=d, c=c, k=k, lay=lay, sc=sc: _bwd_args(g, s, d, c, k, lay, sc),
-                          hint=h)
-                     for name, s, d, c, k, lay, sc, h in _case_specs(quick)])
+    return [Case(name, lambda g, s=s, d=d, c=c, k=k, lay=lay, sc=sc: _bwd_args(g, s, d, c, k, lay, sc), hint=h,
+                 public=pub)
+            for name, s, d, c, k, lay, sc, h, pub in _case_specs(quick)]
 
 
 # ------------------------------------------------------------------------------------------- performance
@@ -245,7 +243,7 @@ EXERCISES = [
         signature="flash_attention_fwd(q, k, v, causal, sm_scale) -> (o, lse)",
         correctness_points=7, performance_points=3, cases=_fwd_cases, reference=fwd_reference,
         out_dtypes=lambda a: (a[0].dtype, torch.float32), tolerances=FWD_TOLERANCES,
-        allowed_ops=TRITON_ALLOWED, forbidden_hint=WHY, min_launches=1, max_launches=1, timeout_s=300.0,
+        kind=TRITON, rules=triton_rules(WHY), timeout_s=300.0,
         performance=Performance(
             inputs=_fwd_perf_inputs, baseline=_sdpa_flash, baseline_name="SDPA, flash backend",
             nbytes=_fwd_bytes, flops=_attention_flops,
@@ -261,7 +259,7 @@ EXERCISES = [
         correctness_points=7, performance_points=3, cases=_bwd_cases, reference=bwd_reference,
         out_dtypes=lambda a: (a[1].dtype,) * 3, tolerances=BWD_TOLERANCES,
         # Up to 3 launches: delta = rowsum(dO * O), dK/dV over key tiles, dQ over query tiles.
-        allowed_ops=TRITON_ALLOWED, forbidden_hint=WHY, min_launches=1, max_launches=3, timeout_s=300.0,
+        kind=TRITON, rules=triton_rules(WHY, max_launches=3), timeout_s=300.0,
         performance=Performance(
             inputs=_bwd_perf_inputs, baseline=make_sdpa_flash_backward(),
             baseline_name="SDPA flash backward (autograd.grad)", nbytes=_bwd_bytes,

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from autograder.specs._cases import HINT_ODD, HINT_TINY, dtype_name
-from autograder.specs.base import (TOLERANCES, TRITON_ALLOWED, Case, Exercise, Performance, as64, float_dtypes,
+from autograder.specs.base import (TOLERANCES, TRITON, Case, Exercise, triton_rules, Performance, as64, float_dtypes,
                                    pick_shapes, rand)
 
 NOTEBOOK = "08_memory"
@@ -79,17 +79,16 @@ def _hint(m, h, v, dtype):
 def _cases(quick):
     shapes = _shapes(quick)
     cases = [Case(f"M={m} H={h} V={v} {dtype_name(d)}", lambda g, s=(m, h, v), d=d: _args(g, *s, d),
-                  hint=_hint(m, h, v, d), tolerances={torch.float32: LOSS_TOLERANCES[d]})
+                  hint=_hint(m, h, v, d), tolerances={torch.float32: LOSS_TOLERANCES[d]},
+                  public=(m, h, v) in shapes[:2])
              for m, h, v in shapes for d in float_dtypes()]
     m, h, v = shapes[-1]
     cases.append(Case(f"large logits M={m} H={h} V={v} float32",
                       lambda g: _args(g, m, h, v, torch.float32, scale=100.0), hint=HINT_BIG,
-                      tolerances=LARGE_TOLERANCES))
+                      tolerances=LARGE_TOLERANCES, public=True))
     cases.append(Case(f"targets 0 and V-1 M={m} H={h} V={v} float32",
                       lambda g: _args(g, m, h, v, torch.float32, edge_targets=True), hint=HINT_TARGET,
-                      tolerances={torch.float32: LOSS_TOLERANCES[torch.float32]}))
-    for i, c in enumerate(cases):
-        c.public = i < 4 or c.name.startswith("large")
+                      tolerances={torch.float32: LOSS_TOLERANCES[torch.float32]}, public=True))
     return cases
 
 
@@ -136,8 +135,9 @@ EXERCISES = [
         signature="linear_cross_entropy(x, weight, targets) -> mean loss (0-d float32)",
         correctness_points=7, performance_points=3, cases=_cases, reference=reference,
         out_dtypes=lambda a: (torch.float32,),
-        allowed_ops=TRITON_ALLOWED | {"mm", "addmm", "sum", "div", "add", "add_", "mean"}, forbidden_hint=WHY,
-        min_launches=1, max_launches=None, timeout_s=300.0, max_intermediate=max_intermediate,
+        kind=TRITON, timeout_s=300.0,
+        rules=triton_rules(WHY, max_launches=None, extra_ops={"mm", "addmm", "sum", "div", "add", "add_", "mean"},
+                           max_intermediate=max_intermediate),
         performance=Performance(
             inputs=_perf_inputs, baseline=eager_linear_cross_entropy,
             baseline_name="F.cross_entropy(x @ weight.T, targets) (eager, full logits)",
