@@ -2,7 +2,7 @@
 
 Rules: the output's type, shape and dtype must match; positions where the reference is NaN or +-inf
 must hold the same value, every other position must be finite (NaN never passes); then
-|out - ref| <= atol + rtol * |ref| elementwise, with (atol, rtol) of the output dtype (specs/base.py).
+|out - ref| <= atol + rtol * |ref| elementwise, with (atol, rtol) of the output dtype (measure.tolerance).
 """
 from __future__ import annotations
 
@@ -10,47 +10,14 @@ import math
 
 import torch
 
+from measure.tolerance import compare_tensor
+
 
 def expected_dtypes(args, ref, spec) -> list:
     if spec.out_dtypes is not None:
         return list(spec.out_dtypes(args))
     first = next(a for a in args if isinstance(a, torch.Tensor))
     return [first.dtype] * (len(ref) if isinstance(ref, (tuple, list)) else 1)
-
-
-def compare_tensor(out, ref: torch.Tensor, dtype: torch.dtype, tol) -> tuple[bool, float | None, str]:
-    if not isinstance(out, torch.Tensor):
-        return False, None, f"returned {type(out).__name__}, expected a torch.Tensor"
-    if tuple(out.shape) != tuple(ref.shape):
-        return False, None, f"shape {tuple(out.shape)}, expected {tuple(ref.shape)}"
-    if out.dtype != dtype:
-        return False, None, f"dtype {out.dtype}, expected {dtype}"
-    if ref.numel() == 0:
-        return True, 0.0, ""
-    o = out.detach().to(device=ref.device, dtype=torch.float64)
-    r = ref.detach().to(torch.float64)
-    special = ~torch.isfinite(r)
-    if bool(special.any()):
-        same = (o[special] == r[special]) | (torch.isnan(o[special]) & torch.isnan(r[special]))
-        if not bool(same.all()):
-            return False, math.inf, "wrong where the exact answer is NaN or infinite"
-    regular = ~special
-    o_reg, r_reg = o[regular], r[regular]
-    if not bool(torch.isfinite(o_reg).all()):
-        n_bad = int((~torch.isfinite(o_reg)).sum())
-        return False, math.inf, f"{n_bad} NaN/inf value(s) where the answer is finite"
-    if o_reg.numel() == 0:
-        return True, 0.0, ""
-    err = (o_reg - r_reg).abs()
-    atol, rtol = tol
-    bad = err > atol + rtol * r_reg.abs()
-    max_err = float(err.max())
-    if bool(bad.any()):
-        idx = int(bad.nonzero()[0, 0]) if bad.dim() else 0
-        return False, max_err, (f"{int(bad.sum())} of {bad.numel()} values off (max error {max_err:.3g}; "
-                                f"e.g. got {float(o_reg.flatten()[idx]):.6g}, expected {float(r_reg.flatten()[idx]):.6g}; "
-                                f"allowed {atol:g} + {rtol:g}*|expected|)")
-    return True, max_err, ""
 
 
 def compare_outputs(out, ref, dtypes, spec, case=None) -> tuple[bool, float | None, str]:

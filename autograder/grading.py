@@ -3,21 +3,32 @@
 ``grade_submission(path, exercise_ids=None, quick=False)`` returns the result dict that report.py
 renders and writes. It raises only SubmissionError (unusable input); anything that goes wrong while
 grading one exercise is that exercise's feedback.
+
+Per exercise (``grade_exercise``): the source is audited (``autograder.audit``: what it imports, calls
+and touches); a worker process loads it and answers the grading process's requests (``runner``: the
+cases, each called twice on the same tensors with new values); outputs are judged here against float64
+references; Triton exercises are called once more with their kernels made to do nothing (the outputs must
+then change); on a GPU the learner's function and the baseline are timed from this process, by the
+protocol of ``measure.timer``, each in its own worker (``time_against_baseline``).
 """
 from __future__ import annotations
 
-import math
 import os
+import random
+import statistics
 import tempfile
+import time
 import traceback
 from pathlib import Path
 
 import torch
 
-from autograder import correctness, legality, specs, timing
-from autograder.isolation import plain_error, run_worker
+from autograder import correctness, protocol, runner, specs, timing
+from autograder.isolation import WorkerGone, WorkerSession
 from autograder.specs.base import fresh_seed
 from autograder.submission import Submission, SubmissionError, load
+
+JUDGED_TIMED_CALLS = 3  # timed calls of the submission whose outputs are checked; which ones is secret
 
 
 def default_timeout(spec) -> float:
@@ -64,200 +75,206 @@ def grade_submission(path, exercise_ids=None, quick: bool | None = None, timeout
                 results.append(grade_exercise(spec, sub, source_file, workdir, quick,
                                               timeout if timeout is not None else default_timeout(spec)))
             except Exception as exc:  # noqa: BLE001  (a grader bug costs this exercise, loudly)
-                results.append(_result(spec, correct=False, perf=None, perf_credit=0.0, violations=[],
-                                       feedback=[f"internal grader error: {type(exc).__name__}: {exc}",
-                                                 traceback.format_exc(limit=3)], cases=[]))
+                results.append(_result(spec, False, None, 0.0, [],
+                                       [f"internal grader error: {type(exc).__name__}: {exc}",
+                                        traceback.format_exc(limit=3)], []))
     return {"submission": str(sub.path), "device": course.describe(), "exercises": results,
             "total": round(sum(r["score"] * r["points"] for r in results), 6),
             "max_total": sum(r["points"] for r in results)}
 
 
 def _result(spec, correct, perf, perf_credit, violations, feedback, cases) -> dict:
-    earned = (spec.correctness_points if correct else 0.0) + (spec.performance_points * perf_credit if correct else 0.0)
+    earned = (spec.correctness_points + spec.performance_points * perf_credit) if correct else 0.0
+    if perf is None and spec.performance is not None:
+        perf = timing.not_graded_entry(spec.performance)
     return {"id": spec.id, "score": earned / spec.points if spec.points else 0.0, "points": spec.points,
             "correct": bool(correct), "performance": perf, "violations": violations, "feedback": feedback,
             "cases": cases}
 
 
-def _to_device(args):
-    import course
-
-    return tuple(a.to(course.DEVICE) if isinstance(a, torch.Tensor) else a for a in args)
-
-
-def make_plan(spec, quick: bool, seed: int):
-    """Fresh cases: inputs A and B (same shapes) per case, with references computed here."""
-    gen = torch.Generator().manual_seed(seed)
-    plan = []
-    for case in spec.cases(quick):
-        a, b = case.build(gen), case.build(gen)
-        plan.append((case, a, b, reference(spec, case, a), reference(spec, case, b)))
-    return plan
+def submission_job(spec, sub: Submission, source_file: Path) -> dict:
+    """What a worker loads: the learner's source file and entry point."""
+    return {"code": "submission", "exercise": spec.id, "entry": spec.entry, "source_file": str(source_file),
+            "submission_dir": str(sub.path.parent),
+            # Probes the learner measures (00, 02) must behave as in the notebook: no poisoned memory there.
+            "poison": spec.judged_on_tensors}
 
 
-def reference(spec, case, args):
-    if spec.reference is None:
-        return case.expected
-    from autograder.probes import materialize
-
-    with torch.no_grad():
-        return spec.reference(*materialize(_to_device(args)))
-
-
-def intermediate_limit(spec, args) -> int | None:
-    """The most elements one operator may produce for these arguments (None: the exercise sets no limit)."""
-    limit = spec.rules.max_intermediate
-    return limit(args) if limit is not None else None
-
-
-def judge_call(spec, case, args, ref, entry) -> tuple[bool, float | None, str]:
-    if not entry["ok"]:
-        special = plain_error(entry["error"] or "")
-        return False, None, f"{special}: " * bool(special) + f"raised {entry['error']}"
-    out = entry["output"]
-    if not spec.judged_on_tensors:
-        ok, err, msg = spec.judge(out, ref)
-    else:
-        ok, err, msg = correctness.compare_outputs(out, ref, correctness.expected_dtypes(args, ref, spec), spec, case)
-    if ok and spec.check_inputs:
-        for i, (before, after) in enumerate(zip(args, entry["inputs_after"])):
-            if not correctness.same_values(before, after):
-                return False, err, f"modified its input argument {i} (inputs must come back unchanged)"
-    return ok, err, msg
+def baseline_job(spec) -> dict:
+    return {"code": "baseline", "exercise": spec.id, "poison": False}
 
 
 def grade_exercise(spec, sub: Submission, source_file: Path, workdir: Path, quick: bool, timeout_s: float) -> dict:
+    if spec.entry not in sub.defined:
+        return _result(spec, False, None, 0.0, [],
+                       [f"{spec.entry}() is not defined in the submission (expected {spec.signature})"], [])
+    seed = fresh_seed()
+    plan = runner.make_plan(spec, quick, seed)
+    audit_violations = static_violations(spec, sub)
+    session = WorkerSession(submission_job(spec, sub, source_file), timeout_s, cwd=str(sub.path.parent),
+                            scratch=str(workdir))
+    try:
+        with session as worker:
+            return _grade_in(worker, spec, sub, plan, seed, audit_violations)
+    except WorkerGone as gone:
+        feedback = [str(gone)] + _output_notes(session) + _last_output(session)
+        return _result(spec, False, None, 0.0, audit_violations, feedback, [])
+
+
+def _grade_in(worker, spec, sub, plan, seed, audit_violations) -> dict:
     import course
 
-    seed = fresh_seed()
-    plan = make_plan(spec, quick, seed)
+    feedback = _output_notes(worker)
+    if worker.sandbox_note:
+        feedback.append(worker.sandbox_note)
+    ready = worker.ready
+    violations = list(audit_violations)
+    if ready.kernels_ref and not any("kernels_ref" in v for v in violations):
+        violations.append("imports kernels_ref (the course's reference kernels): the exercise must be your own code")
+    if ready.status != "ok":
+        msg = runner.where_msg(ready.error or ready.status, sub.where)
+        text = (f"running the submission's code failed: {msg}" if ready.status == "import_error"
+                else f"{msg} (expected {spec.signature})")
+        from autograder.isolation import plain_error
+
+        return _result(spec, False, None, 0.0, violations, [plain_error(msg) or text] + feedback, [])
+
+    verdicts = runner.judge_cases(spec, plan, runner.run_cases(worker, plan), sub.where)
+    violations += runner.rule_violations(spec, verdicts, False, sub.where)
+    feedback += _failure_feedback(spec, verdicts)
+    correct = verdicts.all_ok and not violations
+
+    perf, credit = None, 0.0
     want_time, why_not = timing.should_time(course.ON_GPU, spec.performance)
-    after = plan[-1][0].build(torch.Generator().manual_seed(seed + 1)) if want_time else None
-    job = {"exercise": spec.id, "entry": spec.entry, "source_file": str(source_file),
-           "submission_dir": str(sub.path.parent), "seed": seed, "time": want_time,
-           # poison fresh memory for tensor exercises; probes measured by the learner must run unaltered
-           "poison": spec.judged_on_tensors,
-           "cases": [{"a": a, "b": b} for _, a, b, _, _ in plan], "after": after,
-           "check_seed": (seed + 2) if want_time else None}
-    if spec.entry not in sub.defined:
-        return _result(spec, False, _perf_placeholder(spec), 0.0, [],
-                       [f"{spec.entry}() is not defined in the submission (expected {spec.signature})"], [])
-    run = run_worker(job, workdir, timeout_s, cwd=str(sub.path.parent))
-    feedback = []
-    if run.output_bytes > 1 << 20:
-        feedback.append(f"printed {run.output_bytes / 1e6:.1f} MB of output; the grader kept only the first "
-                        "and last few KB (printing in a graded function slows it down)")
-    if run.problem:
-        return _result(spec, False, _perf_placeholder(spec), 0.0, [], [run.problem] + _tail(run), [])
-    res = run.result
-    if res["status"] != "ok":
-        msg = res["error"] or res["status"]
-        special = plain_error(msg)
-        violations = [legality.judge(spec, [], [], True, sub.where)[0]] if res.get("kernels_ref") else []
-        text = (f"running the submission's code failed: {_where(msg, sub)}" if res["status"] == "import_error"
-                else f"{_where(msg, sub)} (expected {spec.signature})")
-        return _result(spec, False, _perf_placeholder(spec), 0.0, violations,
-                       [special or text] + feedback, [])
-
-    cases, all_ok, first_fail = [], True, None
-    ops, launches, largest = [], [], []
-    for (case, a, b, ref_a, ref_b), (call_a, call_b) in zip(plan, res["calls"]):
-        shape, dtype = correctness.describe_tensor_args(a)
-        ok_a, err_a, msg_a = judge_call(spec, case, a, ref_a, call_a)
-        ok_b, err_b, msg_b = judge_call(spec, case, b, ref_b, call_b)
-        if ok_a and not ok_b and not msg_b.startswith(("raised", "modified")):
-            msg_b = ("wrong on the second call, after the inputs were re-filled in place with new values: "
-                     "a result from an earlier call (cached by pointer or shape?) is returned. " + msg_b)
-        ok = ok_a and ok_b
-        errs = [e for e in (err_a, err_b) if e is not None]
-        cases.append({"case": case.name, "shape": shape, "dtype": dtype,
-                      "max_error": max(errs) if errs else None, "verdict": "ok" if ok else "FAIL"})
-        for call, args in ((call_a, a), (call_b, b)):
-            ops.extend(call["ops"])
-            largest.append((*call.get("largest", (0, None, None)), intermediate_limit(spec, args)))
-            if call["ok"]:  # a call that raised (out of memory, say) launched nothing worth judging
-                launches.append(call["launches"])
-        if not ok:
-            all_ok = False
-            if first_fail is None:
-                first_fail = (case, _where(msg_a or msg_b, sub))
-    violations = legality.judge(spec, ops, launches, res["kernels_ref"], sub.where, largest)
-    if first_fail:
-        case, msg = first_fail
-        feedback.append(f"first failure: {case.name}: {msg}")
-        hint = correctness.hint_for(case, msg)
-        if hint:
-            feedback.append(f"hint: {hint}")
-    correct = all_ok and not violations
-    if violations:
-        feedback.append("correctness points withheld: the submission breaks the exercise's rules (violations above)")
-
-    perf, credit = _perf_placeholder(spec), 0.0
     if spec.performance is not None and not want_time:
         feedback.append(f"{why_not} (0 of {spec.performance_points:g} performance points)")
     elif want_time and correct:
-        perf, credit, timed_ok = _judge_performance(spec, res, seed + 2, feedback, sub)
-        if not timed_ok:
-            correct = False
-        if res.get("after") is not None:
-            ok, _, msg = judge_call(spec, plan[-1][0], after, reference(spec, plan[-1][0], after), res["after"])
-            if not ok:
-                correct, credit = False, 0.0
-                feedback.append(f"wrong after timing, on re-filled inputs: {msg}")
+        perf, credit, timed_ok, notes = time_against_baseline(worker, spec, seed + 2)
+        feedback += notes
+        correct = correct and timed_ok
     elif want_time:
         feedback.append("performance not timed: the output must be correct first")
-    return _result(spec, correct, perf, credit, violations, feedback, cases)
+
+    if correct:  # last: after it no call of the learner's code may be trusted to compute anything
+        null = runner.null_kernel_check(worker, spec, plan)
+        if null:
+            violations.append(null)
+            correct = False
+    if violations:
+        feedback.append("correctness points withheld: the submission breaks the exercise's rules (violations above)")
+    return _result(spec, correct, perf, credit, violations, feedback, verdicts.rows)
 
 
-def _judge_performance(spec, res, check_seed, feedback, sub):
-    """(performance entry, credit, whether the checked timed call was right)."""
-    measured = res.get("perf") or {}
-    if "error" in measured:
-        feedback.append(f"timing failed: {_where(measured['error'], sub)}")
-        return _perf_placeholder(spec), 0.0, True
-    ok, msg = _judge_timed_output(spec, measured, check_seed)
+def static_violations(spec, sub: Submission) -> list[str]:
+    """What the submission's source shows (autograder.audit), each with the learner's line."""
+    try:
+        from autograder import audit
+    except ImportError:
+        return []
+    return [f"{f.message} (at {sub.where(f.line)})" for f in audit.audit_for(spec, sub.source)]
+
+
+def _failure_feedback(spec, verdicts) -> list[str]:
+    if verdicts.first_fail is None:
+        return []
+    case, msg = verdicts.first_fail
+    lines = [f"first failure: {case.name}: {msg}"]
+    hint = correctness.hint_for(case, msg)
+    if hint:
+        lines.append(f"hint: {hint}")
+    return lines
+
+
+def _last_output(session) -> list[str]:
+    out = session.output.strip() if session.reader is not None else ""
+    return [f"last output: {out[-600:]}"] if out else []
+
+
+def _output_notes(session) -> list[str]:
+    notes = []
+    if session.reader is not None and session.output_bytes > 1 << 20:
+        notes.append(f"printed {session.output_bytes / 1e6:.1f} MB of output; the grader kept only the first "
+                     "and last few KB (printing in a graded function slows it down)")
+    return notes
+
+
+# ------------------------------------------------------------------------------------------- performance
+
+def time_against_baseline(worker, spec, seed: int, reps: int = 50, warmup: int = 5, max_seconds: float = 20.0,
+                          open_baseline=None):
+    """(performance entry, credit, whether every checked timed output was right, feedback lines).
+
+    The submission (in ``worker``) and the baseline (a trusted worker of its own) get the same inputs,
+    made here once, and before every call the same fresh values derived from them (``autograder.fresh``),
+    so no call can be answered from a cache; each call is prepared (L2 flushed, free memory poisoned,
+    the device idle) in the worker's own context, then timed from this process as one request: sent, run,
+    every stream waited for, answered. Repetitions are interleaved, medians taken, and an empty call timed
+    the same way in each worker is subtracted. A few of the submission's timed calls, chosen here in
+    secret, have their outputs checked against float64 references afterwards.
+    """
+    perf = spec.performance
+    base_args = perf.inputs(torch.Generator().manual_seed(seed), torch.device("cpu"))
+    rng = random.Random(seed ^ 0x5EED)
+    checked_reps = set(rng.sample(range(warmup, warmup + reps), JUDGED_TIMED_CALLS))
+    shipped = []
+    open_baseline = open_baseline or (lambda: WorkerSession(baseline_job(spec), worker.timeout_s))
+    with open_baseline() as baseline:
+        sessions = {"submission": worker, "baseline": baseline}
+        for s in sessions.values():
+            s.request({"op": "load", "slot": 1, "args": base_args})
+        times = {(name, empty): [] for name in sessions for empty in (False, True)}
+        start = time.perf_counter()
+        for rep in range(warmup + reps):
+            call_seed = rng.getrandbits(31)
+            for (name, empty), series in times.items():
+                s = sessions[name]
+                s.request({"op": "jitter", "slot": 1, "seed": call_seed})
+                s.request({"op": "prepare"})
+                ms, done = s.timed({"op": "call", "slot": 1, "empty": empty})
+                check = name == "submission" and not empty and rep in checked_reps
+                if check:
+                    shipped.append((call_seed, done, s.request({"op": "ship"}, reply=protocol.Shipped)))
+                else:
+                    s.request({"op": "drop"})
+                if rep >= warmup:
+                    series.append(ms)
+            if rep >= warmup + 10 and time.perf_counter() - start > max_seconds:
+                break
+    medians = {name: max(statistics.median(times[(name, False)]) - statistics.median(times[(name, True)]),
+                         1e-3) for name in sessions}
+    ok, msg = judge_timed_outputs(spec, base_args, shipped)
     if not ok:
-        feedback.append("wrong in a timed call (the timed inputs re-filled in place with new values): "
-                        f"{msg}. A result cached by pointer or shape, work left for a later call, or "
-                        "memory returned unwritten: the time does not count and correctness is withdrawn")
-        return _perf_placeholder(spec), 0.0, False
-    peaks = timing.get_peaks()
-    perf = timing.performance_entry(spec.performance, measured["time_ms"], measured["baseline_ms"],
-                                    measured["nbytes"], measured["flops"], peaks)
-    credit = timing.performance_credit(perf["speedup"], spec.performance.threshold, spec.performance.floor)
+        return (None, 0.0, False,
+                ["wrong in a timed call (fresh values, like every call): "
+                 f"{msg}. A result cached by pointer, shape or content, work left for a later call, or memory "
+                 "returned unwritten: the time does not count and correctness is withdrawn"])
+    flops = perf.flops(base_args) if perf.flops else None
+    entry = timing.performance_entry(perf, medians["submission"], medians["baseline"], perf.nbytes(base_args),
+                                     flops, timing.get_peaks())
+    credit = timing.performance_credit(entry["speedup"], perf.threshold, perf.floor)
+    notes = []
     if credit < 1.0:
-        feedback.append(f"performance: speedup {perf['speedup']:.2f} vs {spec.performance.baseline_name}; "
-                        f"full credit from {spec.performance.threshold:g}, none below {spec.performance.floor:g}")
-    return perf, credit, True
+        notes.append(f"performance: speedup {entry['speedup']:.2f} vs {perf.baseline_name}; "
+                     f"full credit from {perf.threshold:g}, none below {perf.floor:g}")
+    return entry, credit, True, notes
 
 
-def _judge_timed_output(spec, measured, check_seed) -> tuple[bool, str]:
-    """The checked timed call's output against the reference on the same inputs, re-made here."""
+def judge_timed_outputs(spec, base_args, shipped) -> tuple[bool, str]:
+    """The checked timed calls' outputs against float64 references on the same fresh values, made here."""
     import course
 
+    from autograder.fresh import jittered_args
+
     if not spec.judged_on_tensors or spec.reference is None:
-        return True, ""  # not a tensor exercise: nothing a cache could fake
-    if "checked_output" not in measured:
-        return False, "the timed call's output did not come back"
-    args = spec.performance.inputs(torch.Generator().manual_seed(check_seed), course.DEVICE)
-    with torch.no_grad():
-        ref = spec.reference(*args)
-    ok, _, msg = correctness.compare_outputs(measured["checked_output"], ref,
-                                             correctness.expected_dtypes(args, ref, spec), spec)
-    return ok, msg
-
-
-def _perf_placeholder(spec):
-    return timing.not_graded_entry(spec.performance) if spec.performance is not None else None
-
-
-def _where(msg: str, sub: Submission) -> str:
-    """Turn the worker's '[line N]' into 'cell 7, line 3' for notebooks."""
-    import re
-
-    return re.sub(r"\[line (\d+)\]", lambda m: f"(at {sub.where(int(m.group(1)))})", msg or "")
-
-
-def _tail(run) -> list:
-    out = run.output.strip()
-    return [f"last output: {out[-600:]}"] if out else []
+        return True, ""
+    for call_seed, done, out in shipped:
+        if not done.ok:
+            return False, f"raised {done.error}"
+        args = tuple(a.to(course.DEVICE) if isinstance(a, torch.Tensor) else a
+                     for a in jittered_args(base_args, call_seed))
+        with torch.no_grad():
+            ref = spec.reference(*args)
+        ok, _, msg = correctness.compare_outputs(out.output, ref, correctness.expected_dtypes(args, ref, spec), spec)
+        if not ok:
+            return False, msg
+    return True, ""

@@ -1,11 +1,10 @@
-"""Guarantee 3: every graded exercise runs in a fresh worker process with a time limit.
+"""Isolation (docs/GUARANTEES.md, 3): every graded exercise runs in a fresh worker process with a deadline.
 
-The grading process writes the job (inputs made here) to a file, starts
-``python -m autograder.worker JOB RESULT`` in its own process group with AUTOGRADER_WORKER=1, reads
-its output through a pipe keeping only a capped head and tail (a flood of prints cannot exhaust
-memory), kills the whole group at the time limit, and loads the result with weights_only=True.
-Whatever happens in there (crash, hang, sys.exit/os._exit, out of memory, a sticky CUDA error) ends
-as a ``WorkerRun`` with a message in plain words; it never raises into the grader.
+``WorkerSession`` starts ``python -m autograder.worker FD`` in its own process group with
+AUTOGRADER_WORKER=1 and a socket to talk over (``autograder.protocol``), reads its output through a pipe
+keeping only a capped head and tail (a flood of prints cannot exhaust memory), kills the whole group at the
+deadline or at the end. Whatever happens in there (crash, hang, sys.exit/os._exit, out of memory, a sticky
+CUDA error) ends as ``WorkerGone`` with a message in plain words.
 """
 from __future__ import annotations
 
@@ -15,29 +14,10 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 HEAD_BYTES = 8192
 TAIL_BYTES = 4096
-
-
-@dataclass
-class WorkerRun:
-    result: dict | None
-    returncode: int | None
-    timed_out: bool
-    output_head: str
-    output_tail: str
-    output_bytes: int
-    seconds: float
-    problem: str | None = None  # plain words, when the worker produced no usable result
-
-    @property
-    def output(self) -> str:
-        if self.output_bytes <= HEAD_BYTES + TAIL_BYTES:
-            return self.output_head + self.output_tail
-        return f"{self.output_head}\n[... {self.output_bytes - HEAD_BYTES - TAIL_BYTES} bytes left out ...]\n{self.output_tail}"
 
 
 class _CappedReader(threading.Thread):
@@ -62,50 +42,6 @@ class _CappedReader(threading.Thread):
                 self.tail = (self.tail + chunk)[-TAIL_BYTES:]
 
 
-def run_worker(job: dict, workdir: Path, timeout_s: float, cwd: str | None = None) -> WorkerRun:
-    import torch
-
-    workdir = Path(workdir)
-    job_path, result_path = workdir / "job.pt", workdir / "result.pt"
-    for stale in (result_path, workdir / "result.pt.tmp"):
-        if stale.exists():
-            stale.unlink()
-    torch.save(job, job_path)
-    env = dict(os.environ, AUTOGRADER_WORKER="1", PYTHONUNBUFFERED="1", PYTHONWARNINGS="ignore")
-    # The worker must import this very autograder (and course) whatever its working directory is.
-    root = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-    start = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "autograder.worker", str(job_path), str(result_path)],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            env=env, cwd=cwd, start_new_session=True)
-    reader = _CappedReader(proc.stdout)
-    reader.start()
-    timed_out = False
-    try:
-        proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        _kill_group(proc)
-    finally:
-        if proc.poll() is None:
-            _kill_group(proc)
-    reader.join(timeout=10)
-    seconds = time.monotonic() - start
-    head = reader.head.decode("utf-8", "replace")
-    tail = reader.tail.decode("utf-8", "replace")
-    result = None
-    if not timed_out and result_path.exists():
-        try:
-            result = torch.load(result_path, weights_only=True)
-        except Exception as exc:  # noqa: BLE001
-            result = None
-            head += f"\n[grader: the result file could not be read: {exc}]"
-    run = WorkerRun(result, proc.returncode, timed_out, head, tail, reader.total, seconds)
-    run.problem = explain(run, timeout_s)
-    return run
-
-
 def _kill_group(proc):
     try:
         os.killpg(proc.pid, signal.SIGKILL)  # the worker and anything it started
@@ -128,16 +64,12 @@ def plain_error(text: str) -> str:
     return ""
 
 
-def explain(run: WorkerRun, timeout_s: float) -> str | None:
-    if run.timed_out:
-        return (f"did not finish within the time limit of {timeout_s:.0f} s and was stopped "
-                "(an endless loop, or waiting for something that never happens?)")
-    if run.result is not None:
-        return None
-    rc = run.returncode
-    special = plain_error(run.output_tail + run.output_head)
+def explain_exit(returncode: int | None, output: str) -> str:
+    """Plain words for a worker that went away without answering."""
+    special = plain_error(output)
     if special:
         return special
+    rc = returncode
     if rc is not None and rc < 0:
         sig = -rc
         name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
@@ -145,6 +77,163 @@ def explain(run: WorkerRun, timeout_s: float) -> str | None:
             return "the process was killed (SIGKILL), most likely for using too much memory"
         if sig == signal.SIGSEGV:
             return "crashed with a segmentation fault (an invalid memory access)"
+        if sig == signal.SIGABRT:
+            return ("crashed (aborted): under the Triton interpreter an unmasked load or store past the end of a "
+                    "tensor does this; is every tl.load and tl.store masked?")
         return f"crashed (signal {name})"
     return (f"ended the process before returning a result (exit code {rc}): does the code call sys.exit(), "
             "os._exit() or exit()?")
+
+
+def timeout_message(timeout_s: float) -> str:
+    return (f"did not finish within the time limit of {timeout_s:.0f} s and was stopped "
+            "(an endless loop, or waiting for something that never happens?)")
+
+
+class WorkerGone(Exception):
+    """The worker crashed, hung or exited; ``str(exc)`` says so in plain words."""
+
+
+class Session:
+    """A channel to one worker with a deadline: ``request`` and ``timed`` for the grading side.
+
+    Subclasses start the worker (``WorkerSession``: a fresh process; ``ForkSession``: a forked child of
+    a notebook's kernel) and say how it went away (``gone_message``)."""
+
+    timeout_s: float
+    deadline: float
+    sock = None
+    reader = None
+    sandbox_note = None
+
+    def request(self, req: dict, reply=None):
+        """Send ``req``; return the reply (rebuilt as the ``reply`` dataclass), or raise WorkerGone."""
+        from autograder import protocol
+
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            self.stop()
+            raise WorkerGone(timeout_message(self.timeout_s))
+        try:
+            self.sock.settimeout(remaining)
+            protocol.send(self.sock, req)
+            msg = protocol.recv(self.sock)
+        except (TimeoutError, OSError, protocol.ChannelClosed) as exc:
+            timed_out = isinstance(exc, TimeoutError) or time.monotonic() >= self.deadline
+            message = timeout_message(self.timeout_s) if timed_out else self.gone_message()
+            self.stop()
+            raise WorkerGone(message) from None
+        if isinstance(msg, dict) and msg.get("type") == "error":
+            raise RuntimeError(f"the worker could not serve {req.get('op')!r}: {msg.get('error')}")
+        if reply is None:
+            return msg
+        got = protocol.from_wire(msg)
+        if not isinstance(got, reply):
+            raise WorkerGone(f"the worker answered {type(got).__name__} where {reply.__name__} was due")
+        return got
+
+    def timed(self, req: dict):
+        """(milliseconds by this process's clock, reply) of one request: the clock is outside the worker."""
+        from autograder import protocol
+
+        t0 = time.perf_counter()
+        done = self.request(req, reply=protocol.CallDone)
+        return (time.perf_counter() - t0) * 1e3, done
+
+    def say_bye(self):
+        from autograder import protocol
+
+        try:
+            self.sock.settimeout(2.0)
+            protocol.send(self.sock, {"op": "bye"})
+        except Exception:  # noqa: BLE001  (already gone)
+            pass
+
+    # ---------------------------------------------------------------- output
+    @property
+    def output_bytes(self) -> int:
+        return self.reader.total if self.reader else 0
+
+    @property
+    def output(self) -> str:
+        if self.reader is None:
+            return ""
+        head = self.reader.head.decode("utf-8", "replace")
+        tail = self.reader.tail.decode("utf-8", "replace")
+        if self.reader.total <= HEAD_BYTES + TAIL_BYTES:
+            return head + tail
+        return f"{head}\n[... {self.reader.total - HEAD_BYTES - TAIL_BYTES} bytes left out ...]\n{tail}"
+
+
+class WorkerSession(Session):
+    """One worker process and its channel: started, asked, and always stopped (``with`` block).
+
+    The worker runs in its own process group (killed whole at the end or at the deadline), with its
+    output read through a pipe keeping only a capped head and tail, inside a sandbox where the platform
+    has one. Every request has the session's deadline: a hang costs this exercise only.
+    """
+
+    def __init__(self, job: dict, timeout_s: float, cwd: str | None = None, scratch: str | None = None):
+        self.job, self.timeout_s, self.cwd, self.scratch = job, timeout_s, cwd, scratch
+        self.proc = None
+
+    def __enter__(self):
+        import socket
+
+        from autograder import protocol
+
+        parent, child = socket.socketpair()
+        env = dict(os.environ, AUTOGRADER_WORKER="1", PYTHONUNBUFFERED="1", PYTHONWARNINGS="ignore")
+        # The worker must import this very autograder (and course) whatever its working directory is.
+        root = str(Path(__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+        argv = [sys.executable, "-m", "autograder.worker", str(child.fileno())]
+        argv, self.sandbox_note = _sandboxed(argv, self.scratch)
+        self.deadline = time.monotonic() + self.timeout_s
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, env=env, cwd=self.cwd, start_new_session=True,
+                                     pass_fds=(child.fileno(),))
+        child.close()
+        self.sock = parent
+        self.reader = _CappedReader(self.proc.stdout)
+        self.reader.start()
+        try:
+            self.ready = self.request(self.job, reply=protocol.Ready)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            if self.proc.poll() is None:
+                self.say_bye()
+                self.proc.wait(timeout=5)
+        except Exception:  # noqa: BLE001
+            pass
+        finally:
+            self.stop()
+            self.sock.close()
+        return False
+
+    def stop(self):
+        _kill_group(self.proc)
+        self.reader.join(timeout=10)
+
+    def gone_message(self) -> str:
+        """Why the channel closed: the worker's exit, waited for (briefly) before anything is killed."""
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            return "stopped answering the grader (its channel closed while it kept running)"
+        self.reader.join(timeout=5)
+        return explain_exit(self.proc.returncode, self.output)
+
+
+def _sandboxed(argv, scratch):
+    """The worker's command line inside a sandbox where the platform has one (autograder.sandbox)."""
+    try:
+        from autograder.sandbox import sandbox_argv
+    except ImportError:
+        return argv, None
+    return sandbox_argv(argv, scratch) if scratch else (argv, None)

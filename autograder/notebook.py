@@ -1,108 +1,220 @@
-"""``check(id, fn)``: instant feedback in the learner's own notebook process.
+"""``check(id, fn)``: instant feedback in the learner's own notebook.
 
-Runs the exercise's public cases on fn (fresh random inputs, the same judging as the grader: float64
-reference, dtype/shape, NaN, unmodified inputs, a second call on re-filled inputs, the allowed torch
-operators and the Triton launch count), prints a table (case, shape, dtype, max error, verdict) and a
-hint on the first failure, times the kernel against its baseline on a GPU, and returns True/False.
-Inside a grading worker (AUTOGRADER_WORKER=1) it does nothing and returns True: the worker grades.
+It runs the exercise's public cases through the grader's own call loop and judging (``autograder.runner``:
+fresh random inputs, float64 references, dtype/shape, NaN, unmodified inputs, a second call on re-filled
+inputs, the operators the exercise allows and the Triton launch count), prints a table (case, shape,
+dtype, max error, verdict) and a hint on the first failure, times the kernel against its baseline on a
+GPU, and returns True/False. The public cases include a small case of every family the grade uses, so a
+PASSED predicts the grade's correctness verdict.
+
+Without a GPU the calls run in a forked child of the notebook's kernel: a kernel that crashes the
+Triton interpreter (an unmasked load or store) ends the child, not the learner's session, and ``check``
+says what happened. On a GPU they run in the kernel's own process (CUDA cannot be forked); a sticky CUDA
+error is reported in plain words, with the advice to restart the kernel.
 
 It is feedback, not a grade: it runs in the learner's process, so only the isolated grader is trusted.
+Inside a grading worker (AUTOGRADER_WORKER=1) it does nothing and returns True: the worker grades.
 """
 from __future__ import annotations
 
 import os
+import socket
+import sys
+import time
 
-import torch
+from autograder.isolation import HEAD_BYTES, Session, WorkerGone, _CappedReader, explain_exit
+
+
+class ForkSession(Session):
+    """The call loop in a forked child of this process: it has the learner's function already."""
+
+    def __init__(self, fn, poison: bool, timeout_s: float):
+        self.fn, self.poison, self.timeout_s = fn, poison, timeout_s
+        self.pid = None
+
+    def __enter__(self):
+        parent, child = socket.socketpair()
+        read_fd, write_fd = os.pipe()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns
+            parent.close()
+            os.close(read_fd)
+            _child_main(self.fn, self.poison, child, write_fd)
+        child.close()
+        os.close(write_fd)
+        self.pid, self.sock, self.status = pid, parent, None
+        self.deadline = time.monotonic() + self.timeout_s
+        self.reader = _CappedReader(os.fdopen(read_fd, "rb", buffering=0))
+        self.reader.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self.status is None:
+            self.say_bye()
+        self.stop()
+        self.sock.close()
+        return False
+
+    def stop(self):
+        if self.status is None:
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+                if pid:
+                    self.status = status
+                    break
+                time.sleep(0.02)
+            else:
+                os.kill(self.pid, 9)
+                _, self.status = os.waitpid(self.pid, 0)
+        self.reader.join(timeout=5)
+
+    def gone_message(self) -> str:
+        self.stop()  # waits for the child's own exit first
+        code = os.waitstatus_to_exitcode(self.status)
+        return explain_exit(code, self.output)
+
+
+def _child_main(fn, poison, sock, out_fd):
+    """Serve the call loop; the learner's prints go to a pipe the notebook shows."""
+    code = 1
+    try:
+        os.dup2(out_fd, 1)
+        os.dup2(out_fd, 2)
+        # The notebook's own stdout talks to Jupyter over sockets this child must not touch.
+        sys.stdout = open(1, "w", buffering=1, closefd=False)
+        sys.stderr = open(2, "w", buffering=1, closefd=False)
+        import torch
+
+        torch.set_num_threads(1)  # OpenMP's thread pool does not survive fork(): one thread is safe
+        from autograder.worker import Worker, serve
+
+        serve(Worker(fn, None, poison), sock)
+        code = 0
+    finally:
+        os._exit(code)
+
+
+class InProcessSession(Session):
+    """The call loop in this very process (on a GPU: CUDA cannot be forked)."""
+
+    def __init__(self, fn, poison: bool, timeout_s: float):
+        from autograder.worker import Worker
+
+        self.worker = Worker(fn, None, poison)
+        self.timeout_s = timeout_s
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.worker.restore()
+        return False
+
+    def request(self, req: dict, reply=None):
+        from autograder import protocol
+
+        msg = self.worker.handle(req)
+        return protocol.from_wire(msg) if reply is not None else msg
+
+    def stop(self):
+        pass
+
+
+def local_session(fn, spec):
+    import course
+
+    poison = spec.judged_on_tensors
+    if course.ON_GPU or not hasattr(os, "fork"):
+        return InProcessSession(fn, poison, spec.timeout_s)
+    return ForkSession(fn, poison, spec.timeout_s)
 
 
 def check(exercise_id: str, fn, quick: bool = False, show: bool = True) -> bool:
     if os.environ.get("AUTOGRADER_WORKER") == "1":
         return True
     import course
-    import torch.utils.deterministic
 
-    from autograder import correctness, legality, specs, timing
-    from autograder.grading import intermediate_limit, judge_call, make_plan
-    from autograder.probes import materialize
+    from autograder import runner, specs
     from autograder.specs.base import fresh_seed
-    from autograder.worker import ship
 
     spec = specs.get(exercise_id)
-    legality.install_launch_counter()
-    plan = [p for p in make_plan(spec, quick, fresh_seed()) if p[0].public]
-    rows, ops, launches, largest, first_fail = [], [], [], [], None
-    saved = (torch.are_deterministic_algorithms_enabled(), torch.utils.deterministic.fill_uninitialized_memory)
-    if spec.judged_on_tensors:  # as in the worker: probes the learner measures (02's profilers) run unaltered
-        torch.use_deterministic_algorithms(True, warn_only=True)
-        torch.utils.deterministic.fill_uninitialized_memory = True  # outputs never written read as NaN
+    plan = runner.make_plan(spec, quick, fresh_seed(), public_only=True)
+    where = lambda line: f"line {line} of your code"  # noqa: E731
+    session = local_session(fn, spec)
     try:
-        for case, a, b, ref_a, ref_b in plan:
-            verdicts, errs, msg = [], [], ""
-            args = tuple(x.to(course.DEVICE) if isinstance(x, torch.Tensor) else x for x in materialize(a))
-            for inputs, ref in ((a, ref_a), (b, ref_b)):
-                if inputs is b:  # same tensors, new values: a cached answer now shows
-                    fresh = materialize(b)
-                    with torch.no_grad():
-                        for x, y in zip(args, fresh):
-                            if isinstance(x, torch.Tensor):
-                                x.copy_(y)
-                    args = tuple(x if isinstance(x, torch.Tensor) else y for x, y in zip(args, fresh))
-                rec = legality.OpRecorder(None)
-                legality.reset_launches()
-                entry = {"ok": True, "error": None}
-                try:
-                    with rec:
-                        entry["output"] = ship(fn(*args))
-                    course.synchronize()
-                except Exception as exc:  # noqa: BLE001
-                    entry.update(ok=False, error=f"{type(exc).__name__}: {exc}")
-                entry["inputs_after"] = ship(list(args))
-                ops.extend(rec.records())
-                largest.append((*rec.largest, intermediate_limit(spec, args)))
-                launches.append(legality.launches())
-                ok, err, m = judge_call(spec, case, inputs, ref, entry)
-                verdicts.append(ok)
-                if err is not None:
-                    errs.append(err)
-                msg = msg or m
-            shape, dtype = correctness.describe_tensor_args(a)
-            ok = all(verdicts)
-            rows.append((case.name, shape, dtype, max(errs) if errs else None, "ok" if ok else "FAIL"))
-            if not ok and first_fail is None:
-                first_fail = (case, msg)
-    finally:
-        torch.use_deterministic_algorithms(saved[0], warn_only=True)
-        torch.utils.deterministic.fill_uninitialized_memory = saved[1]
-    violations = legality.judge(spec, ops, launches, False, lambda line: f"line {line} of your code", largest)
-    passed = first_fail is None and not violations
+        with session:
+            runs = runner.run_cases(session, plan)
+    except WorkerGone as gone:
+        if show:
+            _print_output(session)
+            print(f"check({exercise_id!r}) stopped: {gone}")
+            print("  NOT YET: see above")
+        return False
+    except Exception as exc:  # noqa: BLE001  (on a GPU the calls run here: a CUDA error lands here)
+        if show:
+            from autograder.isolation import plain_error
+
+            print(f"check({exercise_id!r}) stopped: {plain_error(str(exc)) or f'{type(exc).__name__}: {exc}'}")
+            if course.ON_GPU and plain_error(str(exc)):
+                print("  This CUDA error poisons the whole process: restart the kernel, fix the kernel, run again.")
+            print("  NOT YET: see above")
+        return False
+    verdicts = runner.judge_cases(spec, plan, runs, where)
+    violations = runner.rule_violations(spec, verdicts, False, where)
+    passed = verdicts.all_ok and not violations
     if show:
-        print(f"check({exercise_id!r}): {len(rows)} public cases on {course.describe()}")
-        print(f"  {'case':<42} {'shape':>14} {'dtype':>9} {'max error':>10}  verdict")
-        for name, shape, dtype, err, verdict in rows:
-            e = "-" if err is None else f"{err:.3g}"
-            print(f"  {name[:42]:<42} {shape[:14]:>14} {dtype:>9} {e:>10}  {verdict}")
-        for v in violations:
-            print(f"  violation: {v}")
-        if first_fail:
-            case, msg = first_fail
-            print(f"  first failure: {case.name}: {msg}")
-            hint = correctness.hint_for(case, msg)
-            if hint:
-                print(f"  hint: {hint}")
-    if passed and spec.performance is not None and show:
-        want, why = timing.should_time(course.ON_GPU, spec.performance)
-        if want:
-            perf = spec.performance
-            args = perf.inputs(torch.Generator().manual_seed(fresh_seed()), course.DEVICE)
-            med = timing.time_interleaved({"yours": fn, "baseline": perf.baseline}, args, reps=20)
-            entry = timing.performance_entry(perf, med["yours"], med["baseline"], perf.nbytes(args),
-                                             perf.flops(args) if perf.flops else None, timing.get_peaks())
-            ach = entry["achieved"]
-            print(f"  performance: {med['yours']:.4g} ms vs {perf.baseline_name} {med['baseline']:.4g} ms, "
-                  f"speedup {entry['speedup']:.2f} (full credit from {perf.threshold:g}); "
-                  f"{ach['value']:.4g} {ach['unit']}")
-        else:
-            print(f"  ({why})")
-    if show:
+        _print_output(session)
+        _print_table(exercise_id, verdicts, violations, course.describe())
+        if passed and spec.performance is not None:
+            _print_performance(spec, fn)
         print("  PASSED" if passed else "  NOT YET: see above")
     return passed
+
+
+def _print_output(session):
+    out = session.output.strip()
+    if out:
+        print(f"your function printed:\n{out[-HEAD_BYTES:]}")
+
+
+def _print_table(exercise_id, verdicts, violations, device):
+    from autograder.correctness import hint_for
+
+    print(f"check({exercise_id!r}): {len(verdicts.rows)} public cases on {device}")
+    print(f"  {'case':<42} {'shape':>14} {'dtype':>9} {'max error':>10}  verdict")
+    for r in verdicts.rows:
+        e = "-" if r["max_error"] is None else f"{r['max_error']:.3g}"
+        print(f"  {r['case'][:42]:<42} {r['shape'][:14]:>14} {r['dtype']:>9} {e:>10}  {r['verdict']}")
+    for v in violations:
+        print(f"  violation: {v}")
+    if verdicts.first_fail:
+        case, msg = verdicts.first_fail
+        print(f"  first failure: {case.name}: {msg}")
+        hint = hint_for(case, msg)
+        if hint:
+            print(f"  hint: {hint}")
+
+
+def _print_performance(spec, fn):
+    import course
+    import torch
+
+    from autograder import timing
+    from autograder.specs.base import fresh_seed
+    from measure.timer import time_interleaved
+
+    want, why = timing.should_time(course.ON_GPU, spec.performance)
+    if not want:
+        print(f"  ({why})")
+        return
+    perf = spec.performance
+    args = perf.inputs(torch.Generator().manual_seed(fresh_seed()), course.DEVICE)
+    med = time_interleaved({"yours": fn, "baseline": perf.baseline}, args, reps=20)
+    entry = timing.performance_entry(perf, med["yours"], med["baseline"], perf.nbytes(args),
+                                     perf.flops(args) if perf.flops else None, timing.get_peaks())
+    ach = entry["achieved"]
+    print(f"  performance: {med['yours']:.4g} ms vs {perf.baseline_name} {med['baseline']:.4g} ms, "
+          f"speedup {entry['speedup']:.2f} (full credit from {perf.threshold:g}); {ach['value']:.4g} {ach['unit']}")

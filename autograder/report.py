@@ -1,4 +1,4 @@
-"""Results as a readable report and as the JSON object of DESIGN.md, written atomically (guarantee 6).
+"""Results as a readable report and as the JSON report object of docs/CONTRACTS.md (written atomically).
 
 JSON: {"submission", "device", "exercises": [{"id", "score" (0..1, of this exercise's points),
 "points" (the exercise's points), "correct", "performance", "violations", "feedback"}],
@@ -6,11 +6,7 @@ JSON: {"submission", "device", "exercises": [{"id", "score" (0..1, of this exerc
 """
 from __future__ import annotations
 
-import json
-import math
-import os
-import tempfile
-from pathlib import Path
+from measure.files import write_json_atomic  # noqa: F401  (the CLI writes reports with it)
 
 EXERCISE_KEYS = ("id", "score", "points", "correct", "performance", "violations", "feedback")
 
@@ -19,34 +15,6 @@ def to_json(result: dict) -> dict:
     exercises = [{k: ex[k] for k in EXERCISE_KEYS} for ex in result["exercises"]]
     return {"submission": result["submission"], "device": result["device"], "exercises": exercises,
             "total": result["total"], "max_total": result["max_total"]}
-
-
-def write_json_atomic(path, obj) -> None:
-    """Write JSON to a temporary file in the same folder, then rename over ``path``: readers see the old
-    file or the new one, never a half-written one, even if this process dies mid-write."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(obj, fh, indent=2, allow_nan=False, default=_plain)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-def _plain(obj):
-    return str(obj)
-
-
-def finite_or_none(x):
-    return x if isinstance(x, (int, float)) and math.isfinite(x) else None
 
 
 def _fmt(x, digits=3):

@@ -1,19 +1,24 @@
-"""The grading worker: ``python -m autograder.worker JOB RESULT``, one fresh interpreter per exercise.
+"""A grading worker: ``python -m autograder.worker FD``, one fresh interpreter per graded exercise.
 
-It only *runs* the learner's code and ships raw outputs back; it never sees a reference output and
-judges nothing (the grading process does, guarantee 3). For each case it calls the entry point on the
-grader's inputs A, re-fills those same input tensors in place with inputs B and calls again (a result
-cached by pointer or shape answers B with A's output: guarantee 4), recording torch operators and
-Triton launches during each call (guarantee 2). Fresh memory is poisoned: with
-``fill_uninitialized_memory`` every torch.empty holds NaN, so an output element the kernel never
-wrote cannot pass. On a GPU it then times the kernel against the baseline (guarantee 5) and calls it
-once more on re-filled inputs.
+It holds the code under test (the learner's entry point, or a trusted baseline timed through the same
+path) and answers the requests of ``autograder.protocol`` on the socket ``FD``. It judges nothing and
+times nothing: the grading process makes the inputs, reads the clock from outside and compares the
+outputs with float64 references. Every call is made the same way (``Worker.call``): with the operator
+recorder and the launch counter on (they name the learner's lines in feedback; no verdict rests on what
+they report), every stream waited for before the reply. Memory the call did not write reads as NaN: on
+the CPU through ``fill_uninitialized_memory`` (no timing there), on a GPU by poisoning the allocator's
+free blocks while preparing a call, outside any timed window.
+
+``serve(fn, sock)`` is the same loop for ``check()`` in a notebook, on a forked child of its kernel.
 """
 from __future__ import annotations
 
 import os
+import socket
 import sys
 import traceback
+
+from autograder import protocol
 
 
 def ship(obj):
@@ -26,20 +31,17 @@ def ship(obj):
         return [ship(o) for o in obj] if isinstance(obj, list) else tuple(ship(o) for o in obj)
     if obj is None or isinstance(obj, (bool, int, float, str)):
         return obj
-    try:
-        import numbers
+    import numbers
 
-        if isinstance(obj, numbers.Integral):
-            return int(obj)
-        if isinstance(obj, numbers.Real):
-            return float(obj)
-    except Exception:
-        pass
+    if isinstance(obj, numbers.Integral):
+        return int(obj)
+    if isinstance(obj, numbers.Real):
+        return float(obj)
     return {"__unsupported__": type(obj).__name__}
 
 
-def describe_error(exc: BaseException, source_file: str, where=None) -> str:
-    """'ValueError: msg (at line N)': the learner's deepest line in the traceback, not the grader's."""
+def describe_error(exc: BaseException, source_file: str | None) -> str:
+    """'ValueError: msg [line N]': the learner's deepest line in the traceback, not the grader's."""
     if isinstance(exc, SystemExit):
         text = f"called sys.exit({exc.code!r})"
     elif isinstance(exc, KeyboardInterrupt):
@@ -53,170 +55,218 @@ def describe_error(exc: BaseException, source_file: str, where=None) -> str:
     return text if line is None else f"{text} [line {line}]"
 
 
-def main(argv) -> int:
-    job_path, result_path = argv[1], argv[2]
-    os.environ["AUTOGRADER_WORKER"] = "1"
-    import course
+def poison_free_cuda_memory() -> None:
+    """Overwrite the allocator's cached free blocks with 0xFF bytes (NaN in every float dtype), so an
+    output allocated from them and never written cannot hold an earlier answer. One request per free
+    block, largest first, all held at once: each lands in a free block (best fit) rather than new memory."""
     import torch
 
-    from autograder import legality, probes
-    from autograder.specs import get
+    held = []
+    try:
+        sizes = sorted((b["size"] for seg in torch.cuda.memory_snapshot() for b in seg["blocks"]
+                        if b["state"] == "inactive"), reverse=True)
+        for size in sizes:
+            held.append(torch.empty(size, dtype=torch.uint8, device="cuda"))
+        for t in held:
+            t.fill_(0xFF)
+    except Exception:  # noqa: BLE001  (a second line of defence: outputs are judged on fresh values anyway)
+        pass
+    del held
 
-    save, replace = torch.save, os.replace  # taken before any learner code can patch them
-    job = torch.load(job_path, weights_only=True)
-    spec = get(job["exercise"])
-    source_file = job["source_file"]
-    result = {"status": "ok", "calls": [], "kernels_ref": False, "error": None, "perf": None, "after": None}
 
-    def finish():
-        tmp = result_path + ".tmp"
-        save(result, tmp)
-        replace(tmp, result_path)
+class Worker:
+    """The code under test and the state the requests act on (argument slots, the last output)."""
 
-    legality.install_launch_counter()
-    watch = legality.KernelsRefWatch().install()
-    sys.path.insert(0, os.path.dirname(job["submission_dir"] + "/"))
-    if job.get("poison", True):
-        # Every torch.empty / empty_like now holds NaN (ints: their max): never-written outputs show.
+    def __init__(self, fn, source_file: str | None, poison: bool):
+        import course
+        import torch
+
+        from autograder import legality
+
+        self.fn, self.source_file, self.poison = fn, source_file, poison
+        self.on_gpu = course.ON_GPU
+        self.device = course.DEVICE
+        self.slots: dict[int, tuple] = {}
+        self.bases: dict[int, tuple] = {}   # a slot's values as loaded: fresh values derive from them
+        self.last = None
+        self.flush = None
+        self.torch, self.legality = torch, legality
+        legality.install_launch_counter()
         import torch.utils.deterministic
 
-        torch.use_deterministic_algorithms(True, warn_only=True)
-        torch.utils.deterministic.fill_uninitialized_memory = True
+        self._saved = (torch.are_deterministic_algorithms_enabled(),
+                       torch.utils.deterministic.fill_uninitialized_memory)
+        if poison and not self.on_gpu:
+            # Every torch.empty / empty_like now holds NaN (ints: their max): never-written outputs show.
+            torch.use_deterministic_algorithms(True, warn_only=True)
+            torch.utils.deterministic.fill_uninitialized_memory = True
 
+    def restore(self) -> None:
+        """Undo the process-wide switches (for a worker that lives in a learner's notebook process)."""
+        import torch.utils.deterministic
+
+        self.torch.use_deterministic_algorithms(self._saved[0], warn_only=True)
+        torch.utils.deterministic.fill_uninitialized_memory = self._saved[1]
+
+    # ---------------------------------------------------------------- requests
+    def handle(self, req: dict):
+        op = req["op"]
+        if op == "load":
+            self.slots[req["slot"]] = self._to_device(req["args"])
+            self.bases.pop(req["slot"], None)
+        elif op == "refill":
+            self._refill(req["slot"], req["args"])
+        elif op == "jitter":
+            self._jitter(req["slot"], req["seed"])
+        elif op == "prepare":
+            self._prepare()
+        elif op == "call":
+            return protocol.to_wire(self.call(self.slots[req["slot"]], empty=req.get("empty", False)))
+        elif op == "ship":
+            out, args = self.last
+            return protocol.to_wire(protocol.Shipped(ship(out), ship(list(args))))
+        elif op == "drop":
+            self.last = None
+        elif op == "nullify":
+            from autograder.legality import disable_triton_launches
+
+            disable_triton_launches()
+        else:
+            raise ValueError(f"unknown request {op!r}")
+        return {"type": "ack"}
+
+    def call(self, args: tuple, empty: bool = False) -> protocol.CallDone:
+        """The one way the code under test is called."""
+        rec = self.legality.OpRecorder(self.source_file)
+        self.legality.reset_launches()
+        done = protocol.CallDone(ok=True)
+        out = None
+        try:
+            with rec:
+                out = None if empty else self.fn(*args)
+            self._sync()
+        except BaseException as exc:  # noqa: BLE001  (sys.exit inside the call is the learner's, not ours)
+            done.ok, done.error = False, describe_error(exc, self.source_file)
+        done.ops, done.largest, done.launches = rec.records(), list(rec.largest), self.legality.launches()
+        self.last = (out, args)
+        return done
+
+    # ---------------------------------------------------------------- helpers
+    def _to_device(self, args) -> tuple:
+        from autograder.probes import materialize
+
+        torch = self.torch
+        return tuple(a.to(self.device) if isinstance(a, torch.Tensor) else a for a in materialize(args))
+
+    def _refill(self, slot: int, values) -> None:
+        """Same tensors (same pointers, shapes, strides), new values: a cache keyed on them now lies."""
+        from autograder.probes import materialize
+
+        torch = self.torch
+        fresh = materialize(values)
+        old = self.slots[slot]
+        with torch.no_grad():
+            for a, b in zip(old, fresh):
+                if isinstance(a, torch.Tensor):
+                    a.copy_(b)
+        self.slots[slot] = tuple(a if isinstance(a, torch.Tensor) else b for a, b in zip(old, fresh))
+
+    def _jitter(self, slot: int, seed: int) -> None:
+        """Fresh values in the slot's own tensors (same pointers), derived from its base and ``seed``."""
+        from autograder.fresh import jittered_args
+
+        torch = self.torch
+        args = self.slots[slot]
+        if slot not in self.bases:
+            self.bases[slot] = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
+        with torch.no_grad():
+            for a, new in zip(args, jittered_args(self.bases[slot], seed)):
+                if isinstance(a, torch.Tensor) and a.is_floating_point():
+                    a.copy_(new)
+
+    def _prepare(self) -> None:
+        if not self.on_gpu:
+            return
+        from measure.timer import l2_flush_buffer
+
+        if self.flush is None:
+            self.flush = l2_flush_buffer()
+        self.last = None
+        if self.poison:
+            poison_free_cuda_memory()
+        self.flush.zero_()
+        self.torch.cuda.synchronize()
+
+    def _sync(self) -> None:
+        if self.on_gpu:
+            self.torch.cuda.synchronize()  # every stream: side-stream work is part of the call
+
+
+def serve(worker: Worker, sock: socket.socket) -> None:
+    """Answer requests until ``bye`` or until the grading process goes away."""
+    while True:
+        try:
+            req = protocol.recv(sock)
+        except protocol.ChannelClosed:
+            return
+        if req.get("op") == "bye":
+            return
+        try:
+            reply = worker.handle(req)
+        except Exception as exc:  # noqa: BLE001  (a grader-side failure: say so and go on)
+            reply = {"type": "error", "error": f"{type(exc).__name__}: {exc}"}
+        protocol.send(sock, reply)
+
+
+def load_entry(job: dict):
+    """(fn or None, Ready): the learner's entry point from its source file, or a spec's baseline."""
+    from autograder import legality
+    from autograder.specs import get
+
+    spec = get(job["exercise"])
+    if job["code"] == "baseline":
+        return spec.performance.baseline, protocol.Ready("ok")
+    source_file = job["source_file"]
+    watch = legality.KernelsRefWatch().install()
+    sys.path.insert(0, job["submission_dir"])
     import types
 
     module = types.ModuleType("submission")
     module.__file__ = source_file
     sys.modules["submission"] = module
+    import builtins
+
+    saved_builtins = dict(builtins.__dict__)
     try:
         with open(source_file, encoding="utf-8") as fh:
             code = compile(fh.read(), source_file, "exec")
         exec(code, module.__dict__)
     except BaseException as exc:  # noqa: BLE001  (sys.exit at import is the learner's, not ours)
-        result.update(status="import_error", error=describe_error(exc, source_file),
-                      kernels_ref=watch.imported())
-        finish()
-        return 0
+        return None, protocol.Ready("import_error", describe_error(exc, source_file), watch.imported())
+    finally:
+        # Builtins replaced at import (any, all, print...) would break this worker's own plumbing; the
+        # static audit reports such patches, and outputs are judged elsewhere whatever is patched here.
+        builtins.__dict__.clear()
+        builtins.__dict__.update(saved_builtins)
     fn = module.__dict__.get(job["entry"])
     if not callable(fn):
-        result.update(status="missing", error=f"no function named {job['entry']!r} is defined")
-        finish()
+        return None, protocol.Ready("missing", f"no function named {job['entry']!r} is defined", watch.imported())
+    return fn, protocol.Ready("ok", None, watch.imported())
+
+
+def main(argv) -> int:
+    os.environ["AUTOGRADER_WORKER"] = "1"
+    sock = socket.socket(fileno=int(argv[1]))
+    import course  # noqa: F401  (the device and the interpreter, before any kernel is defined)
+
+    job = protocol.recv(sock)
+    fn, ready = load_entry(job)
+    protocol.send(sock, protocol.to_wire(ready))
+    if fn is None:
         return 0
-
-    def sync():
-        if course.ON_GPU:
-            torch.cuda.synchronize()
-
-    def poison_cache():
-        # Cached-but-free GPU blocks keep whatever the last user wrote; overwrite them with 0xFF (NaN)
-        # bytes. One request per free block, largest first and all held at once, so each lands in a free
-        # block (best fit) instead of a new segment: a single request of the total free size would not
-        # fit a fragmented cache, would take fresh memory and leave the old blocks as they were.
-        if not course.ON_GPU:
-            return
-        held = []
-        try:
-            sizes = sorted((b["size"] for seg in torch.cuda.memory_snapshot() for b in seg["blocks"]
-                            if b["state"] == "inactive"), reverse=True)
-            for size in sizes:
-                held.append(torch.empty(size, dtype=torch.uint8, device="cuda"))
-            for t in held:
-                t.fill_(0xFF)
-        except Exception:  # noqa: BLE001  (a second line of defence; torch.empty is already poisoned)
-            pass
-        del held
-
-    def call(args):
-        poison_cache()
-        rec = legality.OpRecorder(source_file)
-        legality.reset_launches()
-        entry = {"ok": True, "output": None, "error": None}
-        try:
-            with rec:
-                out = fn(*args)
-            sync()
-            entry["output"] = ship(out)
-        except BaseException as exc:  # noqa: BLE001
-            entry.update(ok=False, error=describe_error(exc, source_file))
-        entry["ops"] = rec.records()
-        entry["largest"] = rec.largest
-        entry["launches"] = legality.launches()
-        return entry
-
-    def device_args(args):
-        return tuple(a.to(course.DEVICE) if isinstance(a, torch.Tensor) else a for a in probes.materialize(args))
-
-    for case in job["cases"]:
-        args = device_args(case["a"])
-        first = call(args)
-        first["inputs_after"] = ship(list(args))
-        # Same tensors (same pointers, shapes, strides), new values: a cache keyed on them now lies.
-        fresh = probes.materialize(case["b"])
-        with torch.no_grad():
-            for a, b in zip(args, fresh):
-                if isinstance(a, torch.Tensor):
-                    a.copy_(b)
-        args = tuple(a if isinstance(a, torch.Tensor) else b for a, b in zip(args, fresh))
-        second = call(args)
-        second["inputs_after"] = ship(list(args))
-        result["calls"].append([first, second])
-    result["kernels_ref"] = watch.imported()
-
-    if job.get("time") and course.ON_GPU and spec.performance is not None:
-        try:
-            result["perf"] = time_against_baseline(fn, spec, job)
-        except BaseException as exc:  # noqa: BLE001
-            result["perf"] = {"error": describe_error(exc, source_file)}
-        if job.get("after") is not None:
-            args = device_args(job["after"])
-            entry = call(args)
-            entry["inputs_after"] = ship(list(args))
-            result["after"] = entry
-    finish()
+    worker = Worker(fn, job.get("source_file"), poison=job.get("poison", True))
+    serve(worker, sock)
     return 0
-
-
-def time_against_baseline(fn, spec, job) -> dict:
-    """Medians of the submission and the baseline, then one more call checked by the grader.
-
-    The checked call: the timed input tensors (same pointers, shapes, strides) re-filled in place with
-    new values from ``job["check_seed"]``, called and timed exactly like the timed calls (so it cannot
-    tell it is the one checked). A result cached by pointer or shape, work deferred to a later call, or
-    memory returned unwritten in the hope it still holds an answer, comes back wrong there.
-    """
-    import torch
-    import torch.utils.deterministic
-
-    from autograder.timing import l2_flush_buffer, time_interleaved, timed_call
-
-    saved = torch.utils.deterministic.fill_uninitialized_memory, torch.are_deterministic_algorithms_enabled()
-    torch.utils.deterministic.fill_uninitialized_memory = False  # timing must not pay for poisoning
-    torch.use_deterministic_algorithms(False)
-    try:
-        perf = spec.performance
-        dev = torch.device("cuda")
-        args = perf.inputs(torch.Generator().manual_seed(job["seed"]), dev)
-        # poison_outputs: the baseline's output (the right answer) is NaN before its memory is freed
-        medians = time_interleaved({"submission": fn, "baseline": perf.baseline}, args, poison_outputs=True)
-        flops = perf.flops(args) if perf.flops else None
-        nbytes = perf.nbytes(args)
-        checked = None
-        if job.get("check_seed") is not None:
-            fresh = perf.inputs(torch.Generator().manual_seed(job["check_seed"]), dev)
-            with torch.no_grad():
-                for a, b in zip(args, fresh):
-                    if isinstance(a, torch.Tensor):
-                        a.copy_(b)
-            del fresh
-            flush = l2_flush_buffer()
-            _, out = timed_call(fn, args, flush)
-            del flush
-            checked = ship(out)
-    finally:
-        torch.utils.deterministic.fill_uninitialized_memory = saved[0]  # the after-call is poisoned again
-        torch.use_deterministic_algorithms(saved[1], warn_only=True)
-    return {"time_ms": medians["submission"], "baseline_ms": medians["baseline"],
-            "nbytes": nbytes, "flops": flops, "checked_output": checked}
 
 
 if __name__ == "__main__":

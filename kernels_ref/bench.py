@@ -76,8 +76,8 @@ def main(argv=None, *, timer=None, peak_memory=None, ceilings=None, modules=MODU
     ceilings, rows, verdicts = benchmarking.run_suite(
         cases,
         ceilings=ceilings,
-        timer=timer or benchmarking.do_bench_timer,
-        peak_memory=peak_memory or benchmarking.cuda_peak_memory,
+        timer=timer or benchmarking.default_timer,
+        peak_memory=peak_memory or benchmarking.default_peak_memory,
         progress=not args.no_progress,
         on_case=on_case,
     )

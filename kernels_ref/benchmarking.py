@@ -5,11 +5,12 @@ list[BenchCase]``; ``kernels_ref.bench`` collects them and hands them to :func:`
 
 1. measures the machine's two ceilings in the same run (:func:`measure_ceilings`): device-to-device copy
    bandwidth (read + write bytes counted) and the bf16 matmul rate at 8192^3;
-2. checks every candidate against the case's float64 reference before timing it (normwise relative error,
-   tolerance per output dtype, NaN never passes); a wrong candidate is reported and not timed;
-3. times each candidate with ``triton.testing.do_bench`` (median, after warm-up; torch.compile has already
-   compiled during the check). ``do_bench`` zeroes a 256 MB buffer before every repetition, which flushes
-   the L2 cache, so small inputs are not timed from L2;
+2. checks every candidate against the case's float64 reference before timing it (``measure.tolerance``:
+   the course's one tolerance table, elementwise, NaN never passes); a wrong candidate is reported and
+   not timed;
+3. times each candidate with the course's one timer protocol (``measure.timer.median_ms``: warm-up, L2
+   flushed before every repetition, every stream waited for, median less an empty call's; torch.compile
+   has already compiled during the check);
 4. evaluates the case's goals (PASS / MISS) and returns rows that :func:`format_table`, :func:`write_json`
    and :func:`write_plots` turn into a table, a JSON file and one plot per op.
 
@@ -18,24 +19,15 @@ Timing, peak-memory measurement and the ceilings are injectable (``timer=``, ``p
 """
 from __future__ import annotations
 
-import datetime
-import json
 import math
 import os
-import platform
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Sequence
 
 import torch
 
-# Normwise relative error allowed per output dtype: max|out - ref| / max|ref|. Half precisions get a few
-# ulps of their 8-bit (bf16) / 11-bit (fp16) mantissa; fp32 gets room for fp32 accumulation over long rows.
-TOLERANCE: dict[torch.dtype, float] = {
-    torch.float64: 1e-10,
-    torch.float32: 1e-4,
-    torch.float16: 4e-3,
-    torch.bfloat16: 2e-2,
-}
+from measure import files, memory, timer as course_timer
+from measure.tolerance import compare
 
 COMPARISONS = (">=", "<=")
 
@@ -97,7 +89,7 @@ class BenchCase:
     goals: list[Goal] = field(default_factory=list)  # machine-checkable goals, see Goal
     sweep: str | None = None                 # name of the swept parameter ("N") for the per-op plot
     sweep_value: float | None = None         # this case's value of the swept parameter (x axis of the plot)
-    tolerance: float | None = None           # overrides TOLERANCE[dtype] for every output (e.g. TF32 matmuls)
+    tolerances: dict | None = None           # {dtype: (atol, rtol)} overriding measure.tolerance (say why)
 
     def __post_init__(self):
         if self.metric not in ("time", "peak_memory"):
@@ -122,7 +114,7 @@ class Row:
     label: str
     candidate: str
     correct: bool
-    error: float | None = None            # normwise relative error vs the reference (worst output)
+    error: float | None = None            # max abs error vs the float64 reference (worst output)
     ms: float | None = None
     peak_bytes: int | None = None
     gbps: float | None = None
@@ -145,76 +137,29 @@ class Verdict:
 
 # ---------------------------------------------------------------------------------------------- measuring
 
-def do_bench_timer(fn: Callable[[], object]) -> float:
-    """Median milliseconds of ``fn()``: triton.testing.do_bench (warm-up, L2 flushed before each rep)."""
-    import triton.testing
-
-    return float(triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median"))
+def default_timer(fn: Callable[[], object]) -> float:
+    """Median milliseconds of ``fn()`` by the course's one timer protocol (measure.timer)."""
+    return course_timer.median_ms(fn, reps=100, warmup=10)
 
 
-def cuda_peak_memory(fn: Callable[[], object]) -> int:
+def default_peak_memory(fn: Callable[[], object]) -> int:
     """Peak device bytes allocated by one call of ``fn()`` above what was allocated before it."""
-    torch.cuda.synchronize()
-    torch.cuda.empty_cache()
-    torch.cuda.reset_peak_memory_stats()
-    before = torch.cuda.memory_allocated()
-    out = fn()
-    torch.cuda.synchronize()
-    peak = torch.cuda.max_memory_allocated() - before
-    del out
-    return int(peak)
+    return memory.peak_bytes(fn)
 
 
-def measure_ceilings(timer: Callable = do_bench_timer, device="cuda") -> Ceilings:
-    """The two roofs of this machine, measured now (course.ceilings): copy GB/s and bf16 matmul TFLOP/s."""
-    from course.ceilings import measure_ceilings as measure
+def measure_ceilings(timer: Callable = default_timer, device="cuda") -> Ceilings:
+    """The two roofs of this machine, measured now (measure.ceilings): copy GB/s and bf16 matmul TFLOP/s."""
+    from measure.ceilings import measure_ceilings as measure
 
     return Ceilings(*measure(timer, device))
 
 
 # ---------------------------------------------------------------------------------------------- checking
 
-def _as_tuple(out) -> tuple:
-    if isinstance(out, (tuple, list)):
-        return tuple(out)
-    return (out,)
-
-
-def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
-    """max|out - ref| / max|ref| in float64 (inf on NaN, shape mismatch or non-tensor)."""
-    if not isinstance(out, torch.Tensor) or not isinstance(ref, torch.Tensor):
-        return math.inf
-    if out.numel() != ref.numel():
-        return math.inf
-    o = out.detach().reshape(-1).to(torch.float64)
-    r = ref.detach().reshape(-1).to(device=o.device, dtype=torch.float64)
-    if o.numel() == 0:
-        return 0.0
-    if torch.isnan(o).any():
-        return math.inf
-    # Equal infinities (e.g. -inf log-probabilities) count as exact; others as infinitely wrong.
-    same_inf = torch.isinf(r) & (o == r)
-    diff = torch.where(same_inf, torch.zeros_like(o), (o - r).abs())
-    if torch.isnan(diff).any() or torch.isinf(diff).any():
-        return math.inf
-    scale = r[torch.isfinite(r)].abs().max().item() if torch.isfinite(r).any() else 1.0
-    return diff.max().item() / max(scale, 1e-30)
-
-
-def check_outputs(out, ref, tolerance: float | None = None) -> tuple[bool, float, str]:
-    """Compare a candidate's output(s) to the reference's; returns (ok, worst error, note)."""
-    outs, refs = _as_tuple(out), _as_tuple(ref)
-    if len(outs) != len(refs):
-        return False, math.inf, f"returned {len(outs)} outputs, reference has {len(refs)}"
-    worst, ok, notes = 0.0, True, []
-    for i, (o, r) in enumerate(zip(outs, refs)):
-        err = relative_error(o, r)
-        tol = tolerance if tolerance is not None else TOLERANCE.get(getattr(o, "dtype", None), 0.0)
-        worst = max(worst, err)
-        if not err <= tol:
-            ok = False
-            notes.append(f"output {i}: error {err:.3g} > tolerance {tol:.3g}")
-    return ok, worst, "; ".join(notes)
+def check_outputs(out, ref, tolerances: dict | None = None) -> tuple[bool, float, str]:
+    """Compare a candidate's output(s) to the float64 reference's; returns (ok, worst error, note)."""
+    ok, worst, msg = compare(out, ref, tolerances)
+    return ok, (math.inf if worst is None else worst), ("" if ok else f"outside the tolerance: {msg}")
 
 
 # ---------------------------------------------------------------------------------------------- running
@@ -222,8 +167,8 @@ def check_outputs(out, ref, tolerance: float | None = None) -> tuple[bool, float
 def run_case(
     case: BenchCase,
     ceilings: Ceilings,
-    timer: Callable = do_bench_timer,
-    peak_memory: Callable = cuda_peak_memory,
+    timer: Callable = default_timer,
+    peak_memory: Callable = default_peak_memory,
 ) -> list[Row]:
     """Check, then time (and for peak_memory cases measure memory of) every candidate of one case."""
     try:
@@ -239,7 +184,7 @@ def run_case(
         try:
             out = fn(*inputs)  # also the warm-up that makes torch.compile compile before timing
             if ref is not None:
-                row.correct, row.error, row.note = check_outputs(out, ref, case.tolerance)
+                row.correct, row.error, row.note = check_outputs(out, ref, case.tolerances)
             del out
             if row.correct:
                 if case.metric == "peak_memory":
@@ -293,8 +238,8 @@ def evaluate_goals(case: BenchCase, rows: list[Row]) -> list[Verdict]:
 def run_suite(
     cases: Sequence[BenchCase],
     ceilings: Ceilings | None = None,
-    timer: Callable = do_bench_timer,
-    peak_memory: Callable = cuda_peak_memory,
+    timer: Callable = default_timer,
+    peak_memory: Callable = default_peak_memory,
     progress: bool = True,
     on_case: Callable | None = None,
 ) -> tuple[Ceilings, list[Row], list[Verdict]]:
@@ -362,31 +307,18 @@ def format_table(rows: Sequence[Row], verdicts: Sequence[Verdict] = ()) -> str:
     return "\n".join(lines)
 
 
-def environment() -> dict:
-    """What a result file must say about where it was measured."""
-    import triton
-
-    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else None
-    return {
-        "gpu": gpu,
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-        "python": platform.python_version(),
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "method": (
-            "triton.testing.do_bench median (warmup 25 ms, rep 200 ms; L2 flushed by do_bench before "
-            "each repetition); every candidate checked against a float64 reference before timing; "
-            "torch.compile warmed during the check; ceilings measured in the same run "
-            "(1 GiB device-to-device copy counting read+write bytes, bf16 matmul 8192^3)"
-        ),
-    }
+METHOD = ("measure.timer protocol: median of up to 100 repetitions after 10 warm-up calls, L2 flushed "
+          "before each, every stream synchronized, less the median of an empty call timed the same way, "
+          "CUDA events; every candidate checked against a float64 reference before timing "
+          "(measure.tolerance); torch.compile warmed during the check; ceilings measured in the same run "
+          "(1 GiB device-to-device copy counting read+write bytes, bf16 matmul 8192^3)")
 
 
 def write_json(path: str, ceilings: Ceilings, rows: Sequence[Row], verdicts: Sequence[Verdict],
                meta: dict | None = None) -> None:
-    """Write the whole run as one JSON object, atomically (temp file + rename)."""
+    """Write the whole run as one JSON object, atomically, with where and how it was measured."""
     payload = {
-        **environment(),
+        **files.environment(METHOD),
         **(meta or {}),
         "ceilings": asdict(ceilings),
         "rows": [asdict(r) for r in rows],
@@ -394,18 +326,7 @@ def write_json(path: str, ceilings: Ceilings, rows: Sequence[Row], verdicts: Seq
         "goals_passed": sum(v.passed for v in verdicts),
         "goals_total": len(verdicts),
     }
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(payload, f, indent=2, default=_json_default)
-    os.replace(tmp, path)
-
-
-def _json_default(obj):
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return str(obj)
+    files.write_json_atomic(path, payload, nonfinite_as_null=True)
 
 
 def write_plots(directory: str, rows: Sequence[Row], ceilings: Ceilings) -> list[str]:

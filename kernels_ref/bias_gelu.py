@@ -11,8 +11,6 @@ and it saturates correctly (exp2 -> inf gives -0.0 for very negative z, 0 gives 
 """
 from __future__ import annotations
 
-import math
-
 import course  # noqa: F401  (TRITON_INTERPRET before the kernels below are defined)
 import torch
 import torch.nn.functional as F
@@ -20,23 +18,15 @@ import triton
 import triton.language as tl
 
 from course.triton_compat import autotune
+from measure import reference
+from kernels_ref._triton_math import gelu_tanh
 from kernels_ref._validate import check_same, check_shape, check_tensor, rows_contiguous
 
-SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
-LOG2E = 1.4426950408889634
 
 
 def bias_gelu_torch(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     """The definition: GELU (tanh approximation) of x + bias, in x's dtype (float64-capable)."""
-    z = x + bias
-    return 0.5 * z * (1.0 + torch.tanh(SQRT_2_OVER_PI * (z + 0.044715 * z**3)))
-
-
-@triton.jit
-def gelu_tanh(z):
-    """GELU, tanh approximation, on fp32 values: z * sigmoid(2u), u = sqrt(2/pi)*(z + 0.044715 z^3)."""
-    u = 0.7978845608028654 * (z + 0.044715 * z * z * z)
-    return z / (1.0 + tl.exp2(-2.0 * 1.4426950408889634 * u))
+    return reference.gelu_tanh(x + bias)
 
 
 @autotune(

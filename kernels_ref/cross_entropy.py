@@ -26,6 +26,7 @@ import triton
 import triton.language as tl
 
 from course.triton_compat import autotune
+from kernels_ref._triton_math import LOG2E
 from kernels_ref._validate import check_same, check_tensor, rows_contiguous
 from kernels_ref.softmax import online_combine, online_max_sum
 
@@ -85,7 +86,7 @@ def _cross_entropy_rows_kernel(logits_ptr, targets_ptr, loss_ptr, V, stride_lm, 
         for start in range(0, V, BLOCK_V):
             offs = start + cols
             z = tl.load(row_ptr + offs, mask=offs < V, other=0.0).to(tl.float32)
-            p = tl.exp2((z - lse) * 1.4426950408889634)
+            p = tl.exp2((z - lse) * LOG2E)
             g = tl.where(offs == target, p - 1.0, p) * grad_scale
             tl.store(row_ptr + offs, g.to(logits_ptr.dtype.element_ty), mask=offs < V)
 

@@ -37,6 +37,7 @@ import triton
 import triton.language as tl
 
 from course.triton_compat import autotune, dot
+from kernels_ref._triton_math import gelu_tanh
 
 _SUPPORTED = (torch.float16, torch.bfloat16, torch.float32)
 
@@ -70,20 +71,6 @@ def _hopper_configs():
 # a K loop with a masked tail, and a GROUP_M smaller than the grid (the grouped ordering is exercised).
 _INTERPRET_CONFIG = triton.Config({"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 16, "GROUP_M": 2},
                                   num_warps=4, num_stages=1)
-
-
-@triton.jit
-def _gelu_tanh(x):
-    """0.5*x*(1+tanh(u)) with u = sqrt(2/pi)*(x + 0.044715 x^3), written as x*sigmoid(2u).
-
-    (1 + tanh(u))/2 == sigmoid(2u) exactly. The sigmoid takes exp of -|2u| only, so it never
-    overflows (large |x| gives x or -0 exactly, as the tanh form does); 3 FLOPs per element more than
-    a bare exp, free in a compute-bound kernel's epilogue.
-    """
-    z = 1.5957691216057308 * (x + 0.044715 * x * x * x)  # 2u
-    e = tl.exp(-tl.abs(z))
-    sig = tl.where(z >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
-    return x * sig
 
 
 @autotune(configs=_hopper_configs(), key=["M", "N", "K", "HAS_BIAS", "GELU"], fallback=_INTERPRET_CONFIG)
@@ -138,7 +125,7 @@ def _matmul_kernel(
         bias = tl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0)
         acc += bias.to(tl.float32)[None, :]
     if GELU:
-        acc = _gelu_tanh(acc)
+        acc = gelu_tanh(acc)
 
     c_ptrs = c_ptr + offs_m.to(tl.int64)[:, None] * stride_cm + offs_n[None, :] * stride_cn
     mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)

@@ -22,12 +22,12 @@ import triton
 import triton.language as tl
 
 from course.triton_compat import autotune
+from kernels_ref._triton_math import LOG2E
 from kernels_ref._validate import check_tensor, rows_contiguous
 
 # A row up to this many elements is held in registers by `softmax` (64K fp32 = 256 KB per program,
 # 32 warps -> 64 values per thread). Longer rows need `online_softmax`.
 MAX_FUSED_N = 65536
-LOG2E = 1.4426950408889634
 
 
 def softmax_torch(x: torch.Tensor) -> torch.Tensor:
@@ -52,7 +52,7 @@ def _softmax_kernel(x_ptr, y_ptr, M, N, stride_xm, stride_ym, BLOCK_M: tl.conste
     x = tl.load(x_ptr + rows64[:, None] * stride_xm + cols[None, :], mask=mask, other=-float("inf"),
                 eviction_policy="evict_first").to(tl.float32)
     m = tl.max(x, axis=1)
-    e = tl.exp2((x - m[:, None]) * 1.4426950408889634)  # an all -inf row gives nan here, like torch
+    e = tl.exp2((x - m[:, None]) * LOG2E)  # an all -inf row gives nan here, like torch
     s = tl.sum(e, axis=1)
     y = e / s[:, None]
     tl.store(y_ptr + rows64[:, None] * stride_ym + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
@@ -91,7 +91,7 @@ def online_max_sum(m_lane, s_lane, x):
     # A lane that has seen only -inf keeps m = -inf; subtracting 0 instead avoids -inf - -inf = nan.
     m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)
     # Subtract before scaling by log2(e): x*log2e first would round away digits of large |x|.
-    s_lane = s_lane * tl.exp2((m_lane - m_safe) * 1.4426950408889634) + tl.exp2((x - m_safe) * 1.4426950408889634)
+    s_lane = s_lane * tl.exp2((m_lane - m_safe) * LOG2E) + tl.exp2((x - m_safe) * LOG2E)
     return m_new, s_lane
 
 
@@ -99,7 +99,7 @@ def online_max_sum(m_lane, s_lane, x):
 def online_combine(m_lane, s_lane):
     """The row's max m and sum of exp(x - m) from the per-lane running values (an all -inf row: nan sum)."""
     m = tl.max(m_lane, axis=0)
-    return m, tl.sum(s_lane * tl.exp2((m_lane - m) * 1.4426950408889634), axis=0)
+    return m, tl.sum(s_lane * tl.exp2((m_lane - m) * LOG2E), axis=0)
 
 
 @autotune(
@@ -127,7 +127,7 @@ def _online_softmax_kernel(x_ptr, y_ptr, N, stride_xm, stride_ym, BLOCK_N: tl.co
     for start in range(0, N, BLOCK_N):
         offs = start + cols
         x = tl.load(x_row + offs, mask=offs < N, other=-float("inf"), eviction_policy="evict_first")
-        y = tl.exp2((x.to(tl.float32) - m) * 1.4426950408889634) * inv_s
+        y = tl.exp2((x.to(tl.float32) - m) * LOG2E) * inv_s
         tl.store(y_row + offs, y.to(y_ptr.dtype.element_ty), mask=offs < N)
 
 

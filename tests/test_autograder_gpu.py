@@ -83,7 +83,7 @@ def test_deferred_work_is_wrong():
 
 @pytest.mark.gpu
 def test_time_interleaved_counts_side_stream_work():
-    from autograder.timing import time_interleaved
+    from measure.timer import time_interleaved
 
     side = torch.cuda.Stream()
 
@@ -101,7 +101,7 @@ def test_time_interleaved_counts_side_stream_work():
 
 @pytest.mark.gpu
 def test_poisoned_outputs_leave_no_answer_behind():
-    from autograder.timing import time_interleaved
+    from measure.timer import time_interleaved
 
     torch.cuda.empty_cache()  # no stale 4 MiB blocks from earlier tests: only this test's outputs are free
     x = torch.randn(1024, 1024, device="cuda")
@@ -267,7 +267,7 @@ def test_plan_names_every_submission_and_expectation(tmp_path):
 
 
 def test_poison_output_fills_floats_and_leaves_the_rest():
-    from autograder.timing import poison_output
+    from measure.timer import poison_output
 
     a, b, i = torch.ones(3), torch.ones(2, dtype=torch.bfloat16), torch.ones(2, dtype=torch.int32)
     poison_output((a, [b, i], None))
@@ -308,10 +308,11 @@ def test_time_interleaved_protocol_with_host_events(monkeypatch):
     warm-up calls made, the baseline interleaved."""
     import time
 
-    from autograder import timing
+    from measure import timer as timing
 
     monkeypatch.setattr(torch.cuda, "Event", _HostEvent)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(timing, "l2_flush_buffer", lambda: torch.empty(16))
     order, outs = [], []
 
@@ -335,29 +336,75 @@ def test_time_interleaved_protocol_with_host_events(monkeypatch):
     assert all(torch.isnan(y).all() for y in outs)  # every output poisoned after its call
 
 
-def test_the_checked_timed_call_is_judged_on_inputs_remade_from_its_seed():
+class _FakeWorker:
+    """A worker stand-in for the timing loop on the CPU: answers every request, its call 'takes' ms."""
+
+    def __init__(self, ms, answer, timeout_s=30.0):
+        from autograder.fresh import jittered_args
+
+        self.ms, self.answer, self.timeout_s, self.args, self.jittered = ms, answer, timeout_s, None, jittered_args
+        self.seed, self.requests = None, []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def request(self, req, reply=None):
+        from autograder.protocol import Shipped
+
+        self.requests.append(req["op"])
+        if req["op"] == "load":
+            self.args = req["args"]
+        elif req["op"] == "jitter":
+            self.seed = req["seed"]
+        elif req["op"] == "ship":
+            return Shipped(self.answer(*self.jittered(self.args, self.seed)), [])
+        return {"type": "ack"}
+
+    def timed(self, req):
+        from autograder.protocol import CallDone
+
+        self.requests.append("call")
+        return (0.01 if req.get("empty") else self.ms), CallDone(ok=True)
+
+
+def test_the_checked_timed_calls_are_judged_on_fresh_values_remade_here():
     import dataclasses
 
     from autograder import grading, specs
+    from autograder.fresh import jittered_args
+    from autograder.protocol import CallDone, Shipped
     from autograder.specs.base import rand
 
     spec = specs.get("softmax")
     small = dataclasses.replace(spec.performance, inputs=lambda g, dev: (rand(g, (37, 129), device=dev),))
     spec = dataclasses.replace(spec, performance=small)
-    (x,) = small.inputs(torch.Generator().manual_seed(7), torch.device("cpu"))
-    (other,) = small.inputs(torch.Generator().manual_seed(8), torch.device("cpu"))
-    assert grading._judge_timed_output(spec, {"checked_output": torch.softmax(x, -1)}, 7) == (True, "")
-    ok, msg = grading._judge_timed_output(spec, {"checked_output": torch.softmax(other, -1)}, 7)
+    base = small.inputs(torch.Generator().manual_seed(7), torch.device("cpu"))
+    right = torch.softmax(jittered_args(base, 11)[0], -1)
+    assert grading.judge_timed_outputs(spec, base, [(11, CallDone(ok=True), Shipped(right, []))]) == (True, "")
+    ok, msg = grading.judge_timed_outputs(spec, base, [(12, CallDone(ok=True), Shipped(right, []))])
     assert not ok and "values off" in msg  # an answer for other values (a cache) is wrong
-    ok, msg = grading._judge_timed_output(spec, {"checked_output": torch.full_like(x, float("nan"))}, 7)
+    ok, msg = grading.judge_timed_outputs(spec, base, [(11, CallDone(ok=True), Shipped(torch.full_like(right, float("nan")), []))])
     assert not ok and "NaN" in msg  # poisoned memory returned unwritten
-    assert not grading._judge_timed_output(spec, {}, 7)[0]
-    feedback = []
-    perf, credit, ok = grading._judge_performance(
-        spec, {"perf": {"time_ms": 0.001, "baseline_ms": 1.0, "nbytes": 1, "flops": None,
-                        "checked_output": torch.softmax(other, -1)}}, 7, feedback, None)
-    assert not ok and credit == 0.0 and perf["time_ms"] is None and not perf["passed"]
-    assert "wrong in a timed call" in feedback[0]
+    assert not grading.judge_timed_outputs(spec, base, [(11, CallDone(ok=False, error="boom"), Shipped(None, []))])[0]
+
+    # The whole loop with fake workers: a submission that answers stale values loses its time and correctness.
+    stale = torch.softmax(base[0], -1)
+    sub = _FakeWorker(0.001, lambda x: stale)
+    perf, credit, ok, notes = grading.time_against_baseline(
+        sub, spec, 7, reps=12, warmup=2, open_baseline=lambda: _FakeWorker(1.0, lambda x: torch.softmax(x, -1)))
+    assert not ok and credit == 0.0 and perf is None
+    assert "wrong in a timed call" in notes[0]
+    # An honest one gets its speedup: (1.0 - 0.01) / (0.5 - 0.01), medians less the empty call's.
+    honest = _FakeWorker(0.5, lambda x: torch.softmax(x.double(), -1).float())
+    perf, credit, ok, notes = grading.time_against_baseline(
+        honest, spec, 7, reps=12, warmup=2, open_baseline=lambda: _FakeWorker(1.0, lambda x: x))
+    assert ok and abs(perf["speedup"] - 0.99 / 0.49) < 1e-6 and credit == 1.0
+    # Every timed call was prepared and given fresh values first; only three were shipped, the rest dropped.
+    assert honest.requests.count("jitter") == honest.requests.count("prepare") == honest.requests.count("call")
+    assert honest.requests.count("ship") == 3 and honest.requests.count("drop") == 2 * 14 - 3
 
 
 def test_only_rejects_an_unknown_submission_and_names_the_known_ones(tmp_path, capsys):

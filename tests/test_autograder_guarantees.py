@@ -35,7 +35,7 @@ def test_cases_cover_odd_tiny_dtypes_hard_rows_and_strides():
 
 
 def test_inputs_are_fresh_every_run():
-    from autograder.grading import make_plan
+    from autograder.runner import make_plan
     from autograder.specs import get
 
     spec = get("softmax")

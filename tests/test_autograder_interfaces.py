@@ -134,12 +134,13 @@ def test_without_a_gpu_performance_is_skipped_with_a_reason():
 
 def test_peaks_are_cached_per_machine(tmp_path, monkeypatch):
     from autograder import timing
+    from measure import ceilings
 
-    monkeypatch.setattr(timing, "cache_path", lambda: tmp_path / "peaks.json")
-    monkeypatch.setattr(timing, "machine_key", lambda: "Fake GPU|torch x|triton y|cuda z")
+    monkeypatch.setattr(ceilings, "cache_path", lambda: tmp_path / "peaks.json")
+    monkeypatch.setattr(ceilings, "machine_key", lambda: "Fake GPU|torch x|triton y|cuda z")
     monkeypatch.setattr("torch.cuda.is_available", lambda: True)
     calls = []
-    monkeypatch.setattr(timing, "measure_peaks", lambda: calls.append(1) or {"copy_gbps": 1.0, "matmul_tflops": 2.0})
+    monkeypatch.setattr(ceilings, "measure_ceilings", lambda timer, device: calls.append(1) or (1.0, 2.0))
     assert timing.get_peaks()["copy_gbps"] == 1.0
     assert timing.get_peaks()["matmul_tflops"] == 2.0
     assert calls == [1]
@@ -239,12 +240,26 @@ def test_roofline_plots_on_the_cpu(tmp_path):
     import matplotlib
 
     matplotlib.use("Agg")
-    from autograder.roofline import roofline
+    from measure.roofline import roofline
 
-    fig = roofline({"my softmax": (0.0, 2 * 4096 * 4096 * 4, 0.05e-3), "my matmul": (2 * 4096 ** 3, 3 * 4096 ** 2 * 2, 0.3e-3)})
+    peaks = {"copy_gbps": 20.0, "matmul_tflops": 0.2}  # this CPU's roofs, as measure.ceilings gives them
+    fig = roofline({"my softmax": (0.0, 2 * 4096 * 4096 * 4, 0.05e-3), "my matmul": (2 * 4096 ** 3, 3 * 4096 ** 2 * 2, 0.3e-3)},
+                   peaks=peaks)
     fig.savefig(tmp_path / "r.png")
     labels = fig.axes[0].get_title()
-    assert "nominal" in labels.lower()
+    assert "given" in labels.lower()
+
+
+def test_roofline_without_peaks_uses_this_machines_measured_roofs(monkeypatch):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from measure import ceilings
+    from measure.roofline import roofline
+
+    monkeypatch.setattr(ceilings, "peaks", lambda: {"copy_gbps": 20.0, "matmul_tflops": 0.2})
+    fig = roofline({"k": (1.0, 1e6, 1e-4)})
+    assert f"measured roofs of {ceilings.machine_name()}" in fig.axes[0].get_title()
 
 
 def test_an_unwritten_exercise_gets_the_not_written_hint(capsys):

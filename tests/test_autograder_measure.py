@@ -25,7 +25,8 @@ def test_wrong_measurements_fail():
 def _judge_all(module, ex_id):
     import importlib.util
 
-    from autograder.grading import judge_call, make_plan
+    from autograder.protocol import CallDone, Shipped
+    from autograder.runner import judge_call, make_plan
     from autograder.specs import get
 
     spec_ = importlib.util.spec_from_file_location(module, str(SUBMISSIONS / f"{module}.py"))
@@ -35,7 +36,7 @@ def _judge_all(module, ex_id):
     verdicts = []
     for case, a, b, ref_a, ref_b in make_plan(spec, False, 0):
         for args, ref in ((a, ref_a), (b, ref_b)):
-            verdicts.append(judge_call(spec, case, args, ref, {"ok": True, "output": fn(*args), "inputs_after": list(args)})[0])
+            verdicts.append(judge_call(spec, case, args, ref, CallDone(ok=True), Shipped(fn(*args), list(args)))[0])
     return verdicts
 
 

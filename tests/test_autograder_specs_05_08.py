@@ -74,7 +74,7 @@ def test_calling_the_taught_torch_operator_scores_zero_and_names_it(ex_id):
 def _judged(ex_id, impl, quick=False):
     """{case name: passed} for ``impl`` (plain torch, in process) on the spec's fresh cases."""
     from autograder import correctness, specs
-    from autograder.grading import make_plan
+    from autograder.runner import make_plan
     from autograder.specs.base import fresh_seed
 
     spec = specs.get(ex_id)

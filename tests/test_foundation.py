@@ -169,7 +169,7 @@ def test_make_lab_serves_jupyterlab_with_a_token():
 
 
 def test_ceilings_count_read_plus_write_bytes_and_matmul_flops():
-    from course.ceilings import COPY_BYTES, MATMUL_N, measure_ceilings
+    from measure.ceilings import CPU_COPY_BYTES as COPY_BYTES, CPU_MATMUL_N as MATMUL_N, measure_ceilings
 
     timed = []
     copy_gbps, tflops = measure_ceilings(lambda fn: timed.append(fn) or 2.0, device="cpu")  # every fn "takes" 2 ms

@@ -41,7 +41,7 @@ def suggested_threshold(solution_speedup: float, naive_speedup: float) -> float 
 
 def calibrate(out: pathlib.Path, assignments: list[str]) -> list[dict]:
     from autograder import specs
-    from autograder.timing import time_interleaved
+    from measure.timer import time_interleaved
 
     rows = []
     perf_exercises = [e for e in specs.EXERCISES.values() if e.performance is not None and e.notebook in assignments]

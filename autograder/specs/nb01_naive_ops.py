@@ -1,12 +1,11 @@
 """01_naive_ops: MLP, stable softmax, LayerNorm and causal attention from tensor primitives."""
 from __future__ import annotations
 
-import math
-
 import torch
 
 from autograder.specs._cases import dtype_name, hint_for, row_cases
-from autograder.specs.base import TORCH, Case, Exercise, torch_rules, as64, gelu_tanh, pick_shapes, rand
+from autograder.specs.base import TORCH, Case, Exercise, pick_shapes, rand, torch_rules
+from measure import reference
 
 NOTEBOOK = "01_naive_ops"
 
@@ -32,10 +31,6 @@ def _mlp_cases(quick):
     return cases
 
 
-def mlp_reference(x, w1, b1, w2, b2):
-    return gelu_tanh(as64(x) @ as64(w1).T + as64(b1)) @ as64(w2).T + as64(b2)
-
-
 def _ln_args(g, shape, dtype, offset=0.0):
     x = rand(g, shape, dtype)
     if offset:
@@ -57,23 +52,6 @@ def _ln_cases(quick):
                       # 1e-4; the one-pass E[x^2] - E[x]^2 is off by ~5e-3. 1e-3 separates the two.
                       tolerances={torch.float32: (1e-3, 1e-3)}, public=True))
     return cases
-
-
-def ln_reference(x, weight, bias, eps):
-    x = as64(x)
-    mean = x.mean(-1, keepdim=True)
-    var = ((x - mean) ** 2).mean(-1, keepdim=True)
-    return (x - mean) / torch.sqrt(var + eps) * as64(weight) + as64(bias)
-
-
-def attention_reference(q, k, v, causal):
-    q, k, v = as64(q), as64(k), as64(v)
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    if causal:
-        s_q, s_k = scores.shape[-2:]
-        mask = torch.ones(s_q, s_k, dtype=torch.bool, device=q.device).triu(1)
-        scores = scores.masked_fill(mask, float("-inf"))
-    return torch.softmax(scores, dim=-1) @ v
 
 
 def _attn_cases(quick):
@@ -101,20 +79,20 @@ NO_FUSED = {"_softmax": "write the softmax from exp, max, sum and div (the point
 
 EXERCISES = [
     Exercise(id="naive_mlp", notebook=NOTEBOOK, entry="naive_mlp", kind=TORCH, signature="naive_mlp(x, w1, b1, w2, b2)",
-             correctness_points=2, cases=_mlp_cases, reference=mlp_reference, tolerances=CHAIN_TOL,
+             correctness_points=2, cases=_mlp_cases, reference=reference.mlp, tolerances=CHAIN_TOL,
              rules=torch_rules(NO_FUSED, extra_ops={"gelu"})),
     Exercise(id="naive_softmax", notebook=NOTEBOOK, entry="naive_softmax", kind=TORCH, signature="naive_softmax(x)",
-             correctness_points=2, reference=lambda x: torch.softmax(as64(x), -1),
+             correctness_points=2, reference=reference.softmax,
              cases=lambda quick: row_cases(pick_shapes(quick, [(1, 1), (3, 17)], [(1, 1), (3, 17), (37, 129), (64, 1000)],
                                                        [(1, 1), (3, 17), (37, 129), (4096, 1000)]),
                                            (torch.float32, torch.float16, torch.bfloat16), quick, strided=False),
              rules=torch_rules(NO_FUSED)),
     Exercise(id="naive_layer_norm", notebook=NOTEBOOK, entry="naive_layer_norm", kind=TORCH,
              signature="naive_layer_norm(x, weight, bias, eps)", correctness_points=2, cases=_ln_cases,
-             reference=ln_reference, rules=torch_rules(NO_FUSED),
+             reference=reference.layer_norm, rules=torch_rules(NO_FUSED),
              tolerances={torch.float16: (4e-3, 1e-2), torch.bfloat16: (3e-2, 4e-2)}),  # 16-bit intermediates
     Exercise(id="naive_attention", notebook=NOTEBOOK, entry="naive_attention", kind=TORCH,
              signature="naive_attention(q, k, v, causal)", correctness_points=3, cases=_attn_cases,
-             reference=attention_reference, tolerances=CHAIN_TOL,
+             reference=lambda q, k, v, causal: reference.attention(q, k, v, causal)[0], tolerances=CHAIN_TOL,
              rules=torch_rules(NO_FUSED, extra_ops={"_softmax", "softmax"})),
 ]

@@ -4,15 +4,12 @@ from __future__ import annotations
 import torch
 
 from autograder.specs._cases import row_cases
+from measure import reference
 from autograder.specs.base import TRITON, Exercise, triton_rules, Performance, float_dtypes, pick_shapes, rand
 
 NOTEBOOK = "04_fused_softmax"
 WHY = {"_softmax": "this exercise is writing softmax yourself: torch.softmax / F.softmax do it for you",
        "_log_softmax": "log_softmax computes the softmax for you"}
-
-
-def reference(x):
-    return torch.softmax(x.detach().double(), dim=-1)
 
 
 def eager_softmax(x):
@@ -47,7 +44,7 @@ def _cases_long_rows(quick):
 EXERCISES = [
     Exercise(
         id="softmax", notebook=NOTEBOOK, entry="softmax", signature="softmax(x) -> y",
-        correctness_points=7, performance_points=3, cases=_cases_fits_block, reference=reference,
+        correctness_points=7, performance_points=3, cases=_cases_fits_block, reference=reference.softmax,
         kind=TRITON, rules=triton_rules(WHY),
         performance=Performance(
             inputs=lambda g, dev: (rand(g, (16384, 4096), torch.float32, device=dev),),
@@ -59,7 +56,7 @@ EXERCISES = [
     ),
     Exercise(
         id="online_softmax", notebook=NOTEBOOK, entry="online_softmax", signature="online_softmax(x) -> y",
-        correctness_points=7, performance_points=3, cases=_cases_long_rows, reference=reference,
+        correctness_points=7, performance_points=3, cases=_cases_long_rows, reference=reference.softmax,
         kind=TRITON, rules=triton_rules(WHY),
         performance=Performance(
             inputs=lambda g, dev: (rand(g, (4096, 32768), torch.float32, device=dev),),

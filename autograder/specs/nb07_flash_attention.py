@@ -7,14 +7,13 @@ the row sum of exp(scores). ``flash_attention_bwd -> (dq, dk, dv)`` in q's dtype
 """
 from __future__ import annotations
 
-import math
-
 import torch
 
 from autograder.specs._cases import dtype_name
-from autograder.specs.base import TRITON, Case, Exercise, triton_rules, Performance, as64, float_dtypes, pick_shapes, rand
+from autograder.specs.base import TRITON, Case, Exercise, triton_rules, Performance, float_dtypes, pick_shapes, rand
 from autograder.specs.nb05_layer_norm import GRAD_TOLERANCES
 from autograder.specs.nb06_matmul_fused_mlp import TF32_TOLERANCES
+from measure import reference
 
 NOTEBOOK = "07_flash_attention"
 
@@ -33,50 +32,12 @@ HINT_TAIL = "seq not a multiple of the block: mask the query rows and key column
 HINT_LOW = "{dtype}: compute scores and the running sums in float32; cast only P (for P @ V) and the output"
 
 
-def _scale(sm_scale, d) -> float:
-    return 1.0 / math.sqrt(d) if sm_scale is None else float(sm_scale)
-
-
-def _heads_per_chunk(s: int) -> int:
-    return max(1, 2 ** 30 // (s * s * 8))  # float64 S x S scores of one chunk stay near 1 GiB
-
-
-def _attention64(q, k, v, causal, sm_scale, do=None):
-    """float64 (o, lse), or (dq, dk, dv) in closed form when ``do`` is given (no autograd: references run
-    under no_grad), a few heads at a time."""
-    B, H, S, D = q.shape
-    scale = _scale(sm_scale, D)
-    flat = [as64(t).reshape(B * H, S, D) for t in ((q, k, v) if do is None else (q, k, v, do))]
-    mask = torch.ones(S, S, dtype=torch.bool, device=q.device).triu(1) if causal else None
-    outs = []
-    per = _heads_per_chunk(S)
-    for i in range(0, B * H, per):
-        qc, kc, vc = (t[i:i + per] for t in flat[:3])
-        s = qc @ kc.transpose(-1, -2) * scale
-        if mask is not None:
-            s = s.masked_fill(mask, float("-inf"))
-        lse = torch.logsumexp(s, dim=-1)
-        p = torch.exp(s - lse[..., None])
-        if do is None:
-            outs.append((p @ vc, lse))
-            continue
-        doc = flat[3][i:i + per]
-        dv = p.transpose(-1, -2) @ doc
-        dp = doc @ vc.transpose(-1, -2)
-        ds = p * (dp - (dp * p).sum(-1, keepdim=True))
-        outs.append((ds @ kc * scale, ds.transpose(-1, -2) @ qc * scale, dv))
-    parts = list(zip(*outs))
-    if do is None:
-        return torch.cat(parts[0]).reshape(B, H, S, D), torch.cat(parts[1]).reshape(B, H, S)
-    return tuple(torch.cat(p).reshape(B, H, S, D) for p in parts)
-
-
 def fwd_reference(q, k, v, causal, sm_scale):
-    return _attention64(q, k, v, causal, sm_scale)
+    return reference.attention(q, k, v, causal, sm_scale)
 
 
 def bwd_reference(do, q, k, v, o, lse, causal, sm_scale):
-    return _attention64(q, k, v, causal, sm_scale, do=do)
+    return reference.attention(q, k, v, causal, sm_scale, do=do)
 
 
 def _qkv(g, shape, dtype, scale=1.0, layout="plain"):
@@ -132,7 +93,7 @@ def _fwd_cases(quick):
 def _bwd_args(g, shape, dtype, causal, scale, layout, sm_scale):
     q, k, v = _qkv(g, shape, dtype, scale, layout)
     do = rand(g, shape, dtype)
-    o, lse = _attention64(q, k, v, causal, sm_scale)  # what a correct forward returns
+    o, lse = reference.attention(q, k, v, causal, sm_scale)  # what a correct forward returns
     o = o.to(dtype)
     if layout == "bshd":
         o = o.transpose(1, 2).contiguous().transpose(1, 2)
@@ -184,7 +145,7 @@ def _bwd_perf_inputs(g, dev):
 def _attention_fp32(q, k, v, causal, sm_scale):
     """(o, lse) in float32 on the device, a few heads at a time: the backward's inputs, made quickly."""
     B, H, S, D = q.shape
-    scale = _scale(sm_scale, D)
+    scale = reference.attention_scale(sm_scale, D)
     mask = torch.ones(S, S, dtype=torch.bool, device=q.device).triu(1) if causal else None
     o, lse = torch.empty(q.shape, dtype=torch.float32, device=q.device), torch.empty(q.shape[:3], device=q.device)
     per = max(1, 2 ** 30 // (S * S * 4))

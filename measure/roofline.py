@@ -1,53 +1,28 @@
-"""A roofline of the learner's kernels against this GPU's ceilings, in one call.
+"""A roofline of the learner's kernels against this machine's measured roofs, in one call.
 
-    from autograder.roofline import roofline
+    from measure.roofline import roofline
     roofline({"my softmax": (softmax, (x,), 0, 2 * x.numel() * x.element_size()),   # timed here
               "my matmul": (flops, nbytes, seconds)})                               # already measured
 
-Ceilings: the copy bandwidth and bf16 matmul rate measured once on this GPU (timing.get_peaks, cached).
-Without a GPU it draws a cached measurement if there is one, else the nominal H100 numbers of
-DESIGN.md, and says so in the title.
+Roofs: the copy bandwidth and matmul rate measured once on this machine (``measure.ceilings.peaks``,
+cached): on a GPU its DRAM bandwidth and bf16 tensor-core rate, on a CPU its DRAM bandwidth (a copy far
+larger than its caches) and fp32 rate. The title says which machine they were measured on.
 """
 from __future__ import annotations
 
-import statistics
-import time
-
-
-def _time_seconds(fn, args) -> float:
-    import course
-
-    if course.ON_GPU:
-        from autograder.timing import time_interleaved
-
-        return time_interleaved({"k": fn}, tuple(args), reps=20)["k"] * 1e-3
-    fn(*args)
-    times = []
-    for _ in range(5):
-        t0 = time.perf_counter()
-        fn(*args)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
 
 def _ceilings():
-    import course
+    from measure.ceilings import machine_name, peaks
 
-    from autograder import timing
-
-    if course.ON_GPU:
-        peaks = timing.get_peaks()
-        return peaks, f"measured ceilings of {timing.machine_key().split('|')[0]}"
-    peaks = timing.get_peaks(measure=False)
-    if "nominal" in peaks.get("source", ""):
-        return peaks, "no GPU here: nominal H100 ceilings (DESIGN.md), not this machine's"
-    return peaks, "no GPU here: ceilings cached from an earlier GPU measurement"
+    return peaks(), f"measured roofs of {machine_name()}"
 
 
 def roofline(kernels: dict, peaks: dict | None = None, ax=None):
     """Plot each kernel at (FLOP/byte, achieved FLOP/s) under the bandwidth and compute ceilings."""
     import matplotlib.pyplot as plt
     import numpy as np
+
+    from measure.timer import median_ms
 
     label = "given ceilings"
     if peaks is None:
@@ -62,7 +37,7 @@ def roofline(kernels: dict, peaks: dict | None = None, ax=None):
     for name, spec in kernels.items():
         if callable(spec[0]):
             fn, args, flops, nbytes = spec
-            seconds = _time_seconds(fn, args)
+            seconds = median_ms(fn, *args, reps=20) * 1e-3
         else:
             flops, nbytes, seconds = spec
         intensity = max(flops, 1.0) / nbytes  # memory-bound kernels with ~0 FLOPs sit at the far left

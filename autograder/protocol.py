@@ -1,0 +1,115 @@
+"""The grader's process boundary: typed messages between a grading process and a worker.
+
+A worker (``autograder.worker``) holds the code under test: the learner's entry point, or a trusted
+baseline timed through the identical path. The grading process sends requests and reads replies over a
+socket pair; it never unpickles what a worker sends (that would run the worker's code in the grader):
+every reply is a dict of plain values and tensors, loaded with ``torch.load(weights_only=True)`` and
+rebuilt into the dataclasses below. Requests go the other way as plain dicts too.
+
+Frames: an 8-byte little-endian length, then a ``torch.save`` payload.
+
+Requests (grading process -> worker):
+- ``load``    {"slot", "args"}: keep device copies of ``args`` (CPU tensors, probe dicts, plain values).
+- ``refill``  {"slot", "args"}: copy new values into the slot's tensors in place (same pointers).
+- ``jitter``  {"slot", "seed"}: give the slot's float tensors fresh values in place, derived from their
+  current ones and ``seed`` by ``autograder.fresh`` (the grading process can derive the same on its side).
+- ``prepare`` {"slot"}: make the device ready for a call: L2 flushed, free cached memory poisoned,
+  every stream idle; replies when done. Outside any timed window.
+- ``call``    {"slot", "empty"}: call the entry point (or nothing, for the empty call) on the slot's
+  arguments, wait for every stream, reply ``CallDone``. The grading process times this request from
+  outside: the worker's own clocks are never read.
+- ``ship``    {}: send the last call's output and the inputs as they are after it (``Shipped``).
+- ``drop``    {}: forget the last call's output.
+- ``bye``     {}: exit.
+Every call is made the same way, whatever the grading process intends to do with it.
+"""
+from __future__ import annotations
+
+import io
+import socket
+import struct
+from dataclasses import asdict, dataclass, field
+
+HEADER = struct.Struct("<Q")
+MAX_FRAME = 8 << 30  # a reply larger than this is not a course output (8 GiB): refuse it
+
+
+class ChannelClosed(Exception):
+    """The other side went away (exited, crashed, or closed the socket)."""
+
+
+def send(sock: socket.socket, obj) -> None:
+    import torch
+
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    data = buf.getvalue()
+    sock.sendall(HEADER.pack(len(data)) + data)
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    chunks, got = [], 0
+    while got < n:
+        chunk = sock.recv(min(n - got, 1 << 22))
+        if not chunk:
+            raise ChannelClosed("the other side closed the channel")
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def recv(sock: socket.socket):
+    """One frame, loaded with weights_only=True: plain values and tensors only, never code."""
+    import torch
+
+    (n,) = HEADER.unpack(_recv_exact(sock, HEADER.size))
+    if n > MAX_FRAME:
+        raise ChannelClosed(f"a frame of {n} bytes is larger than any course output")
+    return torch.load(io.BytesIO(_recv_exact(sock, n)), weights_only=True)
+
+
+# ------------------------------------------------------------------------------------------- replies
+
+@dataclass
+class Ready:
+    """The worker's first reply: whether the code under test loaded."""
+
+    status: str                      # "ok" | "import_error" | "missing"
+    error: str | None = None         # what went wrong, with the learner's line
+    kernels_ref: bool = False        # the code imported the course's reference kernels
+
+
+@dataclass
+class CallDone:
+    """A call returned (or raised). What the code under test reported about itself is feedback only."""
+
+    ok: bool
+    error: str | None = None
+    ops: list = field(default_factory=list)       # [aten op, learner line, count]: to name lines in feedback
+    largest: list = field(default_factory=lambda: [0, None, None])  # [elements, op, line] of the largest tensor
+    launches: int = 0                              # Triton launches counted in the call
+
+
+@dataclass
+class Shipped:
+    output: object                   # the call's output, on the CPU
+    inputs_after: list               # the arguments as they are after the call (inputs must not change)
+
+
+def to_wire(reply) -> dict:
+    return {"type": type(reply).__name__, **asdict(reply)}
+
+
+_REPLIES = {cls.__name__: cls for cls in (Ready, CallDone, Shipped)}
+
+
+def from_wire(msg):
+    """Rebuild a reply; anything that is not a well-formed reply raises ChannelClosed."""
+    if not isinstance(msg, dict) or msg.get("type") not in _REPLIES:
+        raise ChannelClosed(f"the worker sent something that is not a reply: {type(msg).__name__}")
+    cls = _REPLIES[msg["type"]]
+    fields = {k: v for k, v in msg.items() if k != "type"}
+    try:
+        return cls(**fields)
+    except TypeError as exc:
+        raise ChannelClosed(f"malformed {cls.__name__}: {exc}") from None

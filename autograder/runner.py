@@ -1,0 +1,191 @@
+"""The one call loop of grading and of ``check()``, and the judging of what it brought back.
+
+``make_plan``: fresh cases (inputs A and B of the same shapes, their float64 references computed here).
+``run_cases``: drives a worker (any session with ``request``: a worker process, a forked child of a
+notebook's kernel, or the notebook's own process on a GPU) through every case: load A, prepare, call,
+ship; re-fill the same tensors with B in place, prepare, call, ship. A result cached by pointer or shape
+answers B with A's output.
+``judge_cases``: outputs against the references (``measure.tolerance``), inputs unmodified, the rules of
+the exercise from what the calls reported (to name the learner's line), a hint for the first failure.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from autograder import correctness, legality, protocol
+
+
+@dataclass
+class PlannedCase:
+    case: object          # specs.base.Case
+    a: tuple              # inputs of the first call (CPU tensors, probe dicts, plain values)
+    b: tuple              # inputs of the second call: same shapes, new values
+    ref_a: object
+    ref_b: object
+
+    def __iter__(self):  # case, a, b, ref_a, ref_b = planned
+        return iter((self.case, self.a, self.b, self.ref_a, self.ref_b))
+
+    def __getitem__(self, i):
+        return tuple(self)[i]
+
+
+@dataclass
+class CaseRun:
+    """What came back from one case: the reply and the shipped output of each of its two calls."""
+
+    calls: list           # [(CallDone, Shipped | None), (CallDone, Shipped | None)]
+
+
+@dataclass
+class Verdicts:
+    rows: list = field(default_factory=list)        # {"case", "shape", "dtype", "max_error", "verdict"}
+    first_fail: tuple | None = None                 # (case, message)
+    ops: list = field(default_factory=list)
+    launches: list = field(default_factory=list)
+    largest: list = field(default_factory=list)
+
+    @property
+    def all_ok(self) -> bool:
+        return self.first_fail is None
+
+
+def _to_device(args):
+    import course
+
+    return tuple(a.to(course.DEVICE) if isinstance(a, torch.Tensor) else a for a in args)
+
+
+def reference(spec, case, args):
+    if spec.reference is None:
+        return case.expected
+    from autograder.probes import materialize
+
+    with torch.no_grad():
+        return spec.reference(*materialize(_to_device(args)))
+
+
+def make_plan(spec, quick: bool, seed: int, public_only: bool = False) -> list[PlannedCase]:
+    gen = torch.Generator().manual_seed(seed)
+    plan = []
+    for case in spec.cases(quick):
+        if public_only and not case.public:
+            continue
+        a, b = case.build(gen), case.build(gen)
+        plan.append(PlannedCase(case, a, b, reference(spec, case, a), reference(spec, case, b)))
+    return plan
+
+
+def call_once(session, slot: int = 0) -> tuple:
+    """(CallDone, Shipped) of one call on the slot's arguments, prepared like every other call."""
+    session.request({"op": "prepare"})
+    done = session.request({"op": "call", "slot": slot}, reply=protocol.CallDone)
+    shipped = session.request({"op": "ship"}, reply=protocol.Shipped)
+    return done, shipped
+
+
+def run_cases(session, plan: list[PlannedCase]) -> list[CaseRun]:
+    runs = []
+    for p in plan:
+        session.request({"op": "load", "slot": 0, "args": p.a})
+        first = call_once(session)
+        session.request({"op": "refill", "slot": 0, "args": p.b})
+        second = call_once(session)
+        runs.append(CaseRun([first, second]))
+    return runs
+
+
+def intermediate_limit(spec, args) -> int | None:
+    """The most elements one operator may produce for these arguments (None: the exercise sets no limit)."""
+    limit = spec.rules.max_intermediate
+    return limit(args) if limit is not None else None
+
+
+def judge_call(spec, case, args, ref, done, shipped) -> tuple[bool, float | None, str]:
+    if not done.ok:
+        from autograder.isolation import plain_error
+
+        special = plain_error(done.error or "")
+        return False, None, f"{special}: " * bool(special) + f"raised {done.error}"
+    out = shipped.output
+    if not spec.judged_on_tensors:
+        ok, err, msg = spec.judge(out, ref)
+    else:
+        ok, err, msg = correctness.compare_outputs(out, ref, correctness.expected_dtypes(args, ref, spec), spec, case)
+    if ok and spec.check_inputs:
+        for i, (before, after) in enumerate(zip(args, shipped.inputs_after)):
+            if not correctness.same_values(before, after):
+                return False, err, f"modified its input argument {i} (inputs must come back unchanged)"
+    return ok, err, msg
+
+
+def judge_cases(spec, plan: list[PlannedCase], runs: list[CaseRun], where) -> Verdicts:
+    """Every case's verdict, in the order of the plan; ``where(line)`` names a learner's line."""
+    v = Verdicts()
+    for p, run in zip(plan, runs):
+        (done_a, ship_a), (done_b, ship_b) = run.calls
+        ok_a, err_a, msg_a = judge_call(spec, p.case, p.a, p.ref_a, done_a, ship_a)
+        ok_b, err_b, msg_b = judge_call(spec, p.case, p.b, p.ref_b, done_b, ship_b)
+        if ok_a and not ok_b and not msg_b.startswith(("raised", "modified")):
+            msg_b = ("wrong on the second call, after the inputs were re-filled in place with new values: "
+                     "a result from an earlier call (cached by pointer or shape?) is returned. " + msg_b)
+        errs = [e for e in (err_a, err_b) if e is not None]
+        shape, dtype = correctness.describe_tensor_args(p.a)
+        ok = ok_a and ok_b
+        v.rows.append({"case": p.case.name, "shape": shape, "dtype": dtype,
+                       "max_error": max(errs) if errs else None, "verdict": "ok" if ok else "FAIL"})
+        for done, args in ((done_a, p.a), (done_b, p.b)):
+            v.ops.extend(done.ops)
+            v.largest.append((*done.largest, intermediate_limit(spec, args)))
+            if done.ok:  # a call that raised (out of memory, say) launched nothing worth judging
+                v.launches.append(done.launches)
+        if not ok and v.first_fail is None:
+            v.first_fail = (p.case, where_msg(msg_a or msg_b, where))
+    return v
+
+
+def where_msg(msg: str, where) -> str:
+    """Turn the worker's '[line N]' into the learner's location ('cell 7, line 3' in notebooks)."""
+    import re
+
+    return re.sub(r"\[line (\d+)\]", lambda m: f"(at {where(int(m.group(1)))})", msg or "")
+
+
+def rule_violations(spec, v: Verdicts, kernels_ref: bool, where) -> list[str]:
+    return legality.judge(spec, v.ops, v.launches, kernels_ref, where, v.largest)
+
+
+def null_kernel_check(session, spec, plan: list[PlannedCase]) -> str | None:
+    """With every Triton launch made to do nothing, the outputs must change: otherwise they were not made
+    by the learner's kernels. Run on the first cases (the behaviour is what matters, not the size)."""
+    from autograder.specs.base import TRITON
+
+    if spec.kind != TRITON or not plan:
+        return None
+    session.request({"op": "nullify"})
+    for p in plan[:2]:
+        session.request({"op": "load", "slot": 0, "args": p.a})
+        done, shipped = call_once(session)
+        if not done.ok:
+            return None  # it failed without its kernels: they do matter
+        ok, _, _ = judge_call(spec, p.case, p.a, p.ref_a, done, shipped)
+        empty = all(_trivial(t) for t in _tensors(p.ref_a))
+        if not ok or empty:
+            return None
+    return ("its outputs stay correct when its Triton kernels are made to do nothing: the results are "
+            "computed some other way, not by the kernel the exercise asks for")
+
+
+def _tensors(x):
+    if isinstance(x, torch.Tensor):
+        yield x
+    elif isinstance(x, (tuple, list)):
+        for i in x:
+            yield from _tensors(i)
+
+
+def _trivial(t: torch.Tensor) -> bool:
+    """An output a kernel that never ran could still get right (empty, or all NaN like a poisoned buffer)."""
+    return t.numel() == 0 or bool(torch.isnan(t).all()) if t.is_floating_point() else t.numel() == 0

@@ -1,0 +1,15 @@
+"""The course's one measurement library, shared by the grader, the benchmark suite and the notebooks.
+
+- ``measure.timer``: the timer protocol (warm-up, L2 cold, every stream waited for, interleaved
+  repetitions, medians less an empty call's) and the in-process CUDA-event clock; the grader brings a
+  clock of its own that runs outside the learner's process (``autograder.timing``).
+- ``measure.tolerance``: the tolerance table per dtype and the float64 comparison that uses it.
+- ``measure.memory``: peak bytes of one call (the CUDA allocator on a GPU, the profiler on the CPU).
+- ``measure.reference``: float64 definitions of the course's operations (GELU, softmax, LayerNorm,
+  attention) and shared constants (``LOG2E``).
+- ``measure.ceilings``: this machine's roofs (copy bandwidth, matmul rate), measured and cached.
+- ``measure.roofline``: the roofline plot of the learner's kernels on those roofs.
+- ``measure.files``: atomic JSON writes and the environment a result file records.
+
+Nothing here imports the learner's code or the grader: it is safe to use in any process.
+"""

@@ -1,0 +1,136 @@
+"""The course's one timer protocol, for the grader, the benchmark suite and the notebooks.
+
+The protocol (``interleaved_medians``): every candidate is warmed up first (compilation, autotuning,
+lazy initialisation stay out of the numbers); then in each repetition every candidate runs once, in turn,
+so all of them see the same clocks and temperature; each run is timed with the L2 cache cold and with
+every stream of the device waited for, so work a call queued and did not wait for is its cost too; the
+result is each candidate's median, less the median of an empty call timed the same way (the cost of the
+protocol itself: the flush, the synchronization, the clock).
+
+How one run is timed is the *clock*, and it is separate from the protocol:
+- ``event_clock``: CUDA events in this process around flush + call + synchronize. For code this process
+  trusts: the benchmark suite, baselines, the notebooks' own measurements.
+- the grader's clock (``autograder.timing``) times a call in another process, from outside, through the
+  same protocol, so that a learner's code cannot touch the clock that times it.
+- ``wall_clock``: ``time.perf_counter`` around the call, on the CPU (no flush: the interpreter's time is
+  all Python).
+
+``median_ms(fn, *args)`` is the one-line use: the protocol with one candidate on this machine's clock.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Callable
+
+MIN_MS = 1e-3  # a median at or below the empty call's is reported as this (a microsecond)
+EMPTY = "__empty_call__"
+
+
+def l2_flush_buffer():
+    """A buffer twice the size of L2 (at least 256 MiB): writing it evicts everything the kernel touched."""
+    import torch
+
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    size = max(2 * getattr(props, "L2_cache_size", 50 << 20), 256 << 20)
+    return torch.empty(size // 4, dtype=torch.int32, device="cuda")
+
+
+def event_clock(flush) -> Callable[[Callable[[], object]], tuple[float, object]]:
+    """Time ``run()`` with CUDA events: an idle device, a begin event, the L2 flush, the call, then
+    ``torch.cuda.synchronize()`` (every stream) before the end event. Returns (ms, output)."""
+    import torch
+
+    def timed(run):
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()  # idle device: nothing queued earlier (by any stream) overlaps this call
+        begin.record()
+        flush.zero_()  # the call's launch overhead on the CPU hides behind this, as behind earlier work
+        out = run()
+        torch.cuda.synchronize()  # every stream: side-stream work the call did not wait for counts
+        end.record()
+        end.synchronize()
+        return begin.elapsed_time(end), out
+
+    return timed
+
+
+def wall_clock(run) -> tuple[float, object]:
+    t0 = time.perf_counter()
+    out = run()
+    return (time.perf_counter() - t0) * 1e3, out
+
+
+def poison_output(out) -> None:
+    """Overwrite a call's floating-point output(s) with NaN in place, so that memory holds no answer."""
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        if out.is_floating_point() or out.is_complex():
+            with torch.no_grad():
+                out.fill_(float("nan"))
+    elif isinstance(out, (tuple, list)):
+        for o in out:
+            poison_output(o)
+
+
+def interleaved_medians(runs: dict[str, Callable[[], float]], reps: int = 50, warmup: int = 5,
+                        max_seconds: float = 20.0, min_reps: int = 10) -> dict[str, float]:
+    """The protocol. ``runs[name]()`` performs one timed run and returns its milliseconds; it must include
+    ``EMPTY``, an empty call timed the same way, whose median is subtracted from every other median."""
+    if EMPTY not in runs:
+        raise ValueError("interleaved_medians needs an EMPTY run: the protocol's own cost is subtracted")
+    for run in runs.values():
+        for _ in range(warmup):
+            run()
+    times = {name: [] for name in runs}
+    start = time.perf_counter()
+    for rep in range(reps):
+        for name, run in runs.items():
+            times[name].append(run())
+        if rep + 1 >= min_reps and time.perf_counter() - start > max_seconds:
+            break
+    empty = statistics.median(times.pop(EMPTY))
+    return {name: max(statistics.median(t) - empty, MIN_MS) for name, t in times.items()}
+
+
+def _empty(*_args):
+    return None
+
+
+def time_interleaved(fns: dict, args: tuple = (), reps: int = 50, warmup: int = 5, max_seconds: float = 20.0,
+                     poison_outputs: bool = False, clock=None) -> dict[str, float]:
+    """Median ms per call of each ``fn(*args)`` in this process, by the protocol above.
+
+    ``clock`` defaults to CUDA events on a GPU and the wall clock on the CPU. ``poison_outputs``: every
+    output is overwritten with NaN after its run (outside the timed window), so no call can hand back
+    memory a previous call left holding the right answer."""
+    import torch
+
+    flush = None
+    if clock is None:
+        if torch.cuda.is_available():
+            flush = l2_flush_buffer()
+            clock = event_clock(flush)
+        else:
+            clock = wall_clock
+
+    def timed_run(fn):
+        def run():
+            ms, out = clock(lambda: fn(*args))
+            if poison_outputs:
+                poison_output(out)
+            return ms
+        return run
+
+    runs = {name: timed_run(fn) for name, fn in fns.items()}
+    runs[EMPTY] = timed_run(_empty)
+    try:
+        return interleaved_medians(runs, reps=reps, warmup=warmup, max_seconds=max_seconds)
+    finally:
+        del flush
+
+
+def median_ms(fn: Callable, *args, reps: int = 50, warmup: int = 5, max_seconds: float = 10.0) -> float:
+    """Median milliseconds of ``fn(*args)`` on this machine, by the course's protocol."""
+    return time_interleaved({"fn": fn}, args, reps=reps, warmup=warmup, max_seconds=max_seconds)["fn"]

@@ -1,0 +1,82 @@
+"""The tolerance table, stated once, and the float64 comparison that applies it.
+
+A computed output passes when, elementwise, |out - ref| <= atol + rtol * |ref|, with ``ref`` computed in
+float64 and (atol, rtol) taken from the output's dtype; positions where the reference is NaN or +-inf must
+hold the same value, every other position must be finite (NaN never passes). The grader, the reference
+kernels' tests and the benchmark suite's pre-timing check all use it.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+# (atol, rtol) per output dtype. float32: a kernel computing in fp32 lands within a few ulp (1.2e-7) of
+# the exact value; 1e-5/1e-4 leaves room for a different reduction order. fp16/bf16: the output's own
+# rounding is 2^-11 / 2^-8 relative, so the tolerance is a few of those ulps; nothing looser, or a wrong
+# kernel could pass. A check that needs more (chained roundings, TF32, long accumulations) overrides it
+# with its reason beside it.
+TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
+    torch.float64: (1e-10, 1e-8),
+    torch.float32: (1e-5, 1e-4),
+    torch.float16: (1e-3, 4e-3),
+    torch.bfloat16: (8e-3, 1.6e-2),
+}
+
+
+def compare_tensor(out, ref: torch.Tensor, dtype: torch.dtype, tol) -> tuple[bool, float | None, str]:
+    """(ok, max abs error, message) of one output against its float64 reference."""
+    if not isinstance(out, torch.Tensor):
+        return False, None, f"returned {type(out).__name__}, expected a torch.Tensor"
+    if tuple(out.shape) != tuple(ref.shape):
+        return False, None, f"shape {tuple(out.shape)}, expected {tuple(ref.shape)}"
+    if out.dtype != dtype:
+        return False, None, f"dtype {out.dtype}, expected {dtype}"
+    if ref.numel() == 0:
+        return True, 0.0, ""
+    o = out.detach().to(device=ref.device, dtype=torch.float64)
+    r = ref.detach().to(torch.float64)
+    special = ~torch.isfinite(r)
+    if bool(special.any()):
+        same = (o[special] == r[special]) | (torch.isnan(o[special]) & torch.isnan(r[special]))
+        if not bool(same.all()):
+            return False, math.inf, "wrong where the exact answer is NaN or infinite"
+    regular = ~special
+    o_reg, r_reg = o[regular], r[regular]
+    if not bool(torch.isfinite(o_reg).all()):
+        n_bad = int((~torch.isfinite(o_reg)).sum())
+        return False, math.inf, f"{n_bad} NaN/inf value(s) where the answer is finite"
+    if o_reg.numel() == 0:
+        return True, 0.0, ""
+    err = (o_reg - r_reg).abs()
+    atol, rtol = tol
+    bad = err > atol + rtol * r_reg.abs()
+    max_err = float(err.max())
+    if bool(bad.any()):
+        idx = int(bad.nonzero()[0, 0]) if bad.dim() else 0
+        return False, max_err, (f"{int(bad.sum())} of {bad.numel()} values off (max error {max_err:.3g}; "
+                                f"e.g. got {float(o_reg.flatten()[idx]):.6g}, expected {float(r_reg.flatten()[idx]):.6g}; "
+                                f"allowed {atol:g} + {rtol:g}*|expected|)")
+    return True, max_err, ""
+
+
+def tolerance_for(dtype: torch.dtype, overrides: dict | None = None) -> tuple[float, float]:
+    return (overrides or {}).get(dtype, TOLERANCES[dtype])
+
+
+def compare(out, ref, overrides: dict | None = None, dtypes=None) -> tuple[bool, float | None, str]:
+    """Compare one output or a tuple of outputs with the reference(s); each output is held to the
+    tolerance of its expected dtype (``dtypes``, default: the output's own)."""
+    outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+    refs = tuple(ref) if isinstance(ref, (tuple, list)) else (ref,)
+    if len(outs) != len(refs):
+        return False, None, f"expected {len(refs)} output(s), got {len(outs)}"
+    dtypes = dtypes or [getattr(o, "dtype", torch.float32) for o in outs]
+    worst, ok, msgs = 0.0, True, []
+    for i, (o, r, d) in enumerate(zip(outs, refs, dtypes)):
+        good, err, msg = compare_tensor(o, r, d, tolerance_for(d, overrides))
+        ok &= good
+        worst = max(worst, err if err is not None else math.inf)
+        if not good:
+            msgs.append(f"output {i}: {msg}" if len(outs) > 1 else msg)
+    return ok, worst, "; ".join(msgs)
