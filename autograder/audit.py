@@ -111,6 +111,7 @@ FORBIDDEN_MODULES: dict[str, str] = {
     "code": "runs code built at run time", "codeop": "compiles code built at run time",
     "runpy": "runs other files as code", "unittest": "(unittest.mock) patches other modules' objects",
     "posix": "calls the operating system directly (like os.system, os.fork)",
+    "asyncio": "runs subprocesses and network connections in an event loop",
 }
 
 # Dotted paths whose use is reported wherever they appear (an alias or a prefix counts): path -> (rule, why).
@@ -135,6 +136,9 @@ _PATH_RULES: dict[str, tuple[str, str]] = {
     **{f"sys.{n}": ("process", "hooks into the interpreter, under the grader's code as well") for n in (
         "settrace", "setprofile", "_getframe", "_current_frames", "meta_path", "path_hooks",
         "path_importer_cache", "addaudithook", "monitoring", "remote_exec", "set_asyncgen_hooks")},
+    "torch.multiprocessing": ("process", _SPAWNS),
+    "torch.distributed": ("process", "talks to other processes over the network"),
+    "numpy.ctypeslib": ("escape", "reads and writes raw memory through pointers"),
     "torch._C": ("escape", "uses torch's private C bindings (dispatch keys, mode stacks, the profiler)"),
     "torch.utils._python_dispatch": ("escape", "installs dispatch modes that can hide operators from the grader"),
     "torch.overrides": ("escape", "intercepts torch functions (torch function modes and overrides)"),
@@ -158,6 +162,9 @@ _PATH_RULES: dict[str, tuple[str, str]] = {
 }
 _PATH_PATTERNS: tuple[tuple[str, str, str], ...] = tuple(
     (f"os.{n}", "process", _SPAWNS) for n in ("exec*", "spawn*", "posix_spawn*"))
+# Loaders that unpickle (run arbitrary code) unless told not to: path -> (keyword, its safe value).
+_UNPICKLERS = {"torch.load": ("weights_only", True), "numpy.load": ("allow_pickle", False),
+               "pandas.read_pickle": (None, None)}
 # open-like functions: (path, index of the mode argument)
 _OPENERS = {"builtins.open": 1, "io.open": 1, "codecs.open": 1, "os.fdopen": 1}
 
@@ -211,8 +218,11 @@ SPELLINGS: dict[str, tuple] = {
     "logsumexp": ("logsumexp",),
 }
 SPELLINGS["MultiheadAttention"] = SPELLINGS["multi_head_attention_forward"] = SPELLINGS["scaled_dot_product_attention"]
-# Spellings that are classes (nn modules), reported on any use; the others are also caught as methods.
-_CLASS_SPELLINGS = frozenset(s for s in SPELLINGS if s[:1].isupper())
+# A spelling given alone also forbids its other forms (``{"softmax"}`` covers ``nn.Softmax``).
+_ALSO = {"softmax": ("Softmax",), "log_softmax": ("LogSoftmax",), "layer_norm": ("LayerNorm",),
+         "gelu": ("GELU",), "linear": ("Linear",), "cross_entropy": ("CrossEntropyLoss",), "nll_loss": ("NLLLoss",),
+         "scaled_dot_product_attention": ("MultiheadAttention", "multi_head_attention_forward"),
+         "matmul": ("@", "__matmul__", "__rmatmul__")}
 # Roots whose functions compute outside torch's dispatcher (the operator recorder never sees them).
 _COMPUTE_ROOTS = ("torch", "numpy", "scipy")
 
@@ -251,9 +261,13 @@ def audit(source: str, *, allow: Iterable[str] = frozenset(), forbidden_calls: I
     tree = ast.parse(source)
     if not isinstance(forbidden_calls, Mapping):
         forbidden_calls = {name: "this exercise forbids it" for name in forbidden_calls}
+    forbidden_calls = dict(forbidden_calls)
+    for name, why in list(forbidden_calls.items()):
+        for other in _ALSO.get(name, ()):
+            forbidden_calls.setdefault(other, why)
     scopes = _Scopes(tree)
     reachable = _reachable(tree, entry) if (entry and forbidden_calls) else None
-    auditor = _Auditor(scopes, frozenset(allow), dict(forbidden_calls), reachable)
+    auditor = _Auditor(scopes, frozenset(allow), forbidden_calls, reachable)
     auditor.visit(tree)
     seen, out = set(), []
     for f in sorted(auditor.findings, key=lambda f: f.line):  # stable: the first report of a line wins
@@ -292,13 +306,24 @@ class _Scope:
 
 class _Scopes:
     """Every scope's names and what each may hold: external dotted paths (through imports and aliases),
-    the submission's own defs/classes, or run-time values. Names bound several ways keep every way."""
+    the submission's own defs/classes, or run-time values. Names bound several ways keep every way.
+
+    Values flow, conservatively, through assignments, containers (literals, item stores, ``append``),
+    attributes (``self.t = torch`` makes every ``.t`` possibly ``torch``), class bodies and the return
+    values of the submission's own functions.
+    """
 
     def __init__(self, tree: ast.Module):
         self.of: dict[ast.AST, _Scope] = {}
+        self.returns: dict[str, list] = {}      # own function name -> [(returned expression, its scope node)]
+        self.attr_paths: dict[str, set] = {}    # attribute name -> external paths ever stored under it
+        self.pending_attrs: list = []           # (attribute name, value expression, scope)
+        self.pending_items: list = []           # (container name, value expression, scope)
+        self._active: set = set()
         self.module = self._collect(tree, None)
         self.settle()
 
+    # -- collecting bindings
     def _collect(self, node, parent) -> _Scope:
         scope = _Scope(node, parent)
         self.of[node] = scope
@@ -314,11 +339,12 @@ class _Scopes:
     def _walk_binding(self, node, scope):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             scope.bind(node.name, {_OWN})
-            for d in node.decorator_list + getattr(node, "bases", []) + [k.value for k in getattr(node, "keywords", [])]:
-                self._walk_binding(d, scope)
+            outer = node.decorator_list + getattr(node, "bases", []) + [k.value for k in getattr(node, "keywords", [])]
             if not isinstance(node, ast.ClassDef):
-                for default in node.args.defaults + [d for d in node.args.kw_defaults if d]:
-                    self._walk_binding(default, scope)
+                outer += node.args.defaults + [d for d in node.args.kw_defaults if d]
+                self.returns.setdefault(node.name, []).extend((r, node) for r in _returned(node))
+            for expr in outer:
+                self._walk_binding(expr, scope)
             self._collect(node, scope)
             return
         if isinstance(node, ast.Lambda):
@@ -328,10 +354,8 @@ class _Scopes:
             return
         if isinstance(node, ast.Import):
             for a in node.names:
-                if a.asname:
-                    scope.bind(a.asname, {a.name})
-                else:
-                    scope.bind(a.name.split(".")[0], {a.name.split(".")[0]})
+                top = a.name.split(".")[0]
+                scope.bind(a.asname or top, {a.name if a.asname else top})
         elif isinstance(node, ast.ImportFrom):
             module = node.module or ""
             for a in node.names:
@@ -350,40 +374,73 @@ class _Scopes:
             self._bind_target(node.target, node.value, scope)
         elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
             self._bind_target(node.target, ("iter", node.iter), scope)
-        elif isinstance(node, (ast.withitem,)) and node.optional_vars is not None:
+        elif isinstance(node, ast.withitem) and node.optional_vars is not None:
             self._bind_target(node.optional_vars, ("call", node.context_expr), scope)
         elif isinstance(node, ast.ExceptHandler) and node.name:
             scope.bind(node.name, {_LOCAL})
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _FILLERS
+              and isinstance(node.func.value, ast.Name)):
+            for arg in node.args + [k.value for k in node.keywords]:     # box.append(torch)
+                self.pending_items.append((node.func.value.id, arg, scope))
         for child in ast.iter_child_nodes(node):
             self._walk_binding(child, scope)
 
     def _bind_target(self, target, value, scope):
         if isinstance(target, ast.Name):
             scope.pending.append((target.id, value))
+            if isinstance(value, ast.Lambda):
+                self.returns.setdefault(target.id, []).append((value.body, value))
+            if isinstance(scope.node, ast.ClassDef) and not isinstance(value, tuple):
+                self.pending_attrs.append((target.id, value, scope))      # class C: t = torch -> C.t
         elif isinstance(target, (ast.Tuple, ast.List)):
             values = value.elts if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts) else None
             for i, t in enumerate(target.elts):
                 self._bind_target(t, values[i] if values and not isinstance(t, ast.Starred) else value, scope)
         elif isinstance(target, ast.Starred):
             self._bind_target(target.value, value, scope)
+        elif isinstance(target, ast.Attribute) and not isinstance(value, tuple):
+            self.pending_attrs.append((target.attr, value, scope))       # self.t = torch -> any .t
+        elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) and not isinstance(value, tuple):
+            self.pending_items.append((target.value.id, value, scope))   # box[k] = torch -> box[...]
 
+    # -- resolving
     def settle(self):
         """Resolve the pending bindings until nothing changes (aliases of aliases, in any order)."""
-        for _ in range(8):
-            changed = False
+        for _ in range(10):
+            before = self._size()
             for scope in self.of.values():
                 for name, value in scope.pending:
-                    if isinstance(value, tuple):  # ("iter", expr): the elements; ("call", expr): with ... as
+                    if isinstance(value, tuple):  # ("iter", expr): its elements; ("call", expr): with ... as
                         kind, expr = value
                         paths = self.paths(expr, scope) if kind == "iter" else {_LOCAL}
                         paths = {p for p in paths if _is_external(p)} or {_LOCAL}
                     else:
                         paths = self.paths(value, scope) or {_LOCAL}
-                    before = len(scope.bindings.get(name, ()))
-                    scope.bind(name, paths)
-                    changed |= len(scope.bindings[name]) != before
-            if not changed:
+                    (self.module if name in scope.declared_global else scope).bind(name, paths)
+            for attr, value, scope in self.pending_attrs:
+                ext = {p for p in self.paths(value, scope) if _is_external(p)}
+                if ext:
+                    self.attr_paths.setdefault(attr, set()).update(ext)
+            for name, value, scope in self.pending_items:
+                ext = {p for p in self.paths(value, scope) if _is_external(p)}
+                if ext:
+                    self._home(name, scope).bind(name, ext)
+            if self._size() == before:
                 return
+
+    def _size(self) -> int:
+        return (sum(len(v) for s in self.of.values() for v in s.bindings.values())
+                + sum(len(v) for v in self.attr_paths.values()))
+
+    def _home(self, name, scope) -> _Scope:
+        """The scope whose binding of ``name`` code in ``scope`` sees (the module when none binds it)."""
+        while scope is not None:
+            if name in scope.declared_global:
+                return self.module
+            if name in scope.bindings:
+                return scope
+            scope = scope.parent
+        return self.module
 
     def lookup(self, name: str, scope: _Scope) -> set:
         start = scope
@@ -411,11 +468,12 @@ class _Scopes:
                     out.add(p)                      # type(x).attr: still the class
                 elif _is_external(p):
                     out.add(f"{p}.{expr.attr}")
-                else:
-                    out.add(_LOCAL)                 # an attribute of the learner's own object or a value
+                else:                               # an attribute of the learner's own object or a value
+                    out.add(_LOCAL)
+                    out.update(self.attr_paths.get(expr.attr, ()))
             return out
         if isinstance(expr, ast.Subscript):
-            if self._is_sys_modules(expr.value, scope) and isinstance(expr.slice, ast.Constant):
+            if "sys.modules" in self.paths(expr.value, scope) and isinstance(expr.slice, ast.Constant):
                 return {str(expr.slice.value)}
             return self.paths(expr.value, scope)  # an element of a container keeps the container's paths
         if isinstance(expr, (ast.List, ast.Tuple, ast.Set)):
@@ -426,7 +484,7 @@ class _Scopes:
             return self.paths(expr.body, scope) | self.paths(expr.orelse, scope)
         if isinstance(expr, ast.BoolOp):
             return set().union(*(self.paths(v, scope) for v in expr.values))
-        if isinstance(expr, (ast.NamedExpr, ast.Starred)):
+        if isinstance(expr, (ast.NamedExpr, ast.Starred, ast.Await)):
             return self.paths(expr.value, scope)
         if isinstance(expr, ast.Lambda):
             return {_OWN}
@@ -447,10 +505,31 @@ class _Scopes:
             return {"<type>"}
         if fn & _PASSTHROUGH_CALLS and args:
             return set().union(*(self.paths(a, scope) for a in args))
+        if _OWN in fn and isinstance(call.func, ast.Name) and call.func.id not in self._active:
+            self._active.add(call.func.id)           # what the learner's own function hands back
+            try:
+                ext = {p for expr, node in self.returns.get(call.func.id, ())
+                       for p in self.paths(expr, self.of.get(node, scope)) if _is_external(p)}
+            finally:
+                self._active.discard(call.func.id)
+            return ext | {_LOCAL}
         return {_LOCAL}
 
-    def _is_sys_modules(self, expr, scope) -> bool:
-        return "sys.modules" in self.paths(expr, scope)
+
+_FILLERS = frozenset({"append", "extend", "insert", "add", "update", "setdefault", "appendleft"})
+
+
+def _returned(fn) -> list:
+    """The expressions ``fn`` returns (not those of the functions nested in it)."""
+    out, todo = [], list(fn.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(node, ast.Return) and node.value is not None:
+            out.append(node.value)
+        todo.extend(ast.iter_child_nodes(node))
+    return out
 
 
 # ------------------------------------------------------------------------------------------ reachability
@@ -514,6 +593,9 @@ class _Auditor(ast.NodeVisitor):
         self.kernel_depth = 0        # inside @triton.jit functions
         self.reach_depth = 0         # inside a statement the entry point can reach
         self.parents: dict[int, ast.AST] = {}
+        self.kernels = {n.name for n in ast.walk(scopes.module.node) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                        and any(p.startswith("triton.") for d in n.decorator_list
+                                for p in scopes.paths(d.func if isinstance(d, ast.Call) else d, scopes.module))}
 
     # -- helpers
     def report(self, node, rule, message):
@@ -644,6 +726,8 @@ class _Auditor(ast.NodeVisitor):
 
     def _check_dunder(self, node):
         attr = node.attr
+        if isinstance(node.ctx, ast.Load):
+            self._check_method(node)
         parent = self.parents.get(id(node))
         if attr in _ESCAPE_DUNDERS:
             self.report(node, "escape", f"uses {self.text(node)}: {attr} reaches objects the grader relies on")
@@ -713,6 +797,17 @@ class _Auditor(ast.NodeVisitor):
 
     def _check_store(self, target, verb):
         if isinstance(target, ast.Attribute):
+            base = target.value
+            while isinstance(base, (ast.Attribute, ast.Subscript)):
+                base = base.value
+            if isinstance(base, ast.Name) and base.id in self.kernels and _OWN in self.paths(base):
+                self.report(target, "patching", f"{verb} {self.text(target)}: changing a Triton kernel object's "
+                            "attributes can replace its launcher (and hide launches from the grader)")
+                return
+            if isinstance(base, ast.Call) and not self.external(base):
+                self.report(target, "patching", f"{verb} {self.text(target)}, an attribute of an object a call "
+                            "returned: the audit cannot tell whose object it is (assign to your own objects)")
+                return
             owners = self._owner_paths(target)
             if owners:
                 owner = sorted(owners, key=len)[0]
@@ -769,6 +864,10 @@ class _Auditor(ast.NodeVisitor):
     def visit_Call(self, node):
         fn = self.paths(node.func)
         args = node.args
+        if fn & {"builtins.getattr", "builtins.__import__", "importlib.import_module"}:
+            for p in sorted(self.external(node)):   # getattr(torch, "softmax") is torch.softmax
+                if p != "<type>" and self._check_path(node, p, self.text(node)):
+                    break
         name_arg = args[1] if len(args) >= 2 else None
         dynamic_name = name_arg is not None and not (isinstance(name_arg, ast.Constant) and isinstance(name_arg.value, str))
         if "builtins.getattr" in fn and dynamic_name:
@@ -783,21 +882,29 @@ class _Auditor(ast.NodeVisitor):
                                                     node), verb)
         if fn & {"builtins.globals", "builtins.locals", "builtins.vars"}:
             self._check_namespace_call(node)
+        for p in fn & set(_UNPICKLERS):
+            key, safe = _UNPICKLERS[p]
+            given = next((k.value for k in node.keywords if k.arg == key), None) if key else None
+            if key is None or (given is not None and not (isinstance(given, ast.Constant) and given.value is safe)):
+                self.report(node, "dynamic-code", f"{self.text(node)}: unpickling runs arbitrary code the audit "
+                            "cannot see" + (f" (leave {key}={safe})" if key else ""))
         opener = next((_OPENERS[p] for p in fn if p in _OPENERS), None)
         if opener is not None:
             self._check_open(node, opener)
         elif isinstance(node.func, ast.Attribute) and node.func.attr == "open" and not self.external(node.func.value):
             self._check_open(node, 0)                       # Path(...).open("w")
-        if isinstance(node.func, ast.Attribute):
-            attr = node.func.attr
-            if attr in _WRITE_METHODS and not self._is_own(node.func.value):
-                self.report(node, "file-write", f"calls .{attr}(...), which writes files: graded code may read "
-                            "files but not write them")
-            feature = _FEATURE_METHODS.get(attr)
-            if feature and feature not in self.allow:
-                self.report(node, "feature", f"calls .{attr}(...) ({feature}): {_FEATURE_WHY[feature]}; this "
-                            "exercise does not allow it")
         self.generic_visit(node)
+
+    def _check_method(self, node):
+        """Methods that write files or use streams, on whatever object (``Path(p).write_text``)."""
+        attr = node.attr
+        if attr in _WRITE_METHODS and not self._is_own(node.value):
+            self.report(node, "file-write", f"uses .{attr}(...), which writes files: graded code may read "
+                        "files but not write them")
+        feature = _FEATURE_METHODS.get(attr)
+        if feature and feature not in self.allow:
+            self.report(node, "feature", f"uses .{attr}(...) ({feature}): {_FEATURE_WHY[feature]}; this "
+                        "exercise does not allow it")
 
     def _is_own(self, expr) -> bool:
         paths = self.paths(expr)
@@ -849,6 +956,9 @@ class _Auditor(ast.NodeVisitor):
                         "globals()/vars() is invisible to the audit")
 
     def visit_Constant(self, node):
+        if node.value in _ESCAPE_DUNDERS or node.value in ("__dict__", "__class__", "__builtins__"):
+            self.report(node, "escape", f"names {node.value!r} as a string (getattr(x, {node.value!r})): it reaches "
+                        "objects the grader relies on")
         text = node.value.upper() if isinstance(node.value, str) else ""
         if ("AUTOGRADER_" in text or text.startswith("AUTOGRADER")) and not isinstance(self.parents.get(id(node)), ast.Expr):
             # (a docstring may mention the grader; a string the code uses names its settings or modules)
