@@ -33,7 +33,7 @@ Rules (``RULES`` holds the list):
 - forbidden-call: the torch operators an exercise forbids, where the source shows them (``torch.softmax``,
   ``F.softmax``, ``x.softmax(...)``, ``nn.Softmax``, ``a @ b``...), in the code the entry point can reach
   (``entry``), outside Triton kernels. ``forbidden_calls_for(spec)`` derives them from a spec's
-  ``allowed_ops`` / ``forbidden_hint``.
+  ``rules`` (``allowed_ops``, ``why``).
 
 The audit reads source: it cannot see code the submission builds at run time, which is why building code
 at run time is itself a finding. Code in ``@triton.jit`` functions is Triton's language (``a @ b`` there
@@ -228,16 +228,17 @@ _COMPUTE_ROOTS = ("torch", "numpy", "scipy")
 
 
 def forbidden_calls_for(spec) -> dict[str, str]:
-    """{python spelling or aten name: reason} for an exercise spec (``allowed_ops``, ``forbidden_hint``).
+    """{python spelling or aten name: reason} for an exercise spec, or its ``Rules`` (``allowed_ops``, ``why``).
 
-    Aten names from ``forbidden_hint`` are matched on torch paths (``torch.sum``, ``torch.ops.aten.sum``);
-    the spellings of ``SPELLINGS`` also as methods (``x.softmax``), nn classes and ``@``. Empty when the
+    Aten names from ``why`` are matched on torch paths (``torch.sum``, ``torch.ops.aten.sum``); the
+    spellings of ``SPELLINGS`` also as methods (``x.softmax``), nn classes and ``@``. Empty when the
     exercise allows every operator (``allowed_ops`` None).
     """
-    allowed = getattr(spec, "allowed_ops", None)
+    rules = getattr(spec, "rules", spec)
+    allowed = getattr(rules, "allowed_ops", None)
     if allowed is None:
         return {}
-    hints = dict(getattr(spec, "forbidden_hint", {}) or {})
+    hints = dict(getattr(rules, "why", None) or {})
     default = "it is not among the operators this exercise allows"
     out = {op: why for op, why in hints.items() if op not in allowed}
     for spelling, ops in SPELLINGS.items():
@@ -627,10 +628,18 @@ class _Auditor(ast.NodeVisitor):
 
     # -- scopes
     def _in_scope(self, node, kernel=False):
+        """Decorators, defaults and bases in the enclosing scope; the body in the node's own."""
+        outer = list(getattr(node, "decorator_list", [])) + list(getattr(node, "bases", []))
+        outer += [k.value for k in getattr(node, "keywords", [])]
+        if not isinstance(node, ast.ClassDef):
+            outer += node.args.defaults + [d for d in node.args.kw_defaults if d]
+        for expr in outer:
+            self.visit(expr)
         self.stack.append(self.scopes.of[node])
         self.kernel_depth += kernel
         try:
-            self.generic_visit(node)
+            for child in node.body if isinstance(node.body, list) else [node.body]:
+                self.visit(child)
         finally:
             self.kernel_depth -= kernel
             self.stack.pop()

@@ -209,6 +209,10 @@ HONEST_SNIPPETS = {
         def g(F, torch):
             F.softmax = 1      # a parameter, not the module
             torch.thing = 2
+        @triton.jit
+        def h(x_ptr, triton: tl.constexpr):
+            a = tl.load(x_ptr)
+            tl.store(x_ptr, a @ a)  # still a kernel: its decorator is read outside its parameters
     """,
     "nested functions and closures": """
         import torch
