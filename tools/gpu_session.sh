@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on a lent GPU machine (device tool), from the repository root:
 #   bash tools/gpu_session.sh STAGE [STAGE ...]
-# Stages: env | kernel-tests | bench | bench-quick | gpu-tests | notebooks | autograde
+# Stages: env | kernel-tests | bench | bench-quick | gpu-tests | notebooks | autograde | sandbox
 # Carried wheels (.whl, from ../shared/tools/gpu-wheels.sh) are installed first: the GPU image has
 # torch/triton but no nbgrader/nbclient. Logs and results go to $OUT/results.tgz (one file, because the
 # device tool brings back at most 8 files) and each stage's summary is printed last.
@@ -44,6 +44,10 @@ for stage in "$@"; do
         bench-quick) TAIL=80 run_logged bench-quick python3 -m kernels_ref.bench --quick --no-progress --json "$RES/bench-quick/bench.json" ;;
         notebooks) run_logged notebooks python3 -m tools.execute_notebook --timeout 900 solutions/*/*.ipynb ;;
         autograde) TAIL=80 run_logged autograde python3 -m tools.gpu_autograde "$RES/autograde" ;;
+        # The worker's sandbox on this machine: GPU and Triton inside it, what it refuses, start-up cost.
+        # Without bubblewrap on the image, a bwrap binary carried in .whl/ (cp /usr/bin/bwrap .whl/) is used.
+        sandbox) bw=${AUTOGRADER_BWRAP:-$(command -v bwrap || { [ -x .whl/bwrap ] && echo "$PWD/.whl/bwrap"; })}
+                 AUTOGRADER_BWRAP=$bw run_logged sandbox python3 -m autograder.sandbox ;;
         *) note "unknown stage: $stage" ;;
     esac
 done

@@ -1,0 +1,975 @@
+"""Static audit of a submission's source: what it imports, calls and touches (the trust model's "legality,
+read from the submission's source").
+
+Everything in the worker's process can be patched by the learner's code (timers, CUDA events, the operator
+recorder, the launch counter, the result file), so what the grade rests on is read here, from the source,
+in the grading process. ``audit(source, allow=..., forbidden_calls=..., entry=...)`` returns one
+``Finding(line, rule, message)`` per offending line and rule: ``line`` is a line of ``source`` (for a
+notebook, ``Submission.where(line)`` says "cell 7, line 3"), ``message`` says in plain words what the code
+does and why a graded exercise may not.
+
+Rules (``RULES`` holds the list):
+- grader-import, reference-import: imports of the grader (only ``from autograder import check`` is
+  allowed: inside a grading worker ``check`` returns True without running anything, so its calls are
+  harmless and not reported) or of ``kernels_ref``;
+- forbidden-import: modules that reach into the process (gc, ctypes, inspect, importlib, builtins, ...),
+  start threads or processes, open sockets, unpickle, copy files;
+- process: ``os`` functions that write files or descriptors, spawn, signal or change the environment,
+  and ``sys`` internals used for patching (``sys.modules``, ``sys.settrace``, ``sys._getframe``, ...);
+- patching: assigning (also ``+=``, ``setattr``, ``del``, ``delattr``) to attributes of modules, classes
+  or functions the submission did not define, through any alias (``import torch as t``, ``E =
+  torch.cuda.Event``, ``sys.modules["autograder"]``, ``type(x)``); the learner's own objects are fine;
+- dynamic-code: ``exec``, ``eval``, ``compile``, ``__import__``, ``globals()``/``locals()``/``vars()``
+  used to write, ``getattr``/``setattr``/``delattr`` with a computed name;
+- escape: dunder attributes used to reach other objects (``__subclasses__``, ``__globals__``,
+  ``__code__``, ``__builtins__``, ``__dict__``, ``__class__``, ``__wrapped__``, ...), ``__torch_dispatch__``
+  / ``__torch_function__``, tensor subclasses and dispatch modes, ``torch._C``;
+- grader-state: reading or changing what tells a checked call from a timed one (memory poisoning,
+  deterministic mode, the ``AUTOGRADER_*`` environment, the caller's stack);
+- feature: torch.compile, CUDA graphs, streams, torch.jit, torch.library, unless the exercise allows the
+  feature (``allow``: names from ``FEATURES``);
+- file-write: ``open`` for writing, ``Path.write_text``, ``torch.save``, ``np.save``, ``savefig``, ...
+  (reading files is fine);
+- forbidden-call: the torch operators an exercise forbids, where the source shows them (``torch.softmax``,
+  ``F.softmax``, ``x.softmax(...)``, ``nn.Softmax``, ``a @ b``...), in the code the entry point can reach
+  (``entry``), outside Triton kernels. ``forbidden_calls_for(spec)`` derives them from a spec's
+  ``rules`` (``allowed_ops``, ``why``).
+
+The audit reads source: it cannot see code the submission builds at run time, which is why building code
+at run time is itself a finding. Code in ``@triton.jit`` functions is Triton's language (``a @ b`` there
+is ``tl.dot``) and is not checked for torch operators.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import fnmatch
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+
+@dataclass(frozen=True, order=True)
+class Finding:
+    line: int
+    rule: str
+    message: str
+
+    def describe(self, where=None) -> str:
+        """'cell 7, line 3: message' with ``Submission.where``; 'line N: message' without."""
+        return f"{where(self.line) if where else f'line {self.line}'}: {self.message}"
+
+
+RULES = ("grader-import", "reference-import", "forbidden-import", "process", "patching", "dynamic-code",
+         "escape", "grader-state", "feature", "file-write", "forbidden-call")
+
+# Features an exercise may allow (``allow``); each covers these torch paths (and everything below them).
+FEATURES: dict[str, tuple[str, ...]] = {
+    "compile": ("torch.compile", "torch.compiler", "torch._dynamo", "torch._inductor"),
+    "cuda_graphs": ("torch.cuda.graph", "torch.cuda.graphs", "torch.cuda.CUDAGraph",
+                    "torch.cuda.make_graphed_callables", "torch.cuda.graph_pool_handle"),
+    "streams": ("torch.cuda.Stream", "torch.cuda.stream", "torch.cuda.streams", "torch.cuda.current_stream",
+                "torch.cuda.default_stream", "torch.cuda.set_stream", "torch.cuda.ExternalStream",
+                "torch.cuda.StreamContext", "torch.Stream", "torch.accelerator.current_stream",
+                "torch.accelerator.set_stream"),
+    "jit": ("torch.jit",),
+    "library": ("torch.library", "torch.ops.load_library", "torch.utils.cpp_extension", "torch._custom_ops",
+                "torch._library"),
+}
+_FEATURE_WHY = {
+    "compile": "torch.compile generates the kernels for you",
+    "cuda_graphs": "CUDA graphs replay recorded work, hiding launches and time from the grader",
+    "streams": "work on another stream can finish after the call has been timed",
+    "jit": "TorchScript compiles the code for you",
+    "library": "custom operators and C++ extensions run code the grader cannot audit",
+}
+_FEATURE_METHODS = {"record_stream": "streams", "wait_stream": "streams"}
+
+# Modules a graded exercise may not import, with the reason in plain words.
+_REACHES_IN = "can reach into the running process and change the grader's own objects"
+_NETWORK = "talks to the network"
+_UNPICKLE = "runs arbitrary code while unpickling"
+_SPAWN = "starts other programs or processes"
+_THREADS = "starts threads that keep running while the grader checks and times the call"
+FORBIDDEN_MODULES: dict[str, str] = {
+    "gc": "finds every live object, the grader's included: it " + _REACHES_IN,
+    "ctypes": "writes raw memory and calls C functions: it " + _REACHES_IN,
+    "_ctypes": "writes raw memory and calls C functions: it " + _REACHES_IN,
+    "cffi": "calls C functions: it " + _REACHES_IN,
+    "inspect": "reads the grader's frames and source: it " + _REACHES_IN,
+    "importlib": "imports and reloads modules by computed names, which the audit cannot see",
+    "builtins": "replaces Python's built-in functions for the grader too",
+    "subprocess": _SPAWN, "_posixsubprocess": _SPAWN, "pty": _SPAWN, "multiprocessing": _SPAWN,
+    "concurrent": "starts threads or processes", "threading": _THREADS, "_thread": _THREADS,
+    "socket": _NETWORK, "socketserver": _NETWORK, "ssl": _NETWORK, "urllib": _NETWORK, "http": _NETWORK,
+    "requests": _NETWORK, "ftplib": _NETWORK, "smtplib": _NETWORK, "xmlrpc": _NETWORK,
+    "signal": "changes how the process handles signals (the grader's time limit among them)",
+    "pickle": _UNPICKLE, "_pickle": _UNPICKLE, "dill": _UNPICKLE, "cloudpickle": _UNPICKLE,
+    "shelve": _UNPICKLE, "marshal": "loads code objects", "copyreg": "changes how objects are pickled",
+    "shutil": "copies, moves and deletes files", "tempfile": "creates files",
+    "mmap": "maps files and memory for writing", "fcntl": "changes file descriptors",
+    "atexit": "runs code when the process exits, after the grader's own code",
+    "code": "runs code built at run time", "codeop": "compiles code built at run time",
+    "runpy": "runs other files as code", "unittest": "(unittest.mock) patches other modules' objects",
+    "posix": "calls the operating system directly (like os.system, os.fork)",
+    "asyncio": "runs subprocesses and network connections in an event loop",
+}
+
+# Dotted paths whose use is reported wherever they appear (an alias or a prefix counts): path -> (rule, why).
+_WRITES = "writes files or file descriptors"
+_SPAWNS = "starts or signals processes"
+_ENV = "changes the environment of the grading process"
+_STATE = ("reads or changes what the grader sets up around each call (memory poisoning, deterministic "
+          "mode): a graded function must not tell a checked call from a timed one")
+_STACK = "inspects the caller's stack: a graded function must not tell a checked call from a timed one"
+_PATH_RULES: dict[str, tuple[str, str]] = {
+    **{f"os.{n}": ("process", _WRITES) for n in (
+        "write", "writev", "pwrite", "open", "openpty", "fdopen", "dup", "dup2", "pipe", "pipe2", "mkfifo",
+        "mknod", "remove", "unlink", "rmdir", "removedirs", "replace", "rename", "renames", "mkdir",
+        "makedirs", "symlink", "link", "truncate", "ftruncate", "chmod", "fchmod", "chown", "fchown",
+        "lchown", "utime", "sendfile", "memfd_create")},
+    **{f"os.{n}": ("process", _SPAWNS) for n in (
+        "system", "popen", "fork", "forkpty", "kill", "killpg", "setsid", "setpgid", "register_at_fork")},
+    **{f"os.{n}": ("process", _ENV) for n in (
+        "putenv", "unsetenv", "environ.update", "environ.setdefault", "environ.pop", "environ.popitem",
+        "environ.clear", "environ.__setitem__", "environ.__delitem__", "chdir", "fchdir")},
+    "sys.modules": ("process", "reaches every loaded module (the grader's too) to patch or replace it"),
+    **{f"sys.{n}": ("process", "hooks into the interpreter, under the grader's code as well") for n in (
+        "settrace", "setprofile", "_getframe", "_current_frames", "meta_path", "path_hooks",
+        "path_importer_cache", "addaudithook", "monitoring", "remote_exec", "set_asyncgen_hooks")},
+    "torch.multiprocessing": ("process", _SPAWNS),
+    "torch.distributed": ("process", "talks to other processes over the network"),
+    "numpy.ctypeslib": ("escape", "reads and writes raw memory through pointers"),
+    "torch._C": ("escape", "uses torch's private C bindings (dispatch keys, mode stacks, the profiler)"),
+    "torch.utils._python_dispatch": ("escape", "installs dispatch modes that can hide operators from the grader"),
+    "torch.overrides": ("escape", "intercepts torch functions (torch function modes and overrides)"),
+    "torch._subclasses": ("escape", "uses tensor subclasses that can intercept every operator"),
+    "torch.Tensor._make_subclass": ("escape", "makes a tensor subclass that can intercept every operator"),
+    "torch.utils.deterministic": ("grader-state", _STATE),
+    **{f"torch.{n}": ("grader-state", _STATE) for n in (
+        "use_deterministic_algorithms", "are_deterministic_algorithms_enabled", "set_deterministic_debug_mode",
+        "get_deterministic_debug_mode", "is_deterministic_algorithms_warn_only_enabled")},
+    **{f"traceback.{n}": ("grader-state", _STACK) for n in (
+        "extract_stack", "walk_stack", "format_stack", "print_stack", "StackSummary")},
+    **{f"operator.{n}": ("dynamic-code", "sets, deletes or reads attributes and items by computed names")
+       for n in ("setitem", "delitem", "attrgetter", "methodcaller")},
+    **{f"types.{n}": ("dynamic-code", "builds functions or code objects at run time")
+       for n in ("FunctionType", "CodeType", "LambdaType")},
+    **{p: ("file-write", "writes a file") for p in (
+        "torch.save", "numpy.save", "numpy.savez", "numpy.savez_compressed", "numpy.savetxt",
+        "numpy.ndarray.tofile", "matplotlib.pyplot.savefig", "torch.cuda.memory._dump_snapshot",
+        "torch.profiler.tensorboard_trace_handler", "pathlib.Path.write_text", "pathlib.Path.write_bytes",
+        "pathlib.Path.touch")},
+}
+_PATH_PATTERNS: tuple[tuple[str, str, str], ...] = tuple(
+    (f"os.{n}", "process", _SPAWNS) for n in ("exec*", "spawn*", "posix_spawn*"))
+# Loaders that unpickle (run arbitrary code) unless told not to: path -> (keyword, its safe value).
+_UNPICKLERS = {"torch.load": ("weights_only", True), "numpy.load": ("allow_pickle", False),
+               "pandas.read_pickle": (None, None)}
+# open-like functions: (path, index of the mode argument)
+_OPENERS = {"builtins.open": 1, "io.open": 1, "codecs.open": 1, "os.fdopen": 1}
+
+# Method names that write files whatever object they are called on (``Path(...).write_text(...)``).
+_WRITE_METHODS = frozenset({"write_text", "write_bytes", "touch", "mkdir", "unlink", "rmdir", "symlink_to",
+                            "hardlink_to", "savefig", "tofile", "to_csv", "to_parquet", "export_chrome_trace",
+                            "export_stacks", "export_memory_timeline"})
+_WRITE_MODE_CHARS = set("wax+")
+
+# Dunder attributes used to climb from any object to any other (or to patch functions in place).
+_ESCAPE_DUNDERS = frozenset({
+    "__subclasses__", "__globals__", "__code__", "__builtins__", "__bases__", "__base__", "__mro__",
+    "__closure__", "__func__", "__self__", "__defaults__", "__kwdefaults__", "__wrapped__", "__loader__",
+    "__getattribute__", "__setattr__", "__delattr__", "__reduce__", "__reduce_ex__", "__torch_dispatch__",
+    "__torch_function__", "__init_subclass__",
+})
+_ESCAPE_NAMES = frozenset({"__builtins__", "__loader__"})
+_DYNAMIC_BUILTINS = {"exec": "runs code built at run time", "eval": "evaluates code built at run time",
+                     "compile": "compiles code built at run time",
+                     "__import__": "imports a module by a computed name",
+                     "breakpoint": "starts a debugger"}
+_TENSOR_CLASSES = ("torch.Tensor", "torch._C.TensorBase", "torch._C._TensorBase", "torch.nn.Parameter",
+                   "torch.nn.parameter.Parameter", "torch.nn.parameter.Buffer")
+_MODE_CLASSES = ("torch.utils._python_dispatch.TorchDispatchMode", "torch.overrides.TorchFunctionMode")
+_PASSTHROUGH_CALLS = frozenset({"builtins.list", "builtins.tuple", "builtins.set", "builtins.dict",
+                                "builtins.iter", "builtins.next", "builtins.reversed", "builtins.sorted",
+                                "builtins.min", "builtins.max"})
+
+# Python spellings of the aten operators exercises forbid, and the aten ops each one dispatches to
+# (on the CPU and the GPU). A spelling is forbidden when every op it can dispatch to is forbidden.
+_MATMUL = ("mm", "matmul", "bmm", "dot", "mv")
+SPELLINGS: dict[str, tuple] = {
+    "softmax": ("_softmax", "softmax"), "Softmax": ("_softmax", "softmax"),
+    "log_softmax": ("_log_softmax", "log_softmax"), "LogSoftmax": ("_log_softmax", "log_softmax"),
+    "layer_norm": ("native_layer_norm",), "LayerNorm": ("native_layer_norm",),
+    "gelu": ("gelu",), "GELU": ("gelu",),
+    "scaled_dot_product_attention": (
+        "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention",
+        "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
+        "_scaled_dot_product_attention_math", "_efficient_attention_forward", "_flash_attention_forward"),
+    "matmul": _MATMUL, "@": _MATMUL, "__matmul__": _MATMUL, "__rmatmul__": _MATMUL,
+    "einsum": ("bmm", "mm"), "tensordot": ("mm",), "inner": ("mm", "dot"), "dot": ("dot",), "mv": ("mv",),
+    "mm": ("mm",), "bmm": ("bmm",), "baddbmm": ("baddbmm",), "addmm": ("addmm",), "addmv": ("addmv",),
+    "chain_matmul": ("mm",), "multi_dot": ("mm",),
+    "linear": ("addmm", "mm", "bmm"), "Linear": ("addmm", "mm", "bmm"),
+    "_addmm_activation": ("_addmm_activation", "addmm"),
+    "cross_entropy": ("_log_softmax", "nll_loss_forward", "nll_loss2d_forward", "cross_entropy_loss"),
+    "CrossEntropyLoss": ("_log_softmax", "nll_loss_forward", "nll_loss2d_forward", "cross_entropy_loss"),
+    "nll_loss": ("nll_loss_forward", "nll_loss2d_forward", "nll_loss", "nll_loss_nd"),
+    "NLLLoss": ("nll_loss_forward", "nll_loss2d_forward", "nll_loss", "nll_loss_nd"),
+    "logsumexp": ("logsumexp",),
+}
+SPELLINGS["MultiheadAttention"] = SPELLINGS["multi_head_attention_forward"] = SPELLINGS["scaled_dot_product_attention"]
+# A spelling given alone also forbids its other forms (``{"softmax"}`` covers ``nn.Softmax``).
+_ALSO = {"softmax": ("Softmax",), "log_softmax": ("LogSoftmax",), "layer_norm": ("LayerNorm",),
+         "gelu": ("GELU",), "linear": ("Linear",), "cross_entropy": ("CrossEntropyLoss",), "nll_loss": ("NLLLoss",),
+         "scaled_dot_product_attention": ("MultiheadAttention", "multi_head_attention_forward"),
+         "matmul": ("@", "__matmul__", "__rmatmul__")}
+# Roots whose functions compute outside torch's dispatcher (the operator recorder never sees them).
+_COMPUTE_ROOTS = ("torch", "numpy", "scipy")
+
+
+def forbidden_calls_for(spec) -> dict[str, str]:
+    """{python spelling or aten name: reason} for an exercise spec, or its ``Rules`` (``allowed_ops``, ``why``).
+
+    Aten names from ``why`` are matched on torch paths (``torch.sum``, ``torch.ops.aten.sum``); the
+    spellings of ``SPELLINGS`` also as methods (``x.softmax``), nn classes and ``@``. Empty when the
+    exercise allows every operator (``allowed_ops`` None).
+    """
+    rules = getattr(spec, "rules", spec)
+    allowed = getattr(rules, "allowed_ops", None)
+    if allowed is None:
+        return {}
+    hints = dict(getattr(rules, "why", None) or {})
+    default = "it is not among the operators this exercise allows"
+    out = {op: why for op, why in hints.items() if op not in allowed}
+    for spelling, ops in SPELLINGS.items():
+        if not set(ops) & set(allowed):
+            out.setdefault(spelling, next((hints[o] for o in ops if o in hints), default))
+    return out
+
+
+def audit(source: str, *, allow: Iterable[str] = frozenset(), forbidden_calls: Iterable[str] | Mapping = frozenset(),
+          entry: str | None = None) -> list[Finding]:
+    """Findings for ``source`` (which must parse: ``submission.load`` guarantees it), sorted by line.
+
+    ``allow``: feature names from ``FEATURES`` the exercise allows. ``forbidden_calls``: python spellings
+    or aten names (a mapping gives each its reason), e.g. ``forbidden_calls_for(spec)``. ``entry``: the
+    exercise's entry point; forbidden calls are then reported only in code it can reach (the functions
+    and classes it names, transitively), so another exercise's code in the same notebook does not count.
+    """
+    unknown = set(allow) - set(FEATURES)
+    if unknown:
+        raise ValueError(f"unknown feature(s) {sorted(unknown)}; known: {sorted(FEATURES)}")
+    tree = ast.parse(source)
+    if not isinstance(forbidden_calls, Mapping):
+        forbidden_calls = {name: "this exercise forbids it" for name in forbidden_calls}
+    forbidden_calls = dict(forbidden_calls)
+    for name, why in list(forbidden_calls.items()):
+        for other in _ALSO.get(name, ()):
+            forbidden_calls.setdefault(other, why)
+    scopes = _Scopes(tree)
+    reachable = _reachable(tree, entry) if (entry and forbidden_calls) else None
+    auditor = _Auditor(scopes, frozenset(allow), forbidden_calls, reachable)
+    auditor.visit(tree)
+    seen, out = set(), []
+    for f in sorted(auditor.findings, key=lambda f: f.line):  # stable: the first report of a line wins
+        if (f.line, f.rule) not in seen:
+            seen.add((f.line, f.rule))
+            out.append(f)
+    return out
+
+
+def violations(findings: Iterable[Finding], where=None) -> list[str]:
+    """Findings as the grader's violation strings ('cell 7, line 3: ...')."""
+    return [f.describe(where) for f in findings]
+
+
+# ------------------------------------------------------------------------------------------ name resolution
+
+_OWN, _LOCAL = "<own>", "<local>"  # a def/class of the submission; a value made at run time (parameter, call)
+_SCOPE_NODES = (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+def _is_external(path: str) -> bool:
+    return not path.startswith("<") or path == "<type>"
+
+
+class _Scope:
+    def __init__(self, node, parent):
+        self.node, self.parent = node, parent
+        self.bindings: dict[str, set] = {}
+        self.pending: list = []            # (name, value expression) resolved by _Scopes.settle
+        self.declared_global: set = set()
+        self.star: list[str] = []          # modules of `from m import *`
+
+    def bind(self, name, paths):
+        self.bindings.setdefault(name, set()).update(paths)
+
+
+class _Scopes:
+    """Every scope's names and what each may hold: external dotted paths (through imports and aliases),
+    the submission's own defs/classes, or run-time values. Names bound several ways keep every way.
+
+    Values flow, conservatively, through assignments, containers (literals, item stores, ``append``),
+    attributes (``self.t = torch`` makes every ``.t`` possibly ``torch``), class bodies and the return
+    values of the submission's own functions.
+    """
+
+    def __init__(self, tree: ast.Module):
+        self.of: dict[ast.AST, _Scope] = {}
+        self.returns: dict[str, list] = {}      # own function name -> [(returned expression, its scope node)]
+        self.attr_paths: dict[str, set] = {}    # attribute name -> external paths ever stored under it
+        self.pending_attrs: list = []           # (attribute name, value expression, scope)
+        self.pending_items: list = []           # (container name, value expression, scope)
+        self._active: set = set()
+        self.module = self._collect(tree, None)
+        self.settle()
+
+    # -- collecting bindings
+    def _collect(self, node, parent) -> _Scope:
+        scope = _Scope(node, parent)
+        self.of[node] = scope
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            a = node.args
+            for arg in a.posonlyargs + a.args + a.kwonlyargs + [x for x in (a.vararg, a.kwarg) if x]:
+                scope.bind(arg.arg, {_LOCAL})
+        body = node.body if isinstance(node.body, list) else [node.body]
+        for child in body:
+            self._walk_binding(child, scope)
+        return scope
+
+    def _walk_binding(self, node, scope):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            scope.bind(node.name, {_OWN})
+            outer = node.decorator_list + getattr(node, "bases", []) + [k.value for k in getattr(node, "keywords", [])]
+            if not isinstance(node, ast.ClassDef):
+                outer += node.args.defaults + [d for d in node.args.kw_defaults if d]
+                self.returns.setdefault(node.name, []).extend((r, node) for r in _returned(node))
+            for expr in outer:
+                self._walk_binding(expr, scope)
+            self._collect(node, scope)
+            return
+        if isinstance(node, ast.Lambda):
+            for default in node.args.defaults + [d for d in node.args.kw_defaults if d]:
+                self._walk_binding(default, scope)
+            self._collect(node, scope)
+            return
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                top = a.name.split(".")[0]
+                scope.bind(a.asname or top, {a.name if a.asname else top})
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            for a in node.names:
+                if a.name == "*":
+                    scope.star.append(module)
+                else:
+                    scope.bind(a.asname or a.name, {f"{module}.{a.name}" if node.level == 0 else _LOCAL})
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            scope.declared_global.update(node.names)
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                self._bind_target(target, node.value, scope)
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and node.value is not None:
+            self._bind_target(node.target, node.value, scope)
+        elif isinstance(node, ast.NamedExpr):
+            self._bind_target(node.target, node.value, scope)
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+            self._bind_target(node.target, ("iter", node.iter), scope)
+        elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+            self._bind_target(node.optional_vars, ("call", node.context_expr), scope)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            scope.bind(node.name, {_LOCAL})
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _FILLERS
+              and isinstance(node.func.value, ast.Name)):
+            for arg in node.args + [k.value for k in node.keywords]:     # box.append(torch)
+                self.pending_items.append((node.func.value.id, arg, scope))
+        for child in ast.iter_child_nodes(node):
+            self._walk_binding(child, scope)
+
+    def _bind_target(self, target, value, scope):
+        if isinstance(target, ast.Name):
+            scope.pending.append((target.id, value))
+            if isinstance(value, ast.Lambda):
+                self.returns.setdefault(target.id, []).append((value.body, value))
+            if isinstance(scope.node, ast.ClassDef) and not isinstance(value, tuple):
+                self.pending_attrs.append((target.id, value, scope))      # class C: t = torch -> C.t
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            values = value.elts if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts) else None
+            for i, t in enumerate(target.elts):
+                self._bind_target(t, values[i] if values and not isinstance(t, ast.Starred) else value, scope)
+        elif isinstance(target, ast.Starred):
+            self._bind_target(target.value, value, scope)
+        elif isinstance(target, ast.Attribute) and not isinstance(value, tuple):
+            self.pending_attrs.append((target.attr, value, scope))       # self.t = torch -> any .t
+        elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) and not isinstance(value, tuple):
+            self.pending_items.append((target.value.id, value, scope))   # box[k] = torch -> box[...]
+
+    # -- resolving
+    def settle(self):
+        """Resolve the pending bindings until nothing changes (aliases of aliases, in any order)."""
+        for _ in range(10):
+            before = self._size()
+            for scope in self.of.values():
+                for name, value in scope.pending:
+                    if isinstance(value, tuple):  # ("iter", expr): its elements; ("call", expr): with ... as
+                        kind, expr = value
+                        paths = self.paths(expr, scope) if kind == "iter" else {_LOCAL}
+                        paths = {p for p in paths if _is_external(p)} or {_LOCAL}
+                    else:
+                        paths = self.paths(value, scope) or {_LOCAL}
+                    (self.module if name in scope.declared_global else scope).bind(name, paths)
+            for attr, value, scope in self.pending_attrs:
+                ext = {p for p in self.paths(value, scope) if _is_external(p)}
+                if ext:
+                    self.attr_paths.setdefault(attr, set()).update(ext)
+            for name, value, scope in self.pending_items:
+                ext = {p for p in self.paths(value, scope) if _is_external(p)}
+                if ext:
+                    self._home(name, scope).bind(name, ext)
+            if self._size() == before:
+                return
+
+    def _size(self) -> int:
+        return (sum(len(v) for s in self.of.values() for v in s.bindings.values())
+                + sum(len(v) for v in self.attr_paths.values()))
+
+    def _home(self, name, scope) -> _Scope:
+        """The scope whose binding of ``name`` code in ``scope`` sees (the module when none binds it)."""
+        while scope is not None:
+            if name in scope.declared_global:
+                return self.module
+            if name in scope.bindings:
+                return scope
+            scope = scope.parent
+        return self.module
+
+    def lookup(self, name: str, scope: _Scope) -> set:
+        start = scope
+        while scope is not None:
+            if name in scope.declared_global:
+                scope = self.module
+                continue
+            # a class body's names are not visible from the functions defined in it
+            if name in scope.bindings and (scope is start or not isinstance(scope.node, ast.ClassDef)):
+                return scope.bindings[name]
+            scope = scope.parent
+        found = {f"{m}.{name}" for m in self.module.star}
+        if hasattr(builtins, name):
+            found.add(f"builtins.{name}")
+        return found
+
+    def paths(self, expr, scope) -> set:
+        """What ``expr`` may evaluate to: external dotted paths, or _OWN / _LOCAL."""
+        if isinstance(expr, ast.Name):
+            return set(self.lookup(expr.id, scope))
+        if isinstance(expr, ast.Attribute):
+            out = set()
+            for p in self.paths(expr.value, scope):
+                if p == "<type>":
+                    out.add(p)                      # type(x).attr: still the class
+                elif _is_external(p):
+                    out.add(f"{p}.{expr.attr}")
+                else:                               # an attribute of the learner's own object or a value
+                    out.add(_LOCAL)
+                    out.update(self.attr_paths.get(expr.attr, ()))
+            return out
+        if isinstance(expr, ast.Subscript):
+            if "sys.modules" in self.paths(expr.value, scope) and isinstance(expr.slice, ast.Constant):
+                return {str(expr.slice.value)}
+            return self.paths(expr.value, scope)  # an element of a container keeps the container's paths
+        if isinstance(expr, (ast.List, ast.Tuple, ast.Set)):
+            return set().union(*(self.paths(e, scope) for e in expr.elts)) if expr.elts else {_LOCAL}
+        if isinstance(expr, ast.Dict):
+            return set().union(*(self.paths(v, scope) for v in expr.values)) if expr.values else {_LOCAL}
+        if isinstance(expr, ast.IfExp):
+            return self.paths(expr.body, scope) | self.paths(expr.orelse, scope)
+        if isinstance(expr, ast.BoolOp):
+            return set().union(*(self.paths(v, scope) for v in expr.values))
+        if isinstance(expr, (ast.NamedExpr, ast.Starred, ast.Await)):
+            return self.paths(expr.value, scope)
+        if isinstance(expr, ast.Lambda):
+            return {_OWN}
+        if isinstance(expr, ast.Call):
+            return self._call_paths(expr, scope)
+        return {_LOCAL}
+
+    def _call_paths(self, call, scope) -> set:
+        fn = self.paths(call.func, scope)
+        args = call.args
+        if "builtins.getattr" in fn and len(args) >= 2:
+            base = {p for p in self.paths(args[0], scope) if _is_external(p)}
+            name = args[1].value if isinstance(args[1], ast.Constant) else "<dynamic>"
+            return {f"{p}.{name}" for p in base} or {_LOCAL}
+        if fn & {"builtins.__import__", "importlib.import_module"} and args and isinstance(args[0], ast.Constant):
+            return {str(args[0].value)}
+        if "builtins.type" in fn and len(args) == 1:
+            return {"<type>"}
+        if fn & _PASSTHROUGH_CALLS and args:
+            return set().union(*(self.paths(a, scope) for a in args))
+        if _OWN in fn and isinstance(call.func, ast.Name) and call.func.id not in self._active:
+            self._active.add(call.func.id)           # what the learner's own function hands back
+            try:
+                ext = {p for expr, node in self.returns.get(call.func.id, ())
+                       for p in self.paths(expr, self.of.get(node, scope)) if _is_external(p)}
+            finally:
+                self._active.discard(call.func.id)
+            return ext | {_LOCAL}
+        return {_LOCAL}
+
+
+_FILLERS = frozenset({"append", "extend", "insert", "add", "update", "setdefault", "appendleft"})
+
+
+def _returned(fn) -> list:
+    """The expressions ``fn`` returns (not those of the functions nested in it)."""
+    out, todo = [], list(fn.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(node, ast.Return) and node.value is not None:
+            out.append(node.value)
+        todo.extend(ast.iter_child_nodes(node))
+    return out
+
+
+# ------------------------------------------------------------------------------------------ reachability
+
+def _module_bindings(tree: ast.Module) -> dict[str, list]:
+    """Top-level name -> the statements that bind it (descending into if/try/with, not into defs)."""
+    out: dict[str, list] = {}
+
+    def add(name, node):
+        out.setdefault(name, []).append(node)
+
+    def walk(stmts):
+        for node in stmts:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                add(node.name, node)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                for t in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                    for n in ast.walk(t):
+                        if isinstance(n, ast.Name):
+                            add(n.id, node)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                for a in node.names:
+                    add((a.asname or a.name).split(".")[0], node)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            for field in ("body", "orelse", "finalbody"):
+                inner = getattr(node, field, None)
+                if isinstance(inner, list):
+                    walk(inner)
+            for handler in getattr(node, "handlers", None) or []:
+                walk(handler.body)
+
+    walk(tree.body)
+    return out
+
+
+def _reachable(tree: ast.Module, entry: str) -> set:
+    """Ids of the AST nodes the entry point can run: its binding statements and, transitively, those of
+    every top-level name they mention."""
+    bindings = _module_bindings(tree)
+    todo, done, names = list(bindings.get(entry, [])), set(), {entry}
+    while todo:
+        node = todo.pop()
+        if id(node) in done:
+            continue
+        done.add(id(node))
+        for n in ast.walk(node):
+            if isinstance(n, ast.Name) and n.id in bindings and n.id not in names:
+                names.add(n.id)
+                todo.extend(bindings[n.id])
+    return done
+
+
+# ------------------------------------------------------------------------------------------ the audit
+
+class _Auditor(ast.NodeVisitor):
+    def __init__(self, scopes: _Scopes, allow: frozenset, forbidden: dict, reachable: set | None):
+        self.scopes, self.allow, self.forbidden, self.reachable = scopes, allow, forbidden, reachable
+        self.findings: list[Finding] = []
+        self.stack: list[_Scope] = [scopes.module]
+        self.kernel_depth = 0        # inside @triton.jit functions
+        self.reach_depth = 0         # inside a statement the entry point can reach
+        self.parents: dict[int, ast.AST] = {}
+        self.kernels = {n.name for n in ast.walk(scopes.module.node) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                        and any(p.startswith("triton.") for d in n.decorator_list
+                                for p in scopes.paths(d.func if isinstance(d, ast.Call) else d, scopes.module))}
+
+    # -- helpers
+    def report(self, node, rule, message):
+        self.findings.append(Finding(getattr(node, "lineno", 0) or 0, rule, message))
+
+    def paths(self, expr) -> set:
+        return self.scopes.paths(expr, self.stack[-1])
+
+    def external(self, expr) -> set:
+        return {p for p in self.paths(expr) if _is_external(p)}
+
+    @staticmethod
+    def text(node, limit=60) -> str:
+        s = ast.unparse(node)
+        return s if len(s) <= limit else s[: limit - 3] + "..."
+
+    def checking_ops(self) -> bool:
+        return bool(self.forbidden) and self.kernel_depth == 0 and (self.reachable is None or self.reach_depth > 0)
+
+    def visit(self, node):
+        for child in ast.iter_child_nodes(node):
+            self.parents[id(child)] = node
+        reach = self.reachable is not None and id(node) in self.reachable
+        self.reach_depth += reach
+        try:
+            return super().visit(node)
+        finally:
+            self.reach_depth -= reach
+
+    # -- scopes
+    def _in_scope(self, node, kernel=False):
+        """Decorators, defaults and bases in the enclosing scope; the body in the node's own."""
+        outer = list(getattr(node, "decorator_list", [])) + list(getattr(node, "bases", []))
+        outer += [k.value for k in getattr(node, "keywords", [])]
+        if not isinstance(node, ast.ClassDef):
+            outer += node.args.defaults + [d for d in node.args.kw_defaults if d]
+        for expr in outer:
+            self.visit(expr)
+        self.stack.append(self.scopes.of[node])
+        self.kernel_depth += kernel
+        try:
+            for child in node.body if isinstance(node.body, list) else [node.body]:
+                self.visit(child)
+        finally:
+            self.kernel_depth -= kernel
+            self.stack.pop()
+
+    def visit_FunctionDef(self, node):
+        if node.name in ("__torch_dispatch__", "__torch_function__"):
+            self.report(node, "escape", f"defines {node.name}, which intercepts torch operators (the grader's too)")
+        kernel = any(p.startswith("triton.") for d in node.decorator_list
+                     for p in self.external(d.func if isinstance(d, ast.Call) else d))
+        self._in_scope(node, kernel)
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_Lambda(self, node):
+        self._in_scope(node)
+
+    def visit_ClassDef(self, node):
+        for base in node.bases:
+            ext = self.external(base)
+            if any(p == t or p.startswith(t + ".") for p in ext for t in _TENSOR_CLASSES):
+                self.report(node, "escape", f"subclasses {self.text(base)}: a tensor subclass can intercept every "
+                            "operator and hide work from the grader")
+            elif any(p in _MODE_CLASSES or p.endswith((".TorchDispatchMode", ".TorchFunctionMode")) for p in ext):
+                self.report(node, "escape", f"subclasses {self.text(base)}, a mode that intercepts torch operators")
+            elif any(p.startswith(("triton.runtime", "triton.compiler", "autograder", "kernels_ref")) for p in ext):
+                self.report(node, "patching", f"subclasses {self.text(base)}, part of the machinery that launches "
+                            "and counts kernels")
+        self._in_scope(node)
+
+    # -- imports
+    def visit_Import(self, node):
+        for a in node.names:
+            self._check_module(node, a.name, f"import {a.name}")
+            self._check_path(node, a.name, f"import {a.name}")
+        self.generic_visit(node)
+
+    def visit_ImportFrom(self, node):
+        if node.level == 0 and node.module:
+            module = node.module
+            for a in node.names:
+                if module == "autograder" and a.name == "check":
+                    continue  # the notebook's feedback call: returns True in a grading worker
+                self._check_module(node, f"{module}.{a.name}" if a.name != "*" else module,
+                                   f"from {module} import {a.name}")
+                if a.name != "*":
+                    self._check_path(node, f"{module}.{a.name}", f"from {module} import {a.name}")
+        self.generic_visit(node)
+
+    def _check_module(self, node, name, spelled):
+        top = name.split(".")[0]
+        if top == "autograder":
+            self.report(node, "grader-import", f"{spelled}: imports the grader; graded code may only use "
+                        "`from autograder import check`")
+        elif top == "kernels_ref":
+            self.report(node, "reference-import", f"{spelled}: imports kernels_ref (the course's reference "
+                        "kernels); the exercise must be your own code")
+        elif top in FORBIDDEN_MODULES:
+            self.report(node, "forbidden-import", f"{spelled}: {top} {FORBIDDEN_MODULES[top]}")
+        elif name.startswith("unittest.mock") or top == "mock":
+            self.report(node, "forbidden-import", f"{spelled}: mock patches other modules' objects")
+
+    # -- references to dotted paths
+    def visit_Name(self, node):
+        if node.id in _ESCAPE_NAMES:
+            self.report(node, "escape", f"uses {node.id}, which reaches Python's internals")
+        if isinstance(node.ctx, ast.Load):
+            for p in sorted(self.paths(node)):
+                if _is_external(p) and p != "<type>" and self._check_path(node, p, node.id):
+                    break
+
+    def visit_Attribute(self, node):
+        self._check_dunder(node)
+        parent = self.parents.get(id(node))
+        if isinstance(node.ctx, ast.Load) and not (isinstance(parent, ast.Attribute) and isinstance(parent.ctx, ast.Load)):
+            # the outermost attribute of a chain: check the whole dotted path once (and its prefixes)
+            for p in sorted(self.external(node), key=len):
+                if p != "<type>" and self._check_path(node, p, self.text(node)):
+                    break
+            if self.checking_ops() and node.attr in self.forbidden and node.attr in SPELLINGS:
+                call = self.parents.get(id(node))
+                if isinstance(call, ast.Call) and call.func is node and self._method_receiver_ok(node.value):
+                    self._forbidden(node, node.attr, f"calls .{node.attr}(...)")
+            base = node
+            while isinstance(base, ast.Attribute):
+                self._check_dunder(base)
+                base = base.value
+            if not isinstance(base, ast.Name):
+                self.visit(base)
+            elif base.id in _ESCAPE_NAMES:
+                self.visit_Name(base)
+            return
+        self.generic_visit(node)
+
+    def _check_dunder(self, node):
+        attr = node.attr
+        if isinstance(node.ctx, ast.Load):
+            self._check_method(node)
+        parent = self.parents.get(id(node))
+        if attr in _ESCAPE_DUNDERS:
+            self.report(node, "escape", f"uses {self.text(node)}: {attr} reaches objects the grader relies on")
+        elif attr == "__class__" and not (isinstance(parent, ast.Attribute) and parent.attr in ("__name__", "__qualname__")):
+            self.report(node, "escape", f"uses {self.text(node)}: __class__ reaches (and can swap) an object's class")
+        elif attr == "__dict__" and not (isinstance(node.value, ast.Name) and node.value.id == "self"):
+            self.report(node, "escape", f"uses {self.text(node)}: an object's __dict__ can patch it behind the audit")
+
+    def _check_path(self, node, path, spelled) -> bool:
+        """Report ``path`` if a rule covers it (or a prefix of it); True when reported."""
+        parts = path.split(".")
+        prefixes = [".".join(parts[:i]) for i in range(len(parts), 0, -1)]
+        for prefix in prefixes:
+            for feature, roots in FEATURES.items():
+                if prefix in roots:
+                    if feature not in self.allow:
+                        said = spelled if spelled.startswith(("import ", "from ")) else f"uses {spelled}"
+                        self.report(node, "feature", f"{said} ({feature}): {_FEATURE_WHY[feature]}; this "
+                                    "exercise does not allow it")
+                        return True
+                    return False
+            hit = _PATH_RULES.get(prefix) or next(((r, w) for pat, r, w in _PATH_PATTERNS
+                                                   if fnmatch.fnmatchcase(prefix, pat)), None)
+            if hit:
+                rule, why = hit
+                said = spelled if spelled.startswith(("import ", "from ")) else f"uses {spelled}"
+                self.report(node, rule, said + (f" ({prefix})" if not spelled.endswith(prefix) else "") + f": {why}")
+                return True
+        if path in ("builtins.exec", "builtins.eval", "builtins.compile", "builtins.__import__", "builtins.breakpoint"):
+            name = path.split(".")[1]
+            self.report(node, "dynamic-code", f"uses {name}(): it {_DYNAMIC_BUILTINS[name]}, which the audit cannot see")
+            return True
+        if self.checking_ops() and path.split(".")[0] in _COMPUTE_ROOTS:
+            last = [p for p in parts[1:] if p not in ("default", "int", "Tensor", "self", "out")]
+            name = last[-1] if last else ""
+            if name in self.forbidden and (name in SPELLINGS or parts[0] == "torch"):
+                self._forbidden(node, name, f"uses {spelled}" + (f" ({path})" if path != spelled else ""))
+                return True
+        return False
+
+    def _method_receiver_ok(self, receiver) -> bool:
+        """Whether ``receiver.softmax(...)`` may be a tensor method: not the submission's own def/class and
+        not a module outside torch (``tl.softmax`` in Triton is the learner's kernel)."""
+        paths = self.paths(receiver)
+        if paths and paths <= {_OWN}:
+            return False
+        ext = {p for p in paths if _is_external(p)}
+        return not ext or any(p.split(".")[0] in _COMPUTE_ROOTS for p in ext)
+
+    def _forbidden(self, node, name, what):
+        self.report(node, "forbidden-call", f"{what}: {self.forbidden[name]}")
+
+    # -- writes to other objects
+    def _owner_paths(self, expr) -> set:
+        """External paths of the object an attribute/item store changes (empty: the learner's own)."""
+        while True:
+            if isinstance(expr, (ast.Attribute, ast.Subscript)):
+                inner = expr.value
+                ext = self.external(inner)
+                if ext:
+                    return ext
+                expr = inner
+            elif isinstance(expr, ast.Call):
+                return self.external(expr)
+            else:
+                return self.external(expr)
+
+    def _check_store(self, target, verb):
+        if isinstance(target, ast.Attribute):
+            base = target.value
+            while isinstance(base, (ast.Attribute, ast.Subscript)):
+                base = base.value
+            if isinstance(base, ast.Name) and base.id in self.kernels and _OWN in self.paths(base):
+                self.report(target, "patching", f"{verb} {self.text(target)}: changing a Triton kernel object's "
+                            "attributes can replace its launcher (and hide launches from the grader)")
+                return
+            if isinstance(base, ast.Call) and not self.external(base):
+                self.report(target, "patching", f"{verb} {self.text(target)}, an attribute of an object a call "
+                            "returned: the audit cannot tell whose object it is (assign to your own objects)")
+                return
+            owners = self._owner_paths(target)
+            if owners:
+                owner = sorted(owners, key=len)[0]
+                owner = "the class of an object (type(...))" if owner == "<type>" else owner
+                self.report(target, "patching", f"{verb} {self.text(target)} (an attribute of {owner}): changing "
+                            "modules, classes or functions you did not define changes the grader's tools too")
+        elif isinstance(target, ast.Subscript):
+            owners = self.external(target.value)
+            if any(p.startswith("os.environ") for p in owners):
+                self.report(target, "process", f"{verb} {self.text(target)}: changes the environment of the "
+                            "grading process")
+            elif any(p.startswith("sys.modules") for p in owners):
+                pass  # reported as a use of sys.modules
+            elif owners - {"<type>"}:
+                self.report(target, "patching", f"{verb} {self.text(target)}: changes an object you did not define")
+            self._check_namespace_write(target.value, target)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for t in target.elts:
+                self._check_store(t, verb)
+        elif isinstance(target, ast.Starred):
+            self._check_store(target.value, verb)
+
+    def visit_Assign(self, node):
+        for t in node.targets:
+            self._check_store(t, "assigns")
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node):
+        self._check_store(node.target, "changes")
+        if isinstance(node.op, ast.MatMult):
+            self._check_matmul(node)
+        self.generic_visit(node)
+
+    def visit_AnnAssign(self, node):
+        if node.value is not None:
+            self._check_store(node.target, "assigns")
+        self.generic_visit(node)
+
+    def visit_Delete(self, node):
+        for t in node.targets:
+            self._check_store(t, "deletes")
+        self.generic_visit(node)
+
+    def visit_BinOp(self, node):
+        if isinstance(node.op, ast.MatMult):
+            self._check_matmul(node)
+        self.generic_visit(node)
+
+    def _check_matmul(self, node):
+        if self.checking_ops() and "@" in self.forbidden:
+            self._forbidden(node, "@", "multiplies with @ (a torch matmul)")
+
+    # -- calls
+    def visit_Call(self, node):
+        fn = self.paths(node.func)
+        args = node.args
+        if fn & {"builtins.getattr", "builtins.__import__", "importlib.import_module"}:
+            for p in sorted(self.external(node)):   # getattr(torch, "softmax") is torch.softmax
+                if p != "<type>" and self._check_path(node, p, self.text(node)):
+                    break
+        name_arg = args[1] if len(args) >= 2 else None
+        dynamic_name = name_arg is not None and not (isinstance(name_arg, ast.Constant) and isinstance(name_arg.value, str))
+        if "builtins.getattr" in fn and dynamic_name:
+            self.report(node, "dynamic-code", f"{self.text(node)}: getattr with a computed name reaches attributes "
+                        "the audit cannot see")
+        if fn & {"builtins.setattr", "builtins.delattr"} and args:
+            verb = "sets" if "builtins.setattr" in fn else "deletes"
+            if dynamic_name:
+                self.report(node, "dynamic-code", f"{self.text(node)}: {verb} an attribute by a computed name")
+            elif name_arg is not None:
+                self._check_store(ast.copy_location(ast.Attribute(value=args[0], attr=name_arg.value, ctx=ast.Store()),
+                                                    node), verb)
+        if fn & {"builtins.globals", "builtins.locals", "builtins.vars"}:
+            self._check_namespace_call(node)
+        for p in fn & set(_UNPICKLERS):
+            key, safe = _UNPICKLERS[p]
+            given = next((k.value for k in node.keywords if k.arg == key), None) if key else None
+            if key is None or (given is not None and not (isinstance(given, ast.Constant) and given.value is safe)):
+                self.report(node, "dynamic-code", f"{self.text(node)}: unpickling runs arbitrary code the audit "
+                            "cannot see" + (f" (leave {key}={safe})" if key else ""))
+        opener = next((_OPENERS[p] for p in fn if p in _OPENERS), None)
+        if opener is not None:
+            self._check_open(node, opener)
+        elif isinstance(node.func, ast.Attribute) and node.func.attr == "open" and not self.external(node.func.value):
+            self._check_open(node, 0)                       # Path(...).open("w")
+        self.generic_visit(node)
+
+    def _check_method(self, node):
+        """Methods that write files or use streams, on whatever object (``Path(p).write_text``)."""
+        attr = node.attr
+        if attr in _WRITE_METHODS and not self._is_own(node.value):
+            self.report(node, "file-write", f"uses .{attr}(...), which writes files: graded code may read "
+                        "files but not write them")
+        feature = _FEATURE_METHODS.get(attr)
+        if feature and feature not in self.allow:
+            self.report(node, "feature", f"uses .{attr}(...) ({feature}): {_FEATURE_WHY[feature]}; this "
+                        "exercise does not allow it")
+
+    def _is_own(self, expr) -> bool:
+        paths = self.paths(expr)
+        return bool(paths) and paths <= {_OWN}
+
+    @staticmethod
+    def _mode_arg(node, index):
+        for k in node.keywords:
+            if k.arg == "mode":
+                return k.value
+        return node.args[index] if len(node.args) > index else None
+
+    def _check_open(self, node, index):
+        mode = self._mode_arg(node, index)
+        if mode is None:
+            return
+        if isinstance(mode, ast.Constant) and isinstance(mode.value, str):
+            if _WRITE_MODE_CHARS & set(mode.value):
+                self.report(node, "file-write", f"opens a file for writing (mode {mode.value!r}): graded code may "
+                            "read files but not write them")
+        else:
+            self.report(node, "file-write", f"opens a file with a computed mode ({self.text(mode)}): graded code "
+                        "may only open files for reading, with a constant mode")
+
+    _NS_READS = frozenset({"get", "keys", "values", "items", "copy", "__contains__", "__getitem__"})
+    _NS_READERS = frozenset({"builtins.len", "builtins.sorted", "builtins.list", "builtins.dict", "builtins.set",
+                             "builtins.tuple", "builtins.print", "builtins.repr", "builtins.str", "builtins.iter"})
+
+    def _check_namespace_call(self, call):
+        """globals()/locals()/vars(x) may be read in place; writing or letting them escape is reported."""
+        parent = self.parents.get(id(call))
+        if isinstance(parent, ast.Subscript) and parent.value is call:
+            if isinstance(parent.ctx, ast.Load):
+                return
+        elif isinstance(parent, ast.Attribute) and parent.attr in self._NS_READS:
+            return
+        elif isinstance(parent, ast.Compare) and call in parent.comparators:
+            return
+        elif isinstance(parent, (ast.For, ast.comprehension)) and parent.iter is call:
+            return
+        elif isinstance(parent, ast.Call) and call in parent.args and self.paths(parent.func) & self._NS_READERS:
+            return
+        self.report(call, "dynamic-code", f"{self.text(call)} used to write or passed on: changing namespaces "
+                    "through globals()/vars() is invisible to the audit")
+
+    def _check_namespace_write(self, value, target):
+        if isinstance(value, ast.Call) and self.paths(value.func) & {"builtins.globals", "builtins.locals", "builtins.vars"}:
+            self.report(target, "dynamic-code", f"writes {self.text(target)}: changing namespaces through "
+                        "globals()/vars() is invisible to the audit")
+
+    def visit_Constant(self, node):
+        if node.value in _ESCAPE_DUNDERS or node.value in ("__dict__", "__class__", "__builtins__"):
+            self.report(node, "escape", f"names {node.value!r} as a string (getattr(x, {node.value!r})): it reaches "
+                        "objects the grader relies on")
+        text = node.value.upper() if isinstance(node.value, str) else ""
+        if ("AUTOGRADER_" in text or text.startswith("AUTOGRADER")) and not isinstance(self.parents.get(id(node)), ast.Expr):
+            # (a docstring may mention the grader; a string the code uses names its settings or modules)
+            self.report(node, "grader-state", f"mentions {node.value[:40]!r}: reading the grader's settings or "
+                        "modules lets code behave differently while graded")

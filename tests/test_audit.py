@@ -1,0 +1,559 @@
+"""The static audit of a submission's source (autograder/audit.py).
+
+Honest code must come out clean (every solution notebook's graded source, the correct test submissions,
+and many small snippets of what learners write); each cheating snippet must be reported under its rule,
+through aliases too.
+"""
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from autograder import specs
+from autograder.audit import FEATURES, RULES, SPELLINGS, Finding, audit, forbidden_calls_for, violations
+from autograder.submission import load
+
+ROOT = Path(__file__).resolve().parent.parent
+HONEST_FILES = sorted(ROOT.glob("solutions/*/*.ipynb")) + [
+    ROOT / "tests/submissions/good_triton.py", ROOT / "tests/submissions/measure_good.py",
+    ROOT / "tests/submissions/later/good_05_08.py", ROOT / "tests/gpu_submissions/naive_triton.py"]
+
+
+def rules(source, **kw) -> set:
+    return {f.rule for f in audit(textwrap.dedent(source), **kw)}
+
+
+# ------------------------------------------------------------------------------------------ honest code
+
+@pytest.mark.parametrize("path", HONEST_FILES, ids=lambda p: p.name)
+def test_honest_submissions_are_clean_for_every_exercise(path):
+    """The graded source of every solution and correct submission, audited as each exercise would be:
+    its forbidden operators (from the spec) and its entry point."""
+    source = load(path).source
+    assert audit(source) == []
+    for spec in specs.EXERCISES.values():
+        found = audit(source, forbidden_calls=forbidden_calls_for(spec), entry=spec.entry)
+        assert found == [], f"{spec.id}: {found}"
+
+
+HONEST_SNIPPETS = {
+    "check call": """
+        from autograder import check
+        def softmax(x):
+            return x
+        check("softmax", softmax)
+        check("softmax", softmax, quick=True)
+    """,
+    "autograd function with ctx": """
+        import torch
+        class LayerNormFn(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, w, b, eps):
+                ctx.save_for_backward(x, w)
+                ctx.eps = eps
+                ctx.shape = x.shape
+                return x
+            @staticmethod
+            def backward(ctx, dy):
+                x, w = ctx.saved_tensors
+                return dy, None, None, None
+        layer_norm = LayerNormFn.apply
+    """,
+    "own objects' attributes": """
+        import functools
+        def kernel_launcher(x):
+            return x
+        kernel_launcher.cache = {}
+        kernel_launcher.cache[(1, 2)] = 3
+        kernel_launcher.calls = 0
+        kernel_launcher.calls += 1
+        class Config:
+            block = 128
+        Config.block = 256
+        cfg = Config()
+        cfg.block = 64
+        setattr(cfg, "warps", 4)
+        @functools.lru_cache(maxsize=None)
+        def pick(n):
+            return n
+        class Model:
+            def __init__(self, w):
+                self.w = w
+                self.cache = {}
+            def forward(self, x):
+                self.cache["x"] = x
+                self.last = x
+                return x
+    """,
+    "tensor attributes and results of calls": """
+        import torch
+        def f(x, w):
+            y = torch.empty_like(x)
+            y.requires_grad = True
+            w.grad = None
+            x.data = x.data.contiguous()
+            out = torch.zeros(3)
+            out[0] = 1.0
+            out[1:] += 2
+            return y
+    """,
+    "reading the environment, files and paths": """
+        import os
+        import sys
+        from pathlib import Path
+        threads = int(os.environ.get("COURSE_THREADS", "1"))
+        debug = "TRITON_INTERPRET" in os.environ and os.environ["TRITON_INTERPRET"] == "1"
+        here = os.path.dirname(os.path.abspath("x.py"))
+        with open("data.txt") as fh:
+            text = fh.read()
+        with open("data.bin", "rb") as fh:
+            raw = fh.read()
+        with open("data.txt", mode="r", encoding="utf-8") as fh:
+            pass
+        lines = Path("data.txt").read_text().splitlines()
+        with Path("data.txt").open() as fh:
+            pass
+        print(sys.version, file=sys.stderr)
+        sys.stdout.write("ok\\n")
+        if len(sys.argv) > 5:
+            sys.exit(1)
+    """,
+    "timing with events and clocks": """
+        import time
+        import statistics
+        import torch
+        import triton
+        def bench(fn, reps=10):
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            fn()
+            ms = triton.testing.do_bench(fn)
+            return statistics.median([start.elapsed_time(end), (time.perf_counter() - t0) * 1e3, ms])
+    """,
+    "triton kernels with @ and autotune": """
+        import torch
+        import triton
+        import triton.language as tl
+        @triton.autotune(configs=[triton.Config({"BM": 32}, num_warps=4)], key=["M"])
+        @triton.jit
+        def mm_kernel(a_ptr, b_ptr, c_ptr, M, BM: tl.constexpr):
+            a = tl.load(a_ptr + tl.arange(0, BM)[:, None] * BM + tl.arange(0, BM)[None, :])
+            b = tl.load(b_ptr + tl.arange(0, BM)[:, None] * BM + tl.arange(0, BM)[None, :])
+            c = a @ b
+            c += tl.dot(a, b)
+            p = tl.softmax(c)
+            tl.store(c_ptr + tl.arange(0, BM)[:, None] * BM + tl.arange(0, BM)[None, :], p)
+        def matmul(a, b):
+            c = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=a.dtype)
+            mm_kernel[(1,)](a, b, c, a.shape[0])
+            return c
+    """,
+    "introspection that only reads": """
+        import torch
+        def f(x):
+            dt = getattr(torch, "float16")
+            dt2 = getattr(x, "dtype", None) or torch.float32
+            name = type(x).__name__
+            cls = x.__class__.__name__
+            if hasattr(x, "shape"):
+                pass
+            state = torch.load("weights.pt")          # weights_only=True by default: no code runs
+            known = "f" in globals()
+            g = globals().get("f")
+            for k in sorted(vars(torch.nn)):
+                pass
+            return x, dt, dt2, name, cls, known, g
+    """,
+    "dtype choices and aliases of torch functions that are allowed": """
+        import torch
+        import torch.nn.functional as F
+        from torch import nn
+        dt = torch.float16 if True else torch.bfloat16
+        relu = F.relu
+        def f(x):
+            y = relu(x).to(dt)
+            z = torch.exp(y) + F.pad(y, (1, 1))
+            return nn.functional.silu(z)
+    """,
+    "docstrings and messages that mention the grader": '''
+        def softmax(x):
+            """Graded by the autograder; AUTOGRADER_QUICK makes it faster."""
+            if x.dim() != 2:
+                raise ValueError("the autograder passes 2-D tensors")
+            return x
+    ''',
+    "string replace and dict/set methods": """
+        seen = set()
+        def f(name, items):
+            seen.add(name.replace("-", "_"))
+            d = dict(items)
+            d.update({"a": 1})
+            d.pop("a")
+            return sorted(seen)
+    """,
+    "parameters named like modules": """
+        import torch.nn.functional as F
+        import triton
+        import triton.language as tl
+        @triton.jit
+        def k(x_ptr, F: tl.constexpr, torch: tl.constexpr):
+            pass
+        def g(F, torch):
+            F.softmax = 1      # a parameter, not the module
+            torch.thing = 2
+        @triton.jit
+        def h(x_ptr, triton: tl.constexpr):
+            a = tl.load(x_ptr)
+            tl.store(x_ptr, a @ a)  # still a kernel: its decorator is read outside its parameters
+    """,
+    "nested functions and closures": """
+        import torch
+        def make(scale):
+            cache = {}
+            def apply(x):
+                if x.shape not in cache:
+                    cache[x.shape] = torch.empty_like(x)
+                return x * scale
+            apply.scale = scale
+            return apply
+    """,
+}
+
+
+@pytest.mark.parametrize("name", sorted(HONEST_SNIPPETS))
+def test_honest_snippets_are_clean(name):
+    source = textwrap.dedent(HONEST_SNIPPETS[name])
+    assert audit(source) == []
+    softmax_forbidden = forbidden_calls_for(specs.get("softmax"))
+    assert audit(source, forbidden_calls=softmax_forbidden) == []
+
+
+def test_allowed_features_are_clean():
+    source = textwrap.dedent("""
+        import torch
+        @torch.compile
+        def fused(x):
+            return x
+        g = torch.cuda.CUDAGraph()
+        s = torch.cuda.Stream()
+        with torch.cuda.stream(s):
+            pass
+        x = torch.empty(1)
+        x.record_stream(torch.cuda.current_stream())
+        with torch.cuda.graph(g):
+            pass
+        scripted = torch.jit.script(fused)
+    """)
+    assert rules(source) == {"feature"}
+    assert audit(source, allow=frozenset({"compile", "cuda_graphs", "streams", "jit"})) == []
+
+
+# ------------------------------------------------------------------------------------------ cheating code
+
+CHEATS = {
+    # rule: [snippets that must be reported under it]
+    "grader-import": [
+        "import autograder",
+        "import autograder.grading",
+        "from autograder import grading",
+        "from autograder.nbgrader import grade",
+        "from autograder import check, legality",
+        "from autograder import *",
+    ],
+    "reference-import": [
+        "import kernels_ref",
+        "from kernels_ref.softmax import softmax",
+        "import kernels_ref.matmul as m",
+    ],
+    "forbidden-import": [f"import {m}" for m in (
+        "gc", "ctypes", "inspect", "importlib", "builtins", "subprocess", "socket", "multiprocessing",
+        "threading", "signal", "pickle", "marshal", "shutil", "tempfile", "atexit", "_thread",
+        "concurrent.futures", "unittest.mock", "urllib.request")] + [
+        "from ctypes import *", "from importlib import import_module", "from multiprocessing import Process",
+        "import pickle as p", "from unittest import mock",
+    ],
+    "process": [
+        "import sys\nm = sys.modules['autograder']",
+        "import sys\nsys.modules['torch'].softmax = None",
+        "from sys import modules",
+        "import sys\nsys.settrace(None)",
+        "import sys\nsys.setprofile(None)",
+        "import sys\nf = sys._getframe(1)",
+        "import sys\nsys.meta_path.insert(0, object())",
+        "import sys as s\nhook = s.settrace",
+        "import os\nos.write(1, b'x')",
+        "import os\nfd = os.open('/tmp/x', 0)",
+        "import os\nos.system('ls')",
+        "import os\npid = os.fork()",
+        "import os\nos.execv('/bin/sh', ['sh'])",
+        "import os\nos.spawnl(0, '/bin/sh', 'sh')",
+        "import os\nos.kill(1, 9)",
+        "import os\nos.dup2(1, 2)",
+        "import os\nos.remove('x')",
+        "import os\nos.replace('a', 'b')",
+        "import os\nos.rename('a', 'b')",
+        "import os\nos.makedirs('d')",
+        "import os\nos.environ['CUDA_LAUNCH_BLOCKING'] = '1'",
+        "import os\nos.environ.update(A='1')",
+        "import os\ndel os.environ['HOME']",
+        "import os\nos.putenv('A', '1')",
+        "from os import system\nsystem('ls')",
+        "import os as o\nrun = o.popen",
+        "import torch.multiprocessing as mp",
+        "import torch\ntorch.distributed.init_process_group('gloo')",
+    ],
+    "patching": [
+        "import torch\ntorch.softmax = lambda x, dim: x",
+        "import torch\ntorch.cuda.Event.elapsed_time = lambda self, end: 0.001",
+        "import time\ntime.perf_counter = lambda: 0.0",
+        "import torch as t\nt.softmax = None",
+        "from torch import cuda\ncuda.Event.x = None",
+        "import torch\nE = torch.cuda.Event\nE.elapsed_time = None",
+        "from torch.cuda import Event as Ev\nEv.elapsed_time = None",
+        "import torch\ntorch.cuda.synchronize = lambda: None",
+        "import triton\ntriton.testing.do_bench = lambda fn: 0.001",
+        "import course\ncourse.synchronize = lambda: None",
+        "import torch\ntorch.x += 1",
+        "import torch\ndel torch.softmax",
+        "import torch\nsetattr(torch, 'softmax', None)",
+        "import time\ndelattr(time, 'perf_counter')",
+        "def f(x):\n    type(x).__add__ = None",
+        "import torch\nT = type(torch.empty(1))\nT.sum = None",
+        "import torch\n[torch][0].softmax = None",
+        "import torch, time\nfor mod in (torch, time):\n    mod.patched = True",
+        "import torch\ngetattr(torch, 'cuda').Event.elapsed_time = None",
+        "import torch\nmods = {'t': torch}\nmods['t'].softmax = None",
+        "def setup():\n    import time as tm\n    tm.perf_counter = None",
+        "import torch\ndef setup():\n    global T\n    T = torch\nT.softmax = None",
+        "import torch\ntorch.backends.cuda.matmul.allow_tf32 = False",
+        "from autograder import check\ncheck.x = None",
+        "import torch\nclass Fake(torch.cuda.Event):\n    pass\ntorch.cuda.Event = Fake",
+        "from triton.runtime.jit import JITFunction\nclass Quiet(JITFunction):\n    pass",
+        # module objects that travel through the learner's own functions, attributes and containers
+        "import torch\ndef get():\n    return torch\nget().softmax = None",
+        "import torch\ndef get():\n    return torch\nm = get()\nm.softmax = None",
+        "import time\nclock = lambda: time\nc = clock()\nc.perf_counter = None",
+        "import torch\nclass Box:\n    def __init__(self):\n        self.t = torch\n    def go(self):\n        self.t.softmax = None",
+        "import torch\nclass Box:\n    t = torch\nBox.t.softmax = None",
+        "import torch\nbox = {}\nbox['t'] = torch\nbox['t'].softmax = None",
+        "import torch\nbox = []\nbox.append(torch)\nbox[0].softmax = None",
+        "import torch\n(t := torch).softmax = None",
+        "def make():\n    return object()\nmake().x = None",
+        "import triton\n@triton.jit\ndef k(x):\n    pass\nk.run = lambda *a, **kw: None",
+    ],
+    "dynamic-code": [
+        "exec('x = 1')",
+        "y = eval('1 + 1')",
+        "c = compile('1', '<s>', 'eval')",
+        "os = __import__('os')",
+        "globals()['torch'] = None",
+        "globals().update(x=1)",
+        "g = globals()",
+        "locals()['x'] = 1",
+        "import torch\nvars(torch)['softmax'] = None",
+        "import torch\nname = 'soft' + 'max'\nf = getattr(torch, name)",
+        "import torch\nname = 'softmax'\nsetattr(torch, name, None)",
+        "import operator, os\noperator.setitem(os.environ, 'A', '1')",
+        "import types\nf = types.FunctionType(compile('1', 's', 'eval'), {})",
+        "from builtins import exec as run",
+        "e = exec\ne('1')",
+        "import torch, io\nf = torch.load(io.BytesIO(b''), weights_only=False)",
+        "import numpy as np\na = np.load('x.npy', allow_pickle=True)",
+    ],
+    "escape": [
+        "s = ().__class__.__bases__[0].__subclasses__()",
+        "def f():\n    pass\ng = f.__globals__",
+        "def f():\n    pass\nc = f.__code__",
+        "b = __builtins__",
+        "import torch\ntorch.__dict__['softmax'] = None",
+        "import torch\nd = torch.nn.functional.__dict__",
+        "class T:\n    def __torch_dispatch__(self, func, types, args=(), kwargs=None):\n        pass",
+        "class T:\n    @classmethod\n    def __torch_function__(cls, func, types, args=(), kwargs=None):\n        pass",
+        "import torch\nclass T(torch.Tensor):\n    pass",
+        "from torch import Tensor\nclass T(Tensor):\n    pass",
+        "from torch.utils._python_dispatch import TorchDispatchMode\nclass M(TorchDispatchMode):\n    pass",
+        "from torch.overrides import TorchFunctionMode",
+        "import torch\ntorch._C._set_grad_enabled(True)",
+        "def f(x):\n    x.__class__ = int",
+        "import triton\nraw = triton.JITFunction.run.__wrapped__",
+        "object.__setattr__(object(), 'a', 1)",
+        "def f(a=1):\n    pass\nf.__defaults__ = (2,)",
+        "def f():\n    pass\ng = getattr(f, '__globals__')",
+        "import numpy\np = numpy.ctypeslib.as_array",
+    ],
+    "grader-state": [
+        "import torch.utils.deterministic",
+        "import torch\npoisoned = torch.utils.deterministic.fill_uninitialized_memory",
+        "import torch\ntorch.use_deterministic_algorithms(False)",
+        "import os\nworker = os.environ.get('AUTOGRADER_WORKER')",
+        "import traceback\nframes = traceback.extract_stack()",
+    ],
+    "file-write": [
+        "open('out.txt', 'w').write('x')",
+        "f = open('out.txt', mode='a')",
+        "f = open('out.bin', 'xb')",
+        "f = open('out.txt', 'r+')",
+        "m = 'w'\nf = open('out.txt', m)",
+        "from pathlib import Path\nPath('out.txt').write_text('x')",
+        "from pathlib import Path\nPath('out.bin').write_bytes(b'x')",
+        "from pathlib import Path\nfh = Path('out.txt').open('w')",
+        "import torch\ntorch.save({}, 'x.pt')",
+        "import numpy as np\nnp.save('x.npy', np.zeros(1))",
+        "import matplotlib.pyplot as plt\nplt.savefig('fig.png')",
+        "import io\nfh = io.open('x', 'w')",
+        "from pathlib import Path\nsave = Path('x').write_text\nsave('data')",
+    ],
+}
+
+
+@pytest.mark.parametrize("rule,snippet", [(r, s) for r, snippets in CHEATS.items() for s in snippets],
+                         ids=[f"{r}:{s.splitlines()[-1][:40]}" for r, snippets in CHEATS.items() for s in snippets])
+def test_each_cheat_is_reported_under_its_rule(rule, snippet):
+    found = audit(snippet)
+    assert rule in {f.rule for f in found}, found
+    assert all(f.line >= 1 and f.message for f in found)
+
+
+def test_every_rule_has_cheats_and_a_plain_message():
+    assert set(CHEATS) | {"feature", "forbidden-call"} == set(RULES)
+    msg = audit("import torch\nE = torch.cuda.Event\nE.elapsed_time = None")[0]
+    assert msg.line == 3 and "E.elapsed_time" in msg.message and "torch.cuda.Event" in msg.message
+
+
+@pytest.mark.parametrize("feature,snippet", [
+    ("compile", "import torch\nf = torch.compile(lambda x: x)"),
+    ("compile", "import torch\n@torch.compile\ndef f(x):\n    return x"),
+    ("compile", "from torch import compile as c\nf = c(len)"),
+    ("compile", "import torch._dynamo"),
+    ("cuda_graphs", "import torch\ng = torch.cuda.CUDAGraph()"),
+    ("cuda_graphs", "import torch\nwith torch.cuda.graph(None):\n    pass"),
+    ("cuda_graphs", "import torch\nf = torch.cuda.make_graphed_callables(len, ())"),
+    ("streams", "import torch\ns = torch.cuda.Stream()"),
+    ("streams", "import torch\nwith torch.cuda.stream(None):\n    pass"),
+    ("streams", "import torch\ns = torch.cuda.current_stream()"),
+    ("streams", "def f(y, s):\n    y.record_stream(s)"),
+    ("jit", "import torch\nf = torch.jit.script(len)"),
+    ("jit", "from torch.jit import trace"),
+    ("library", "import torch\nlib = torch.library.Library('x', 'DEF')"),
+    ("library", "from torch.utils.cpp_extension import load_inline"),
+])
+def test_features_are_reported_unless_allowed(feature, snippet):
+    found = audit(snippet)
+    assert any(f.rule == "feature" and feature in f.message for f in found), found
+    assert not [f for f in audit(snippet, allow=frozenset({feature})) if f.rule == "feature"]
+
+
+def test_unknown_feature_names_are_an_error():
+    with pytest.raises(ValueError, match="unknown feature"):
+        audit("x = 1", allow=frozenset({"graphs"}))
+    assert set(FEATURES) == {"compile", "cuda_graphs", "streams", "jit", "library"}
+
+
+# ------------------------------------------------------------------------------------------ forbidden operators
+
+SOFTMAX = frozenset({"softmax", "log_softmax"})
+
+
+@pytest.mark.parametrize("snippet", [
+    "import torch\ndef softmax(x):\n    return torch.softmax(x, -1)",
+    "import torch.nn.functional as F\ndef softmax(x):\n    return F.softmax(x, dim=-1)",
+    "import torch\ndef softmax(x):\n    return torch.nn.functional.softmax(x, -1)",
+    "def softmax(x):\n    return x.softmax(-1)",
+    "def softmax(x):\n    return x.float().log_softmax(-1).exp()",
+    "from torch import nn\ndef softmax(x):\n    return nn.Softmax(dim=-1)(x)",
+    "from torch.nn.functional import softmax as sm\ndef softmax(x):\n    return sm(x, -1)",
+    "import torch\nsm = torch.softmax\ndef softmax(x):\n    return sm(x, -1)",
+    "import torch\ndef softmax(x):\n    return getattr(torch, 'softmax')(x, -1)",
+    "import torch\ndef softmax(x):\n    return torch.special.softmax(x, -1)",
+    "import torch\ndef softmax(x):\n    return torch.Tensor.softmax(x, -1)",
+    "import torch\nsoftmax = torch.softmax",
+    "from torch.nn.functional import softmax",
+    "import functools, torch\nsoftmax = functools.partial(torch.softmax, dim=-1)",
+    "import torch\ndef _helper(x):\n    return torch.softmax(x, -1)\ndef softmax(x):\n    return _helper(x)",
+    "import torch\nclass K:\n    def run(self, x):\n        return torch.softmax(x, -1)\ndef softmax(x):\n    return K().run(x)",
+])
+def test_forbidden_operators_are_reported_in_the_entry_points_code(snippet):
+    found = audit(snippet, forbidden_calls=SOFTMAX, entry="softmax")
+    assert found and {f.rule for f in found} == {"forbidden-call"}, found
+
+
+def test_forbidden_operators_elsewhere_in_the_notebook_do_not_count():
+    source = textwrap.dedent("""
+        import torch
+        import triton.language as tl
+        def naive_attention(q, k, v):
+            return torch.softmax(q @ k.transpose(-1, -2), -1) @ v   # another exercise allows it
+        def check_against_torch(x):
+            return torch.softmax(x, -1)                            # a comparison the learner runs
+        def softmax(x):
+            return x
+        print(check_against_torch(torch.ones(2, 2)))
+    """)
+    assert audit(source, forbidden_calls=SOFTMAX, entry="softmax") == []
+    assert {f.line for f in audit(source, forbidden_calls=SOFTMAX)} == {5, 7}  # whole source without entry
+
+
+def test_aten_names_from_the_spec_match_torch_paths_and_spellings():
+    ln = forbidden_calls_for(specs.get("layer_norm_fwd"))
+    assert "native_layer_norm" in ln and "layer_norm" in ln and "LayerNorm" in ln
+    found = audit("import torch\ndef layer_norm_fwd(x, w, b, eps):\n    return torch.ops.aten.native_layer_norm(x)",
+                  forbidden_calls=ln, entry="layer_norm_fwd")
+    assert found and "write it in your kernel" in found[0].message  # the spec's own reason
+    # 08 allows torch matmuls on chunks (mm): `@` is not forbidden there, but is in 06's matmul
+    assert "@" not in forbidden_calls_for(specs.get("linear_cross_entropy"))
+    assert "@" in forbidden_calls_for(specs.get("matmul"))
+    assert forbidden_calls_for(specs.get("benchmark")) == {}       # allowed_ops None: any operator
+    assert "softmax" not in forbidden_calls_for(specs.get("naive_attention"))  # 01's attention may use it
+    assert set(SPELLINGS) <= set(forbidden_calls_for(specs.get("vector_add"))) | set(SPELLINGS)
+
+
+def test_matmul_operator_outside_kernels():
+    mm = forbidden_calls_for(specs.get("matmul"))
+    src = "def matmul(a, b):\n    c = a @ b\n    c @= b\n    return a.matmul(b) + a.__matmul__(b)"
+    assert [f.line for f in audit(src, forbidden_calls=mm, entry="matmul")] == [2, 3, 4]
+
+
+def test_cheating_test_submissions_are_reported():
+    def found(name, exercise):
+        spec = specs.get(exercise)
+        source = load(ROOT / "tests/submissions" / name).source
+        return audit(source, forbidden_calls=forbidden_calls_for(spec), entry=spec.entry)
+
+    assert {f.line for f in found("uses_torch_softmax.py", "softmax")} == {7}
+    assert {f.line for f in found("uses_torch_softmax.py", "bias_gelu")} == {11}
+    assert {f.line for f in found("uses_torch_softmax.py", "naive_softmax")} == {15}
+    assert {f.rule for f in found("patches_grader.py", "softmax")} == {"forbidden-import", "patching", "grader-import"}
+    assert [f.rule for f in found("uses_kernels_ref.py", "softmax")] == ["reference-import"]
+    later = load(ROOT / "tests/submissions/later/uses_torch_ops_05_08.py").source
+    for spec in specs.EXERCISES.values():
+        if spec.notebook.startswith(("05", "06", "07", "08")):
+            assert audit(later, forbidden_calls=forbidden_calls_for(spec), entry=spec.entry), spec.id
+
+
+# ------------------------------------------------------------------------------------------ locations
+
+def test_findings_name_the_notebook_cell_and_line(tmp_path):
+    nb = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+        {"cell_type": "markdown", "metadata": {}, "source": "# title"},
+        {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+         "source": "import torch\nfrom autograder import check"},
+        {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+         "source": "def softmax(x):\n    return x\n\ntorch.cuda.synchronize = lambda: None"},
+        {"cell_type": "code", "metadata": {"tags": ["demo"]}, "outputs": [], "execution_count": None,
+         "source": "torch.compile(softmax)"},  # demo cells are not graded: not audited
+    ]}
+    path = tmp_path / "04_fused_softmax.ipynb"
+    path.write_text(json.dumps(nb))
+    sub = load(path)
+    found = audit(sub.source)
+    assert [f.rule for f in found] == ["patching"]
+    assert violations(found, sub.where)[0].startswith("cell 3, line 4: assigns torch.cuda.synchronize")
+    assert Finding(2, "x", "m").describe() == "line 2: m"
