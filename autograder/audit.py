@@ -60,7 +60,12 @@ class Finding:
 
 
 RULES = ("grader-import", "reference-import", "forbidden-import", "process", "patching", "dynamic-code",
-         "escape", "grader-state", "feature", "file-write", "forbidden-call")
+         "escape", "grader-state", "feature", "file-write", "forbidden-call", "kept-state")
+
+_KEPT = ("keeps results between calls: every call must compute its own answer (the grader gives each call "
+         "fresh values; a cache can only hide a slow kernel or return an answer for other values)")
+_MUTATORS = frozenset({"append", "extend", "insert", "update", "setdefault", "add", "__setitem__", "put"})
+_CACHE_DECORATORS = ("functools.lru_cache", "functools.cache", "functools.cached_property")
 
 # Features an exercise may allow (``allow``); each covers these torch paths (and everything below them).
 FEATURES: dict[str, tuple[str, ...]] = {
@@ -649,6 +654,10 @@ class _Auditor(ast.NodeVisitor):
             self.report(node, "escape", f"defines {node.name}, which intercepts torch operators (the grader's too)")
         kernel = any(p.startswith("triton.") for d in node.decorator_list
                      for p in self.external(d.func if isinstance(d, ast.Call) else d))
+        if self.reachable is not None and self.reach_depth > 0:
+            for d in node.decorator_list:
+                if self.external(d.func if isinstance(d, ast.Call) else d) & set(_CACHE_DECORATORS):
+                    self.report(d, "kept-state", f"decorates {node.name} with {self.text(d)}: {_KEPT}")
         self._in_scope(node, kernel)
 
     visit_AsyncFunctionDef = visit_FunctionDef
@@ -842,7 +851,27 @@ class _Auditor(ast.NodeVisitor):
     def visit_Assign(self, node):
         for t in node.targets:
             self._check_store(t, "assigns")
+            self._check_kept_state(t)
         self.generic_visit(node)
+
+    # -- state kept between calls (only in code the entry point runs, outside kernels)
+    def _in_reached_function(self) -> bool:
+        return (self.kernel_depth == 0 and self.reachable is not None and self.reach_depth > 0
+                and len(self.stack) > 1 and isinstance(self.stack[-1].node, (ast.FunctionDef, ast.AsyncFunctionDef)))
+
+    def _module_level(self, name: str) -> bool:
+        scope = self.stack[-1]
+        if name in scope.declared_global:
+            return True
+        return name not in scope.bindings and name in self.scopes.module.bindings
+
+    def _check_kept_state(self, target):
+        if not self._in_reached_function():
+            return
+        if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) and self._module_level(target.value.id):
+            self.report(target, "kept-state", f"stores into {target.value.id}[...], defined outside the function: {_KEPT}")
+        elif isinstance(target, ast.Name) and target.id in self.stack[-1].declared_global:
+            self.report(target, "kept-state", f"assigns the global {target.id}: {_KEPT}")
 
     def visit_AugAssign(self, node):
         self._check_store(node.target, "changes")
@@ -870,7 +899,15 @@ class _Auditor(ast.NodeVisitor):
             self._forbidden(node, "@", "multiplies with @ (a torch matmul)")
 
     # -- calls
+    def _check_kept_call(self, node):
+        f = node.func
+        if (self._in_reached_function() and isinstance(f, ast.Attribute) and f.attr in _MUTATORS
+                and isinstance(f.value, ast.Name) and self._module_level(f.value.id)
+                and not self.external(f.value)):
+            self.report(node, "kept-state", f"calls {f.value.id}.{f.attr}(...), defined outside the function: {_KEPT}")
+
     def visit_Call(self, node):
+        self._check_kept_call(node)
         fn = self.paths(node.func)
         args = node.args
         if fn & {"builtins.getattr", "builtins.__import__", "importlib.import_module"}:

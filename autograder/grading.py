@@ -115,7 +115,9 @@ def grade_exercise(spec, sub: Submission, source_file: Path, workdir: Path, quic
                             scratch=str(workdir))
     try:
         with session as worker:
-            return _grade_in(worker, spec, sub, plan, seed, audit_violations)
+            result = _grade_in(worker, spec, sub, plan, seed, audit_violations)
+        result["feedback"] = _output_notes(session) + result["feedback"]  # the whole output, read to the end
+        return result
     except WorkerGone as gone:
         feedback = [str(gone)] + _output_notes(session) + _last_output(session)
         return _result(spec, False, None, 0.0, audit_violations, feedback, [])
@@ -124,7 +126,7 @@ def grade_exercise(spec, sub: Submission, source_file: Path, workdir: Path, quic
 def _grade_in(worker, spec, sub, plan, seed, audit_violations) -> dict:
     import course
 
-    feedback = _output_notes(worker)
+    feedback = []
     if worker.sandbox_note:
         feedback.append(worker.sandbox_note)
     ready = worker.ready
@@ -167,11 +169,11 @@ def _grade_in(worker, spec, sub, plan, seed, audit_violations) -> dict:
 
 def static_violations(spec, sub: Submission) -> list[str]:
     """What the submission's source shows (autograder.audit), each with the learner's line."""
-    try:
-        from autograder import audit
-    except ImportError:
-        return []
-    return [f"{f.message} (at {sub.where(f.line)})" for f in audit.audit_for(spec, sub.source)]
+    from autograder import audit
+
+    found = audit.audit(sub.source, allow=spec.rules.features, forbidden_calls=audit.forbidden_calls_for(spec),
+                        entry=spec.entry)
+    return audit.violations(found, sub.where)
 
 
 def _failure_feedback(spec, verdicts) -> list[str]:

@@ -70,6 +70,8 @@ def explain_exit(returncode: int | None, output: str) -> str:
     if special:
         return special
     rc = returncode
+    if rc is not None and 128 < rc < 128 + 65:
+        rc = 128 - rc  # a sandbox (bwrap) reports its child's death by signal N as exit code 128 + N
     if rc is not None and rc < 0:
         sig = -rc
         name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
@@ -188,7 +190,8 @@ class WorkerSession(Session):
         root = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
         argv = [sys.executable, "-m", "autograder.worker", str(child.fileno())]
-        argv, self.sandbox_note = _sandboxed(argv, self.scratch)
+        if self.scratch:
+            argv, self.sandbox_note = _sandboxed(argv, self.scratch, self.job, env)
         self.deadline = time.monotonic() + self.timeout_s
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, env=env, cwd=self.cwd, start_new_session=True,
@@ -230,10 +233,12 @@ class WorkerSession(Session):
         return explain_exit(self.proc.returncode, self.output)
 
 
-def _sandboxed(argv, scratch):
-    """The worker's command line inside a sandbox where the platform has one (autograder.sandbox)."""
-    try:
-        from autograder.sandbox import sandbox_argv
-    except ImportError:
-        return argv, None
-    return sandbox_argv(argv, scratch) if scratch else (argv, None)
+def _sandboxed(argv, scratch, job, env):
+    """The worker's command line inside a sandbox where the platform has one (autograder.sandbox): it reads
+    what it needs, writes only its scratch folder and the submission's own cache, reaches no network.
+    Returns (argv, a note for the report when no sandbox could be used)."""
+    from autograder.sandbox import sandbox_argv
+
+    readable = [p for p in (job.get("source_file"), job.get("submission_dir")) if p]
+    wrapped, note = sandbox_argv(argv, scratch, readable=readable, cache_dir=Path(scratch).parent / ".cache", env=env)
+    return wrapped, (None if wrapped != argv else note)

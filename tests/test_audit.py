@@ -423,7 +423,7 @@ def test_each_cheat_is_reported_under_its_rule(rule, snippet):
 
 
 def test_every_rule_has_cheats_and_a_plain_message():
-    assert set(CHEATS) | {"feature", "forbidden-call"} == set(RULES)
+    assert set(CHEATS) | {"feature", "forbidden-call", "kept-state"} == set(RULES)
     msg = audit("import torch\nE = torch.cuda.Event\nE.elapsed_time = None")[0]
     assert msg.line == 3 and "E.elapsed_time" in msg.message and "torch.cuda.Event" in msg.message
 
@@ -557,3 +557,30 @@ def test_findings_name_the_notebook_cell_and_line(tmp_path):
     assert [f.rule for f in found] == ["patching"]
     assert violations(found, sub.where)[0].startswith("cell 3, line 4: assigns torch.cuda.synchronize")
     assert Finding(2, "x", "m").describe() == "line 2: m"
+
+
+KEPT_STATE = [
+    "_cache = {}\ndef f(x):\n    if x.shape in _cache:\n        return _cache[x.shape]\n    _cache[x.shape] = y = x * 2\n    return y",
+    "_seen = []\ndef f(x):\n    _seen.append(x)\n    return x",
+    "last = None\ndef f(x):\n    global last\n    last = x\n    return x",
+    "import functools\n@functools.lru_cache\ndef g(n):\n    return n\ndef f(x):\n    return g(x)",
+    "_memo = {}\ndef helper(x):\n    _memo.setdefault(1, x)\n    return x\ndef f(x):\n    return helper(x)",
+]
+HONEST_STATE = [
+    "TABLE = {1: 2}\ndef f(x):\n    return x * TABLE[1]",                      # reads a constant table
+    "def f(x):\n    d = {}\n    d[1] = x\n    return d[1]",                       # a local container
+    "results = {}\nresults['a'] = 1\ndef f(x):\n    return x",                  # filled at module level (a demo)
+    "_c = {}\ndef other(x):\n    _c[1] = x\ndef f(x):\n    return x",         # not reached from the entry point
+]
+
+
+@pytest.mark.parametrize("snippet", KEPT_STATE)
+def test_state_kept_between_calls_is_reported_in_code_the_entry_point_runs(snippet):
+    found = audit(snippet, forbidden_calls={"softmax"}, entry="f")
+    assert "kept-state" in {f.rule for f in found}, found
+    assert any("between calls" in f.message for f in found)
+
+
+@pytest.mark.parametrize("snippet", HONEST_STATE)
+def test_honest_module_state_is_not_reported(snippet):
+    assert not [f for f in audit(snippet, forbidden_calls={"softmax"}, entry="f") if f.rule == "kept-state"]

@@ -67,6 +67,9 @@ class Rules:
     # The most elements any one torch operator may hand back in a call, from the call's arguments (memory
     # exercises: "never materialize the full logits"); None: no limit.
     max_intermediate: Callable[[tuple], int] | None = None
+    # Features the source may use that the static audit otherwise reports (autograder.audit.FEATURES,
+    # e.g. {"cuda_graphs", "streams"} where the exercise teaches them).
+    features: frozenset = frozenset()
 
 
 def triton_rules(why: dict, *, max_launches: int | None = 1, extra_ops=frozenset(),

@@ -1,5 +1,5 @@
 """Every way out of a process: sys.exit, os._exit, a segfault, out of memory; vector_add is correct."""
-import ctypes
+import faulthandler
 import os
 import sys
 
@@ -17,7 +17,7 @@ def online_softmax(x):
 
 
 def naive_softmax(x):
-    ctypes.string_at(0)  # reads address 0: SIGSEGV
+    faulthandler._sigsegv()  # a segmentation fault (SIGSEGV), as a bad memory access gives
 
 
 def bias_gelu(x, bias):
