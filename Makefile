@@ -7,13 +7,15 @@ export PATH := $(BIN):$(PATH)
 PORT ?= 8888
 IP ?= 127.0.0.1
 PYTEST_ARGS ?=
+# The folder `make lab` serves (tests/test_browser.py serves a filled-in copy from a temporary folder).
+LAB_DIR ?= notebooks
 
-.PHONY: lab test notebooks venv gpu-test bench clean-nbgrader
+.PHONY: lab test browser-test notebooks venv gpu-test bench clean-nbgrader
 
 venv:
 	@tools/ensure_venv.sh
 
-# JupyterLab on notebooks/, no browser where there is no display; prints the URL with its token.
+# JupyterLab on notebooks/ (or LAB_DIR), no browser where there is no display; prints the URL with its token.
 lab: venv
 	@token=$$($(BIN)/python -c 'import secrets; print(secrets.token_hex(24))'); \
 	browser=--no-browser; \
@@ -23,11 +25,17 @@ lab: venv
 	echo "  JupyterLab for the course: http://$(IP):$(PORT)/lab?token=$$token"; \
 	echo ""; \
 	exec $(BIN)/jupyter lab $$browser $$root --ip=$(IP) --port=$(PORT) --ServerApp.port_retries=0 \
-	    --ServerApp.root_dir="$(CURDIR)/notebooks" --IdentityProvider.token="$$token"
+	    --ServerApp.root_dir="$(abspath $(LAB_DIR))" --IdentityProvider.token="$$token"
 
 # The whole suite. Without a GPU, Triton runs under the interpreter and `gpu` tests are skipped.
 test: venv
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# JupyterLab in headless Chromium (tests/test_browser.py): `make lab` on a learner's filled-in 03 notebook,
+# Run All Cells, the check tables, the plot, no traceback; screenshots in out/browser/. Needs a system
+# Chromium (`apt-get install chromium`); the playwright package comes with the venv.
+browser-test: venv
+	$(BIN)/python -m pytest tests/test_browser.py -s $(PYTEST_ARGS)
 
 # GPU-only tests (on a GPU runner).
 gpu-test: venv
