@@ -86,8 +86,8 @@ def _check_meta(where, meta, run_info, transcribed):
 def test_every_result_file_says_where_and_how_it_was_measured(run):
     _check_meta(f"{run.name}/run.json", run.info, run.info, run.info.get("transcribed", False))
     for path in _result_files(run):
-        if path.suffix == ".png":
-            continue
+        if results.file_kind(path.relative_to(run.path).as_posix()) in ("plot", "notebook"):
+            continue  # a picture of a file beside it; a notebook the run graded
         transcribed = path.suffix == ".json" and json.loads(path.read_text()).get("transcribed", False)
         if transcribed:
             assert json.loads(path.read_text()).get("source"), f"{path}: transcribed from what"
@@ -185,7 +185,11 @@ def test_stamp_and_index_write_the_layout(tmp_path):
     assert {f["path"]: f["kind"] for f in info["files"]} == {
         "autograder/good.run1.json": "grade", "bench-quick.json": "bench", "bench-quick-matmul.png": "plot",
         "bench-quick.log": "log"}
+    assert all(f["what"] for f in info["files"]) and info["files"][0]["submission"] == "s"
     assert json.loads((tmp_path / results.RUN_FILE).read_text()) == info
+    info["files"][0]["submission"] = "a correct kernel"  # what a person wrote survives a new index
+    results.write_json(tmp_path / results.RUN_FILE, info)
+    assert results.index(tmp_path, META)["files"][0]["submission"] == "a correct kernel"
     assert results.metadata(tmp_path / "bench-quick.log")["gpu"] == "NVIDIA H200"
 
 

@@ -282,7 +282,7 @@ def run_cli(grade: Grade, exercises: list, out: Path, run: int, quick: bool, met
     proc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           stdin=subprocess.DEVNULL)
     seconds = time.monotonic() - start
-    text_path.write_bytes(proc.stdout)
+    text_path.write_bytes(results.header({**(meta or {}), "method": " ".join(cmd[1:])}).encode() + proc.stdout)
     if proc.returncode != 0 or not json_path.exists():
         return None, seconds, proc.returncode
     report = results.stamp(json_path, {**(meta or {}), "method": GRADE_METHOD})

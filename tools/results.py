@@ -43,7 +43,16 @@ KINDS = (
     (r".*\.png", "plot"),
     (r".*\.md", "report"),
     (r".*\.(log|txt)", "log"),
+    (r".*\.ipynb", "notebook"),               # a notebook a run built and graded (the faults notebook)
+    (r".*", "other"),
 )
+# What a file of each kind is, until someone writes better in run.json.
+WHAT = {"bench": "python -m kernels_ref.bench --json", "calibration": "speedups of the solutions and the naive "
+        "versions, per exercise", "autograde": "tools/gpu_autograde.py: calibration rows and nbgrader autograde",
+        "check": "tools/gpu_autograder_check.py: rows, repeat spreads and expectations",
+        "grade": "python -m autograder grade --json", "plot": "a plot of the bench results beside it",
+        "report": "what the run showed", "log": "printed output", "notebook": "a notebook the run graded",
+        "other": "a file the run wrote"}
 
 
 def this_machine() -> dict:
@@ -108,15 +117,20 @@ def file_kind(relative: str) -> str:
 
 
 def index(directory: Path, meta: dict) -> dict:
-    """Write directory/run.json: the run's META_KEYS and every file in it (kind, and what an earlier
-    run.json said of it). Returns the index."""
+    """Write directory/run.json: the run's META_KEYS and every file in it: its kind, what it is (what an
+    earlier run.json said, else what its kind is), and for a grader report the submission. Returns it."""
     old = {}
     if (directory / RUN_FILE).exists():
         old = {f["path"]: f for f in json.loads((directory / RUN_FILE).read_text()).get("files", [])}
     files = []
     for path in sorted(p for p in directory.rglob("*") if p.is_file() and p.name != RUN_FILE):
         relative = path.relative_to(directory).as_posix()
-        files.append({**old.get(relative, {}), "path": relative, "kind": file_kind(relative)})
+        kind = file_kind(relative)
+        entry = {"path": relative, "kind": kind, "what": WHAT[kind]}
+        if kind == "grade":  # "solution 04_fused_softmax" for a solution notebook, else the file's name
+            graded = Path(json.loads(path.read_text()).get("submission") or relative)
+            entry["submission"] = f"solution {graded.stem}" if "solutions" in graded.parts else graded.name
+        files.append({**entry, **old.get(relative, {}), "kind": kind})
     info = {**{k: meta.get(k) for k in META_KEYS}, "files": files}
     write_json(directory / RUN_FILE, info)
     return info
