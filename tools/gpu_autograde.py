@@ -130,6 +130,8 @@ def run_nbgrader(out: pathlib.Path, assignments: list[str], save=lambda rows: No
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     shutil.copy(ROOT / "nbgrader_config.py", work)
+    (work / "course").mkdir()
+    shutil.copy(ROOT / "course" / "manifest.py", work / "course")  # nbgrader_config.py reads it
     shutil.copytree(ROOT / "solutions", work / "solutions")
     rows = []
     for a in assignments:
