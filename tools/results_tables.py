@@ -185,9 +185,10 @@ def grade_rows(label: str, reports: list[dict]) -> list[list[str]]:
         if rates:
             speed += f" ({spread(rates, '.0f')} {graded[0]['achieved']['unit']})"
         passed = [p["passed"] for p in graded]
-        verdict = "passed" if all(passed) else "failed" if not any(passed) else f"passed {sum(passed)} of {len(passed)}"
-        then = spread([p["threshold"] for p in graded], "g")
-        rows.append([label, what, speed, f"{verdict} (threshold then {then}; now {spec_performance(exercise_id).threshold:g})"])
+        verdict = ("passed" if all(passed) else "failed" if not any(passed)
+                   else f"passed {sum(passed)} of {len(passed)}")
+        then, now = spread([p["threshold"] for p in graded], "g"), spec_performance(exercise_id).threshold
+        rows.append([label, what, speed, f"{verdict} (threshold then {then}; now {now:g})"])
     return rows
 
 
