@@ -25,7 +25,7 @@ def performance_credit(speedup: float | None, threshold: float, floor: float) ->
 
 
 def performance_entry(perf_spec, time_ms, baseline_ms, nbytes, flops, peaks) -> dict:
-    """The JSON ``performance`` object (DESIGN.md keys) from measured numbers."""
+    """The JSON ``performance`` object (docs/CONTRACTS.md keys) from measured numbers."""
     speedup = baseline_ms / time_ms if time_ms and baseline_ms else None
     if flops:
         value, unit = flops / (time_ms * 1e-3) / 1e12, "TFLOP/s"

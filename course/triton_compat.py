@@ -1,4 +1,4 @@
-"""Triton helpers that hide the interpreter's limits (see DESIGN.md), so kernels need no special cases.
+"""Triton helpers that hide the interpreter's limits (docs/CONTRACTS.md), so kernels need no special cases.
 
 - ``autotune(configs, key, fallback)``: ``triton.autotune`` on a GPU; under the interpreter autotune
   fails ("0 active drivers": it benchmarks through a driver), so the kernel gets ``fallback`` fixed.

@@ -2,7 +2,8 @@
 
 Collects ``bench_cases(quick)`` from every reference module the course manifest names
 (``course.manifest``; a module that is not there yet is skipped with a note), runs them with kernels_ref.benchmarking.run_suite on the GPU, prints one table per
-op with the goal verdicts, and with --json writes the results and one plot per op next to the file.
+op with the goal verdicts, and with --json writes the results and one plot per op next to the file
+(``bench-quick.json`` -> ``bench-quick-matmul.png``, ...; a run's folder of results/ holds both).
 Without a GPU it exits with code 2 and one line saying so.
 """
 from __future__ import annotations
@@ -85,7 +86,9 @@ def main(argv=None, *, timer=None, peak_memory=None, ceilings=None, modules=MODU
     print(benchmarking.format_table(rows, verdicts))
     if args.json:
         benchmarking.write_json(args.json, ceilings, rows, verdicts, meta=meta)
-        plots = benchmarking.write_plots(os.path.dirname(os.path.abspath(args.json)), rows, ceilings)
+        stem = os.path.splitext(os.path.basename(args.json))[0]
+        plots = benchmarking.write_plots(os.path.dirname(os.path.abspath(args.json)), rows, ceilings,
+                                         prefix=f"{stem}-")
         print(f"wrote {args.json}" + (f" and {len(plots)} plot(s)" if plots else ""))
     return 0
 

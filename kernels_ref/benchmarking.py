@@ -329,9 +329,9 @@ def write_json(path: str, ceilings: Ceilings, rows: Sequence[Row], verdicts: Seq
     files.write_json_atomic(path, payload, nonfinite_as_null=True)
 
 
-def write_plots(directory: str, rows: Sequence[Row], ceilings: Ceilings) -> list[str]:
-    """One PNG per op that has a sweep: rate (GB/s or TFLOP/s) of each candidate vs the swept parameter,
-    with the measured ceiling as a dashed line. Returns the files written."""
+def write_plots(directory: str, rows: Sequence[Row], ceilings: Ceilings, prefix: str = "") -> list[str]:
+    """One PNG per op that has a sweep, ``<prefix><op>.png``: rate (GB/s or TFLOP/s) of each candidate vs
+    the swept parameter, with the measured ceiling as a dashed line. Returns the files written."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -364,7 +364,7 @@ def write_plots(directory: str, rows: Sequence[Row], ceilings: Ceilings) -> list
         ax.set_title(op)
         ax.legend(fontsize="small")
         ax.grid(True, alpha=0.3)
-        path = os.path.join(directory, f"{op}.png")
+        path = os.path.join(directory, f"{prefix}{op}.png")
         fig.tight_layout()
         fig.savefig(path, dpi=110)
         plt.close(fig)

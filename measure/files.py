@@ -43,14 +43,28 @@ def _finite(obj):
     return obj
 
 
+def driver_version() -> str | None:
+    """The NVIDIA driver's version (e.g. "580.159.04") from nvidia-smi; None where there is none."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.splitlines()[0].strip() if out.strip() else None
+
+
 def environment(method: str) -> dict:
-    """What every result file records: the GPU (or None), versions, the date (UTC) and the method."""
+    """What every result file records (results/README.md): the GPU and its driver (or None), versions, the
+    date (UTC) and the method."""
     import torch
     import triton
 
     gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else None
     return {
         "gpu": gpu,
+        "driver": driver_version() if gpu else None,
         "torch": torch.__version__,
         "triton": triton.__version__,
         "python": platform.python_version(),

@@ -1,4 +1,4 @@
-"""Shared helpers for the autograder tests: grade a test submission once per session (quick cases)."""
+"""Shared helpers for the autograder tests: grade a test submission once per pytest run (quick cases)."""
 from __future__ import annotations
 
 from functools import lru_cache

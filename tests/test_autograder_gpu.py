@@ -1,4 +1,4 @@
-"""The autograder's performance path on a GPU (issue 7), and the logic of tools/gpu_autograder_check.
+"""The autograder's performance path on a GPU, and the logic of tools/gpu_autograder_check.
 
 GPU tests grade the submissions of tests/gpu_submissions with the real grading path (workers, timing,
 the checked timed call): a correct Triton softmax passes performance, a slow legal one fails it, and

@@ -1,4 +1,4 @@
-"""Guarantees 1-4 of DESIGN.md, each shown with a submission that breaks it (tests/submissions/)."""
+"""Guarantees 1-4 of docs/GUARANTEES.md, each shown with a submission that breaks it (tests/submissions/)."""
 from __future__ import annotations
 
 import time

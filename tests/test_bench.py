@@ -153,7 +153,7 @@ def test_main_writes_json_and_plots(tmp_path, monkeypatch, capsys):
     assert data["ceilings"]["copy_gbps"] == 3000.0
     assert len(data["rows"]) == 6 and data["goals_total"] == 6
     assert {r["candidate"] for r in data["rows"]} == {"triton", "eager", "wrong"}
-    png = out.parent / "fake_softmax.png"
+    png = out.parent / "bench-fake_softmax.png"  # beside the JSON, named after it
     assert png.exists() and png.read_bytes()[:4] == b"\x89PNG"
     assert not list(out.parent.glob("*.tmp*"))  # the atomic write left nothing behind
     # --ops filters, and an unknown op is a clear error

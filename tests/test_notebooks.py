@@ -46,6 +46,8 @@ def generated(tmp_path_factory):
     """Run `nbgrader generate_assignment` on a copy of the course and return its notebooks/ folder."""
     course = tmp_path_factory.mktemp("course")
     shutil.copy(ROOT / "nbgrader_config.py", course)
+    (course / "course").mkdir()
+    shutil.copy(ROOT / "course" / "manifest.py", course / "course")  # nbgrader_config.py reads it
     shutil.copytree(ROOT / "solutions", course / "solutions")
     for a in RELEASED:
         res = subprocess.run([str(BIN / "nbgrader"), "generate_assignment", a, "--force", "--log-level=WARN"],

@@ -11,8 +11,11 @@
    the gradebook read back per assignment, every error cell of an autograded solution named, and the
    seconds each notebook takes to execute and grade.
 
-Prints a table last and writes OUT_DIR/autograde.json. On a CPU the calibration says it needs a GPU and
-the nbgrader part still runs (small sizes).
+Prints a table last and writes OUT_DIR/autograde.json (both parts, as they finish) and, on a GPU,
+the calibration record `calibration.json` (--calibration FILE; the format of results/README.md: exercise
+-> solution and naive speedups, which tests/test_results.py holds every threshold to). Every JSON file it
+writes carries the machine (GPU, driver, versions, date) and the method. On a CPU the calibration says it
+needs a GPU and the nbgrader part still runs (small sizes).
 """
 from __future__ import annotations
 
@@ -29,8 +32,23 @@ import time
 import course
 import torch
 
+from tools import results
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-MARGIN = 1.15  # the solution must clear its threshold by this factor
+MARGIN = results.MARGIN  # the solution must clear its threshold by this factor
+
+CALIBRATION_METHOD = (
+    "solution: the solution notebook graded with `python -m autograder grade` (the speedup of its "
+    "performance part); naive: the spec's naive eager version (Performance.naive in autograder/specs) timed "
+    "against the same baseline with the autograder's timer (autograder.timing.time_interleaved: interleaved, "
+    "L2 flushed, median); speedup = baseline_ms / ms")
+AUTOGRADE_METHOD = CALIBRATION_METHOD + "; nbgrader: generate_assignment and autograde in a scratch course"
+
+
+def naive_name(fn) -> str:
+    """What a naive version is, for the calibration record: its docstring's first line, else where it is."""
+    doc = (fn.__doc__ or "").strip()
+    return doc.splitlines()[0] if doc else f"{fn.__module__}.{fn.__name__}"
 
 
 def suggested_threshold(solution_speedup: float, naive_speedup: float) -> float | None:
@@ -50,11 +68,13 @@ def calibrate(out: pathlib.Path, assignments: list[str]) -> list[dict]:
     graded = {}
     for nb in sorted({e.notebook for e in perf_exercises}):
         report = out / f"solution-{nb}.json"
+        report.unlink(missing_ok=True)  # never read a report left by an earlier run
         t0 = time.perf_counter()
         subprocess.run([sys.executable, "-m", "autograder", "grade", str(ROOT / "solutions" / nb / f"{nb}.ipynb"),
                         "--json", str(report)], cwd=ROOT, check=False, stdout=subprocess.DEVNULL)
         print(f"graded solution {nb} in {time.perf_counter() - t0:.0f} s", flush=True)
         if report.exists():
+            results.stamp(report, {**results.this_machine(), "method": "python -m autograder grade --json"})
             graded.update({e["id"]: e for e in json.loads(report.read_text())["exercises"]})
     for e in perf_exercises:
         perf = e.performance
@@ -67,8 +87,10 @@ def calibrate(out: pathlib.Path, assignments: list[str]) -> list[dict]:
         sol = (graded.get(e.id) or {}).get("performance") or {}
         sol_speedup = sol.get("speedup")
         row = {"id": e.id, "baseline": perf.baseline_name, "threshold": perf.threshold, "floor": perf.floor,
-               "naive_ms": medians["naive"], "naive_baseline_ms": medians["baseline"], "naive_speedup": naive_speedup,
-               "solution_ms": sol.get("time_ms"), "solution_speedup": sol_speedup,
+               "naive": naive_name(perf.naive), "naive_ms": medians["naive"], "naive_baseline_ms": medians["baseline"],
+               "naive_speedup": naive_speedup,
+               "solution_ms": sol.get("time_ms"), "solution_baseline_ms": sol.get("baseline_ms"),
+               "solution_speedup": sol_speedup,
                "solution_passed": sol.get("passed"), "solution_correct": (graded.get(e.id) or {}).get("correct")}
         if sol_speedup:
             row["margin"] = sol_speedup / perf.threshold
@@ -108,6 +130,8 @@ def run_nbgrader(out: pathlib.Path, assignments: list[str], save=lambda rows: No
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     shutil.copy(ROOT / "nbgrader_config.py", work)
+    (work / "course").mkdir()
+    shutil.copy(ROOT / "course" / "manifest.py", work / "course")  # nbgrader_config.py reads it
     shutil.copytree(ROOT / "solutions", work / "solutions")
     rows = []
     for a in assignments:
@@ -172,20 +196,24 @@ def main(argv=None) -> int:
     ap.add_argument("--assignments", default=",".join(nbgrader_config.RELEASED))
     ap.add_argument("--skip-nbgrader", action="store_true")
     ap.add_argument("--skip-calibration", action="store_true")
+    ap.add_argument("--calibration", metavar="FILE", help="where the calibration record goes "
+                    "(default OUT/calibration.json; a run folder of results/ keeps it at its top)")
     args = ap.parse_args(argv)
     out = pathlib.Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     assignments = [a for a in args.assignments.split(",") if a]
-    result = {"device": course.describe(), "date": time.strftime("%Y-%m-%d"), "calibration": [], "nbgrader": []}
+    meta = results.this_machine()
+    result = {**meta, "method": AUTOGRADE_METHOD, "device": course.describe(), "calibration": [], "nbgrader": []}
 
     def save(**parts):  # after every step, atomically: a run cut off by a time limit keeps what it finished
         result.update(parts)
-        tmp = out / "autograde.json.tmp"
-        tmp.write_text(json.dumps(result, indent=2, default=str))
-        os.replace(tmp, out / "autograde.json")
+        results.write_json(out / "autograde.json", result)
 
     calibration = [] if args.skip_calibration else calibrate(out, assignments)
     save(calibration=calibration)
+    if course.ON_GPU and calibration:
+        record = results.calibration_record(calibration, {**meta, "method": CALIBRATION_METHOD})
+        results.write_json(pathlib.Path(args.calibration or out / results.CALIBRATION_FILE), record)
     print(table(calibration, []), flush=True)
     nbgrader_rows = [] if args.skip_nbgrader else run_nbgrader(out, assignments, lambda rows: save(nbgrader=rows))
     save(nbgrader=nbgrader_rows)

@@ -1,4 +1,4 @@
-"""The autograder's performance path and its GPU faults, in one run (issue 7).
+"""The autograder's performance path and its GPU faults, in one run.
 
     python -m tools.gpu_autograder_check [--out DIR] [--full] [--only LABEL,...] [--hang-timeout S]
 
@@ -16,13 +16,9 @@ one subprocess per submission, sequentially (the GPU is never shared while timin
 
 Prints one line per grade as it finishes, the repeat-run spread, what was expected and whether it
 held, and last a table (submission, exercise, correct, perf passed, time, baseline, speedup, GB/s,
-fraction of peak, message). Writes each grade's JSON and text report and summary.json under --out.
-On a lent GPU machine, in one call from the repository root (the device tool brings back few files,
-hence the tarball; the table is the last thing printed):
-
-    timeout 570 bash -c 'python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_autograder_gpu.py;
-      python3 -m tools.gpu_autograder_check --out /tmp/agc; rc=$?;
-      tar czf $OUT/autograder_check.tgz -C /tmp agc; exit $rc'
+fraction of peak, message). Writes each grade's JSON and text report and summary.json under --out,
+each JSON with the machine's keys (GPU, driver, versions, date, method: results/README.md). On a GPU
+machine with its results collected into one tarball, `bash tools/gpu_session.sh autograder-check`.
 
 Exit code 0 when every expectation held, 1 otherwise. On a CPU performance shows as not graded and
 its expectations read "n/a". Budget on an H100: about 3 minutes (16 workers of ~5-10 s, a 30 s hang).
@@ -30,7 +26,6 @@ its expectations read "n/a". Budget on an H100: about 3 minutes (16 workers of ~
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import subprocess
@@ -38,6 +33,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tools import results
 
 ROOT = Path(__file__).resolve().parent.parent
 SUBMISSIONS = ROOT / "tests" / "submissions"
@@ -266,7 +263,7 @@ def plan(out: Path, hang_timeout: float) -> list:
     ]
 
 
-def run_cli(grade: Grade, exercises: list, out: Path, run: int, quick: bool) -> tuple:
+def run_cli(grade: Grade, exercises: list, out: Path, run: int, quick: bool, meta: dict | None = None) -> tuple:
     """Grade through ``python -m autograder grade``; (exercise dicts of its JSON, seconds, exit code)."""
     stem = f"{grade.label}.run{run}"
     json_path, text_path = out / f"{stem}.json", out / f"{stem}.txt"
@@ -285,21 +282,23 @@ def run_cli(grade: Grade, exercises: list, out: Path, run: int, quick: bool) -> 
     proc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           stdin=subprocess.DEVNULL)
     seconds = time.monotonic() - start
-    text_path.write_bytes(proc.stdout)
+    text_path.write_bytes(results.header({**(meta or {}), "method": " ".join(cmd[1:])}).encode() + proc.stdout)
     if proc.returncode != 0 or not json_path.exists():
         return None, seconds, proc.returncode
-    return json.loads(json_path.read_text())["exercises"], seconds, proc.returncode
+    report = results.stamp(json_path, {**(meta or {}), "method": GRADE_METHOD})
+    return report["exercises"], seconds, proc.returncode
+
+
+GRADE_METHOD = ("python -m autograder grade --json: each exercise in a fresh worker; on a GPU the submission "
+                "and its baseline timed interleaved there (autograder/timing.py), median; speedup = baseline_ms / ms")
 
 
 def environment() -> dict:
     import course
     import torch
-    import triton
 
-    return {"device": course.describe(), "gpu": torch.cuda.get_device_name() if course.ON_GPU else None,
-            "torch": torch.__version__, "triton": triton.__version__, "cuda": torch.version.cuda,
-            "python": sys.version.split()[0],
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+    return {**results.this_machine(), "method": "python -m tools.gpu_autograder_check; " + GRADE_METHOD,
+            "device": course.describe(), "cuda": torch.version.cuda}
 
 
 def main(argv=None) -> int:
@@ -338,7 +337,7 @@ def main(argv=None) -> int:
                 rows.append(skipped_row(grade.label, e, why))
                 notes.append(f"{grade.label}/{e} {why}")
         for run in range(1, grade.repeat + 1):
-            exs, seconds, rc = run_cli(grade, exercises, out, run, quick=not args.full)
+            exs, seconds, rc = run_cli(grade, exercises, out, run, quick=not args.full, meta=env)
             calls.append({"label": grade.label, "run": run, "seconds": round(seconds, 1), "exit_code": rc})
             if exs is None:
                 for e in exercises:

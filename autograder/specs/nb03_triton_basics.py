@@ -68,9 +68,11 @@ EXERCISES = [
         performance=Performance(
             inputs=lambda g, dev: (rand(g, (1 << 26,), device=dev), rand(g, (1 << 26,), device=dev)),
             baseline=torch.add, baseline_name="torch.add (eager)", naive=naive_vector_add,
-            # H100 calibration (2026-11-22, autograder/results/h100-2026-11-22.md): solution 0.99x, naive
-            # (clone + add_, 5N bytes for 3N) 0.61x; at copy bandwidth there is no more than 1.0x to be had.
-            nbytes=lambda a: 3 * a[0].numel() * a[0].element_size(), threshold=0.85, floor=0.65),
+            # Rests on the solution's 0.99x on the H100 and 0.88x on the H200 (results/h100-2026-11-22 and
+            # results/h200-2026-11-22, calibration.json): 0.88 / 1.15 = 0.765, so full credit from 0.75; the
+            # naive version (clone + add_, 5N bytes for 3N) measured 0.61x on the H100, under the floor. At
+            # copy bandwidth there is no more than 1.0x to be had. tests/test_results.py checks both rules.
+            nbytes=lambda a: 3 * a[0].numel() * a[0].element_size(), threshold=0.75, floor=0.65),
     ),
     Exercise(
         id="bias_gelu", notebook=NOTEBOOK, entry="bias_gelu", signature="bias_gelu(x, bias) -> gelu(x + bias)",
@@ -83,8 +85,8 @@ EXERCISES = [
                                    rand(g, (4096,), torch.bfloat16, device=dev)),
             baseline=eager_bias_gelu, baseline_name="F.gelu(x + bias) (eager, 2 kernels)", naive=naive_bias_gelu,
             nbytes=lambda a: 2 * a[0].numel() * a[0].element_size() + a[1].numel() * a[1].element_size(),
-            # H100 calibration (2026-11-22, autograder/results/h100-2026-11-22.md): solution 2.63x, a
-            # correct but slow one-warp Triton kernel 0.59-0.63x, naive eager tanh formula 0.23x.
+            # H100 calibration (results/h100-2026-11-22/calibration.json): solution 2.63x, naive eager tanh
+            # formula 0.23x; a correct but slow one-warp Triton kernel 0.59-0.63x (autograder/naive_triton.*).
             threshold=2.0, floor=0.8),
     ),
 ]

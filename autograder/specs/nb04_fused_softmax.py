@@ -50,8 +50,8 @@ EXERCISES = [
             inputs=lambda g, dev: (rand(g, (16384, 4096), torch.float32, device=dev),),
             baseline=eager_softmax, baseline_name="torch.softmax (eager)", nbytes=softmax_bytes_moved,
             naive=naive_softmax,
-            # H100 calibration (2026-11-22, autograder/results/h100-2026-11-22.md): solution 1.27x,
-            # naive eager (max, sub, exp, sum, div) 0.28x, a correct one-warp Triton kernel 0.25-0.28x.
+            # H100 calibration (results/h100-2026-11-22/calibration.json): solution 1.27x, naive eager
+            # (max, sub, exp, sum, div) 0.28x; a correct one-warp Triton kernel 0.25-0.28x (autograder/naive_triton.*).
             threshold=1.0, floor=0.3),
     ),
     Exercise(
@@ -62,8 +62,10 @@ EXERCISES = [
             inputs=lambda g, dev: (rand(g, (4096, 32768), torch.float32, device=dev),),
             baseline=eager_softmax, baseline_name="torch.softmax (eager)", nbytes=softmax_bytes_moved,
             naive=naive_softmax,
-            # H100 calibration (2026-11-22, autograder/results/h100-2026-11-22.md): solution 1.17x,
-            # naive eager 0.42x (long rows: torch.softmax itself is slower there).
-            threshold=1.0, floor=0.45),
+            # Rests on the solution's 1.17x on the H100 and 1.01x on the H200 (results/h100-2026-11-22 and
+            # results/h200-2026-11-22, calibration.json): 1.01 / 1.15 = 0.878, so full credit from 0.85; the
+            # naive eager version measured 0.42x on the H100 (long rows: torch.softmax itself is slower
+            # there), under the floor. tests/test_results.py checks both rules.
+            threshold=0.85, floor=0.45),
     ),
 ]

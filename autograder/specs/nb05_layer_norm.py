@@ -188,8 +188,8 @@ EXERCISES = [
             inputs=_fwd_perf_inputs, baseline=eager_layer_norm, baseline_name="F.layer_norm (eager)",
             nbytes=_fwd_bytes,
             # Awaits GPU calibration. First principles: both are one pass over x (memory-bound), so a fused
-            # kernel that streams at copy bandwidth matches or beats eager (2227 GB/s of 3019 on an H100,
-            # DESIGN.md); kernels_ref reached 1.26x (kernels_ref/results/h100-2026-11-22-quick-part1.log).
+            # kernel that streams at copy bandwidth matches or beats eager (2227 GB/s of about 3000 on an
+            # H100); kernels_ref reached 1.26x (results/h100-2026-11-22/bench-quick-part1.json, this shape).
             # A naive eager version (mean, sub, square, mean, rsqrt, mul, add: ~7 passes) is below 0.4x.
             threshold=1.0, floor=0.4),
     ),
@@ -203,8 +203,9 @@ EXERCISES = [
         performance=Performance(
             inputs=_bwd_perf_inputs, baseline=eager_layer_norm_bwd,
             baseline_name="aten.native_layer_norm_backward (eager)", nbytes=_bwd_bytes,
-            # Awaits GPU calibration. First principles: 3 passes of M*N against eager's ~1200 GB/s on an
-            # H100 (DESIGN.md): a fused dx + partial-sum kernel reaches >= 1.0x; kernels_ref reached 1.32x.
+            # Awaits GPU calibration. First principles: 3 passes of M*N against eager's 1237 GB/s on an
+            # H100: a fused dx + partial-sum kernel reaches >= 1.0x; kernels_ref reached 1.32x
+            # (results/h100-2026-11-22/bench-quick-part1.json, this shape).
             threshold=1.0, floor=0.4),
     ),
 ]

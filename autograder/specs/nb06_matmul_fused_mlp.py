@@ -159,9 +159,10 @@ EXERCISES = [
         performance=Performance(
             inputs=_mm_perf_inputs, baseline=torch.matmul, baseline_name="torch.matmul (cuBLAS)",
             nbytes=_mm_bytes, flops=_mm_flops,
-            # Awaits GPU calibration. First principles: at 8192^3 bf16 both are tensor-core bound (698 TFLOP/s
-            # cuBLAS on an H100, DESIGN.md); an autotuned, grouped-order Triton matmul gets within 10-20% of
-            # cuBLAS (kernels_ref: 0.95x). A fixed small tile without grouping is near 0.3x.
+            # Awaits GPU calibration. First principles: at 8192^3 bf16 both are tensor-core bound (695 TFLOP/s
+            # cuBLAS on an H100, results/h100-2026-11-22/bench-quick-part2.json); an autotuned, grouped-order
+            # Triton matmul gets within 10-20% of cuBLAS (kernels_ref: 0.95x there, the evidence
+            # tests/test_results.py holds this threshold to). A fixed small tile without grouping is near 0.3x.
             threshold=0.8, floor=0.3),
     ),
     Exercise(
@@ -176,8 +177,9 @@ EXERCISES = [
             nbytes=_lbg_bytes, flops=_lbg_flops,
             # Awaits GPU calibration. First principles: the fused epilogue saves eager's GELU pass (write +
             # read of [M, N], ~8% of this shape's time), a Triton matmul costs ~5-20% against cuBLAS: about
-            # 1.0x is reachable. kernels_ref measured 0.83x on an H100 (h100-2026-11-22-quick-part2.json),
-            # so full credit starts at 0.8 until a calibration run sets it.
-            threshold=0.8, floor=0.35),
+            # 1.0x is reachable. Rests on kernels_ref's 0.83x on an H100 (results/h100-2026-11-22/
+            # bench-quick-part2.json, this shape): 0.83 / 1.15 = 0.72, so full credit from 0.7
+            # (tests/test_results.py checks it); a fixed small tile is near 0.3x, under the floor.
+            threshold=0.7, floor=0.35),
     ),
 ]

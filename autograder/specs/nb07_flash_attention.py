@@ -209,9 +209,10 @@ EXERCISES = [
             inputs=_fwd_perf_inputs, baseline=_sdpa_flash, baseline_name="SDPA, flash backend",
             nbytes=_fwd_bytes, flops=_attention_flops,
             # Awaits GPU calibration. First principles: the same algorithm as SDPA's FlashAttention-2 kernel
-            # (tensor-core bound at this size, 352 TFLOP/s on an H100, DESIGN.md), so a tiled, causal-skipping
-            # Triton kernel can match it; kernels_ref reached 1.37x. Not skipping the tiles above the diagonal
-            # costs 2x (0.5-0.7x); the naive S x S version is 0.05x.
+            # (tensor-core bound at this size, 317 TFLOP/s causal on an H100), so a tiled, causal-skipping
+            # Triton kernel can match it; kernels_ref reached 1.37x (results/h100-2026-11-22/
+            # bench-quick-part2.json, causal, B4 H32: 4x this batch x heads). Not skipping the tiles above
+            # the diagonal costs 2x (0.5-0.7x); the naive S x S version is 0.05x.
             threshold=1.0, floor=0.35),
     ),
     Exercise(
@@ -226,8 +227,9 @@ EXERCISES = [
             baseline_name="SDPA flash backward (autograd.grad)", nbytes=_bwd_bytes,
             flops=lambda a: 5 * _attention_flops(a, q_index=1) // 2,  # 5 S x S x D matmuls against 2 forward
             # Awaits GPU calibration. First principles: FlashAttention-2's backward in Triton (dK/dV then dQ,
-            # recomputing P) is the same work as SDPA's (295 TFLOP/s on an H100, DESIGN.md); kernels_ref
-            # reached 1.40x. A learner's version without causal tile skipping or with atomics sits near 0.5x.
+            # recomputing P) is the same work as SDPA's (264 TFLOP/s causal on an H100); kernels_ref reached
+            # 1.34x (results/h100-2026-11-22/bench-quick-part2.json, causal, B4 H32: 4x this batch x heads).
+            # A learner's version without causal tile skipping or with atomics sits near 0.5x.
             threshold=0.9, floor=0.3),
     ),
 ]

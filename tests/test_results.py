@@ -1,0 +1,217 @@
+"""results/: every GPU result says where and how it was measured, every performance threshold holds on every
+GPU recorded there (the 15% rule), and the README's tables are what results/ generates."""
+import json
+import math
+import pathlib
+
+import pytest
+
+from autograder import specs
+from tools import results, results_tables
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+RUNS = results.runs()
+CALIBRATIONS = [(run, run.calibration()) for run in RUNS if run.calibration()]
+
+# Benchmark rows that are the evidence for a threshold of a notebook without calibration runs yet: the
+# reference kernel (kernels_ref, "triton") against the same baseline as the spec, at the spec's shape (the
+# attention cases: the same per-head problem at 4x the spec's batch x heads). exercise -> (op, label, baseline).
+BENCH_EVIDENCE = {
+    "layer_norm_fwd": ("layer_norm_fwd", "16384x4096 bfloat16", "eager"),
+    "layer_norm_bwd": ("layer_norm_bwd", "16384x4096 bfloat16", "eager"),
+    "matmul": ("matmul", "8192x8192x8192 bfloat16", "eager"),
+    "linear_bias_gelu": ("linear_bias_gelu", "16384x4096x4096 bfloat16", "eager"),
+    "flash_attention_fwd": ("flash_attention_fwd", "B4 H32 S4096 D128 causal bfloat16", "sdpa_flash"),
+    "flash_attention_bwd": ("flash_attention_bwd", "B4 H32 S4096 D128 causal bfloat16", "sdpa_flash"),
+}
+
+
+def _result_files(run):
+    return sorted(p for p in run.path.rglob("*") if p.is_file() and p.name != results.RUN_FILE)
+
+
+def _recorded(key):
+    """(run name, exercise id, speedup) for every exercise with this key in a calibration file."""
+    return [pytest.param(run.name, ex, rec[key], id=f"{run.name}-{ex}") for run, cal in CALIBRATIONS
+            for ex, rec in cal["exercises"].items() if rec.get(key) is not None]
+
+
+def _bench_evidence():
+    found = []
+    for run in RUNS:
+        for entry in run.files("bench"):
+            for row in run.load(entry)["rows"]:
+                for ex, (op, label, baseline) in BENCH_EVIDENCE.items():
+                    if (row["op"], row["label"], row["candidate"]) == (op, label, "triton") \
+                            and row["speedup"].get(baseline) is not None:
+                        found.append(pytest.param(f"{run.name}/{entry['path']}", ex, row["speedup"][baseline],
+                                                  id=f"{run.name}-{ex}"))
+    return found
+
+
+# --------------------------------------------------------------------------- layout and metadata
+
+def test_results_hold_run_folders_and_their_notes_only():
+    assert RUNS, "results/ holds no run folder with a run.json"
+    loose = [p.name for p in results.RESULTS.iterdir() if p.is_file()]
+    assert sorted(loose) == ["NOTES.md", "README.md"]
+    assert sorted(p.name for p in results.RESULTS.iterdir() if p.is_dir()) == sorted(r.name for r in RUNS)
+
+
+@pytest.mark.parametrize("run", RUNS, ids=lambda r: r.name)
+def test_run_json_lists_exactly_the_files_of_its_folder(run):
+    listed = [f["path"] for f in run.info["files"]]
+    assert sorted(listed) == sorted(p.relative_to(run.path).as_posix() for p in _result_files(run))
+    for f in run.info["files"]:
+        assert f["kind"] == results.file_kind(f["path"]), f["path"]
+        assert f.get("what"), f"{run.name}/{f['path']}: run.json says nothing of what it is"
+        if f["kind"] == "grade":
+            assert f.get("submission"), f"{run.name}/{f['path']}: which submission it graded"
+    assert run.name == results.run_name(run.info), "a run folder is named <gpu>-<date>"
+
+
+def _check_meta(where, meta, run_info, transcribed):
+    missing = [k for k in results.META_KEYS if k not in meta]
+    assert not missing, f"{where}: lacks {missing}"
+    unknown = {"driver", "python"} if transcribed else {"driver"} if meta.get("gpu") is None else set()
+    empty = [k for k in results.META_KEYS if k not in unknown and meta[k] in (None, "", "unknown")]
+    assert not empty, f"{where}: {empty} not given"
+    for key in ("gpu", "torch", "triton", "python", "driver"):
+        assert meta[key] in (run_info[key], None) if key in unknown else meta[key] == run_info[key], \
+            f"{where}: {key} {meta[key]!r}, but run.json says {run_info[key]!r}"
+    assert str(meta["date"])[:10] == str(run_info["date"])[:10], where
+
+
+@pytest.mark.parametrize("run", RUNS, ids=lambda r: r.name)
+def test_every_result_file_says_where_and_how_it_was_measured(run):
+    _check_meta(f"{run.name}/run.json", run.info, run.info, run.info.get("transcribed", False))
+    for path in _result_files(run):
+        if results.file_kind(path.relative_to(run.path).as_posix()) in ("plot", "notebook"):
+            continue  # a picture of a file beside it; a notebook the run graded
+        transcribed = path.suffix == ".json" and json.loads(path.read_text()).get("transcribed", False)
+        if transcribed:
+            assert json.loads(path.read_text()).get("source"), f"{path}: transcribed from what"
+        _check_meta(path.relative_to(ROOT), results.metadata(path), run.info, transcribed)
+
+
+def test_the_notes_say_which_run_they_read():
+    meta = results.metadata(results.RESULTS / "NOTES.md")
+    assert set(results.META_KEYS) <= set(meta)
+    assert any(results.run_name(meta) == r.name for r in RUNS)
+
+
+# --------------------------------------------------------------------------- thresholds (the 15% rule)
+
+def test_calibration_files_name_graded_exercises_with_a_performance_part():
+    assert CALIBRATIONS
+    for run, cal in CALIBRATIONS:
+        assert cal["margin"] == results.MARGIN and cal["exercises"], run.name
+        for ex, rec in cal["exercises"].items():
+            assert specs.get(ex).performance is not None, f"{run.name}: {ex} has no performance part"
+            assert rec.get("baseline") == specs.get(ex).performance.baseline_name, f"{run.name}: {ex}"
+            for key in ("solution_speedup", "naive_speedup"):
+                assert rec.get(key) is None or (isinstance(rec[key], float) and math.isfinite(rec[key]))
+
+
+@pytest.mark.parametrize("where,exercise,speedup", _recorded("solution_speedup"))
+def test_the_solution_clears_its_threshold_by_15_percent_on_every_gpu(where, exercise, speedup):
+    threshold = specs.get(exercise).performance.threshold
+    assert threshold <= speedup / results.MARGIN, (
+        f"{exercise}: the solution's {speedup:.3f}x on {where} clears the threshold {threshold} by only "
+        f"{speedup / threshold:.3f}; lower the threshold to <= {speedup / results.MARGIN:.3f}")
+
+
+@pytest.mark.parametrize("where,exercise,speedup", _recorded("naive_speedup"))
+def test_the_naive_version_gets_no_performance_credit(where, exercise, speedup):
+    perf = specs.get(exercise).performance
+    assert perf.floor >= speedup, f"{exercise}: the naive version's {speedup:.3f}x on {where} is above the floor"
+    assert perf.floor < perf.threshold
+
+
+@pytest.mark.parametrize("where,exercise,speedup", _bench_evidence())
+def test_the_reference_kernel_clears_the_threshold_it_is_evidence_for(where, exercise, speedup):
+    perf = specs.get(exercise).performance
+    assert perf.threshold <= speedup / results.MARGIN, (
+        f"{exercise}: kernels_ref's {speedup:.3f}x ({where}) clears the threshold {perf.threshold} by only "
+        f"{speedup / perf.threshold:.3f}")
+    assert perf.floor < perf.threshold
+
+
+def test_every_bench_evidence_is_found():
+    # a renamed bench case must not silently drop a threshold's evidence
+    assert {p.values[1] for p in _bench_evidence()} == set(BENCH_EVIDENCE)
+
+
+# --------------------------------------------------------------------------- the README's tables
+
+def test_readme_tables_are_what_results_generate():
+    readme = (ROOT / "README.md").read_text()
+    assert results_tables.render(readme, results_tables.sections()) == readme, \
+        "README.md is out of date with results/: run python -m tools.results_tables --write README.md"
+
+
+def test_render_replaces_only_between_markers():
+    text = "a\n<!-- results:x begin -->\nold\n<!-- results:x end -->\nb\n"
+    assert results_tables.render(text, {"x": "new\\1 | y"}) == \
+        "a\n<!-- results:x begin -->\nnew\\1 | y\n<!-- results:x end -->\nb\n"
+    with pytest.raises(ValueError, match="results:y begin"):
+        results_tables.render(text, {"y": "z"})
+
+
+# --------------------------------------------------------------------------- what GPU runs write
+
+META = {"gpu": "NVIDIA H200", "driver": "580.1", "python": "3.12.3", "torch": "2.11.0+cu130", "triton": "3.6.0",
+        "date": "2026-12-01T10:00:00+00:00", "method": "m"}
+
+
+def test_header_round_trips_and_names_the_run():
+    assert results.read_header("# title\n" + results.header(META)) == META
+    assert results.read_header(results.header(META, prefix="- ")) == META
+    assert results.run_name(META) == "h200-2026-12-01"
+    assert results.run_name({**META, "gpu": "NVIDIA H100 80GB HBM3"}) == "h100-2026-12-01"
+    assert results.run_name({**META, "gpu": None}) == "cpu-2026-12-01"
+
+
+def test_stamp_and_index_write_the_layout(tmp_path):
+    (tmp_path / "autograder").mkdir()
+    report = tmp_path / "autograder" / "good.run1.json"
+    report.write_text(json.dumps({"submission": "s", "gpu": "kept", "exercises": []}))
+    stamped = results.stamp(report, META)
+    assert list(stamped)[:len(results.META_KEYS)] == list(results.META_KEYS) and stamped["gpu"] == "kept"
+    (tmp_path / "bench-quick.json").write_text("{}")
+    (tmp_path / "bench-quick-matmul.png").write_bytes(b"")
+    (tmp_path / "bench-quick.log").write_text(results.header(META) + "output\n")
+    info = results.index(tmp_path, META)
+    assert {f["path"]: f["kind"] for f in info["files"]} == {
+        "autograder/good.run1.json": "grade", "bench-quick.json": "bench", "bench-quick-matmul.png": "plot",
+        "bench-quick.log": "log"}
+    assert all(f["what"] for f in info["files"]) and info["files"][0]["submission"] == "s"
+    assert json.loads((tmp_path / results.RUN_FILE).read_text()) == info
+    info["files"][0]["submission"] = "a correct kernel"  # what a person wrote survives a new index
+    results.write_json(tmp_path / results.RUN_FILE, info)
+    assert results.index(tmp_path, META)["files"][0]["submission"] == "a correct kernel"
+    assert results.metadata(tmp_path / "bench-quick.log")["gpu"] == "NVIDIA H200"
+
+
+def test_calibration_record_from_the_rows_gpu_autograde_writes():
+    row = {"id": "vector_add", "baseline": "torch.add (eager)", "threshold": 0.75, "floor": 0.65,
+           "naive": "clone + add_", "naive_ms": 0.46, "naive_baseline_ms": 0.28, "naive_speedup": 0.61,
+           "solution_ms": 0.28, "solution_baseline_ms": 0.28, "solution_speedup": 0.99, "solution_passed": True,
+           "solution_correct": True, "margin": 1.3, "suggested_threshold": 0.85, "ok": True}
+    rec = results.calibration_record([row, {"id": "softmax", "note": "calibration needs a GPU"}], META)
+    assert {k: rec[k] for k in results.META_KEYS} == META and rec["margin"] == results.MARGIN
+    assert list(rec["exercises"]) == ["vector_add"]
+    assert rec["exercises"]["vector_add"] == {
+        "baseline": "torch.add (eager)", "naive": "clone + add_", "naive_ms": 0.46, "naive_baseline_ms": 0.28,
+        "naive_speedup": 0.61, "solution_ms": 0.28, "solution_baseline_ms": 0.28, "solution_speedup": 0.99,
+        "solution_correct": True, "solution_passed": True, "graded_threshold": 0.75, "graded_floor": 0.65}
+
+
+def test_gpu_autograde_stamps_its_report_without_a_gpu(tmp_path):
+    from tools import gpu_autograde
+
+    assert gpu_autograde.main([str(tmp_path), "--skip-nbgrader", "--assignments", "03_triton_basics"]) == 0
+    report = json.loads((tmp_path / "autograde.json").read_text())
+    assert set(results.META_KEYS) <= set(report) and report["method"]
+    assert all("note" in row for row in report["calibration"])  # measured only on a GPU
+    assert not (tmp_path / results.CALIBRATION_FILE).exists()

@@ -1,0 +1,310 @@
+"""The README's measured-results tables, generated from results/ (one command, no hand-copied numbers).
+
+    python -m tools.results_tables                   # print every generated section
+    python -m tools.results_tables --write README.md # replace the text between each section's markers
+    python -m tools.results_tables --check README.md # exit 1 if README.md differs from what is generated
+
+A section lives between ``<!-- results:NAME begin -->`` and ``<!-- results:NAME end -->``:
+``bench`` (the reference kernels, ``python -m kernels_ref.bench``), ``autograder`` (the grader's reports
+and the naive versions' speedups) and ``calibration`` (solution and naive speedups on every GPU against
+today's thresholds in autograder/specs). tests/test_results.py checks that README.md is in sync.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+from tools import results
+
+SECTIONS = ("bench", "autograder", "calibration")
+DTYPES = {"bfloat16": "bf16", "bf16": "bf16", "float32": "fp32", "float16": "fp16"}
+MAIN_BASELINES = ("eager", "compiled")  # the bench table's two speedup columns
+
+
+def markers(name: str) -> tuple[str, str]:
+    return f"<!-- results:{name} begin -->", f"<!-- results:{name} end -->"
+
+
+def table(header: list[str], rows: list[list[str]]) -> str:
+    def line(cells):
+        return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+
+    return "\n".join([line(header), line(["---"] * len(header))] + [line(r) for r in rows])
+
+
+def times(x: float | None, suffix: str = "x") -> str:
+    """A ratio as the README prints it: 0.83x, 2.66x, 10.8x, 125x."""
+    if x is None:
+        return "-"
+    return f"{x:.2f}{suffix}" if x < 10 else f"{x:.3g}{suffix}"
+
+
+def machine_line(meta: dict) -> str:
+    return (f"{meta['gpu']} (driver {meta.get('driver') or 'not recorded'}), torch {meta['torch']}, "
+            f"triton {meta['triton']}, Python {meta.get('python') or 'not recorded'}, {str(meta['date'])[:10]}")
+
+
+# ----------------------------------------------------------------------------- bench
+
+def split_label(label: str) -> tuple[str, str | None]:
+    """("16384x4096", "fp32") from "16384x4096 float32": the shape and the dtype, shortened."""
+    words = label.split()
+    if words and words[-1] in DTYPES:
+        return " ".join(words[:-1]), DTYPES[words[-1]]
+    return label, None
+
+
+def goal_cell(verdicts: list[dict], extras: list[str]) -> str:
+    if not verdicts:
+        return "; ".join(extras) or "-"
+    verdict = "pass" if all(v["passed"] for v in verdicts) else "miss"
+    goals = [f"{goal_text(v)} (got {v['value']:.3g})" for v in verdicts]
+    return f"{verdict}: " + "; ".join(goals + extras)
+
+
+def goal_text(verdict: dict) -> str:
+    """"eager/triton >= 1" from the goal "triton: eager/triton >= 1"."""
+    return verdict["goal"].split(": ", 1)[-1]
+
+
+def baseline(verdict: dict) -> str:
+    return goal_text(verdict).split("/")[0]
+
+
+def with_verdicts(row: dict, goals: list[dict]) -> dict:
+    return {**row, "verdicts": [g for g in goals if (g["op"], g["label"]) == (row["op"], row["label"])]}
+
+
+def bench_row(row: dict, case_rows: list[dict], companions: list[dict]) -> list[str]:
+    """One table row for the triton candidate of a case (its goal verdicts in row["verdicts"]): rate,
+    fraction of peak, speedups, goals; companions are the triton rows of the case's "... vs X" variants."""
+    shape, dtype = split_label(row["label"])
+    memory = row["peak_bytes"] is not None
+    if memory:
+        rate = f"{row['peak_bytes'] / 2**20:.0f} MiB peak"
+    elif row["gbps"] is not None:
+        rate = f"{row['gbps']:.0f} GB/s"
+    else:
+        rate = f"{row['tflops']:.0f} TFLOP/s"
+    suffix = "x less memory" if memory else "x"
+    speedup = row["speedup"]
+    extras = []
+    if memory:  # the other candidates' peaks say what the ratios say
+        extras += [f"{r['candidate']} {r['peak_bytes'] / 2**20:.0f} MiB" for r in case_rows
+                   if r["candidate"] != row["candidate"] and r["peak_bytes"] is not None]
+        eager = next((r for r in case_rows if r["candidate"] == "eager" and r["ms"]), None)
+        if eager:
+            extras.append(f"time {times(eager['ms'] / row['ms'])} eager")
+    else:  # speedups over candidates without a column or a goal (cuDNN's attention, the bare matmul)
+        for r in [row] + companions:
+            named = {baseline(v) for v in r["verdicts"]}
+            extras += [f"{times(x)} {name}" for name, x in r["speedup"].items()
+                       if name not in MAIN_BASELINES and name not in named]
+    goals = goal_cell(row["verdicts"] + [v for c in companions for v in c["verdicts"]], extras)
+    return [row["op"] + (f" {dtype}" if dtype and dtype != "bf16" else ""), shape, rate,
+            "-" if memory or row["fraction_of_peak"] is None else f"{row['fraction_of_peak']:.3g}",
+            times(speedup.get("eager"), suffix), times(speedup.get("compiled"), suffix.replace(" memory", "")),
+            goals]
+
+
+def bench_section(runs: list[results.Run]) -> str:
+    parts = []
+    for run in runs:
+        files = run.files("bench")
+        if not files:
+            continue
+        loaded = [(f, run.load(f)) for f in files]
+        first = loaded[0][1]
+        ceilings = [d["ceilings"] for _, d in loaded if d["ceilings"].get("copy_gbps")]
+        described = ", ".join(f"`{f['path']}`" + (" (transcribed from its log)" if d.get("transcribed") else "")
+                              for f, d in loaded)
+        text = [f"{machine_line(run.info)}. Method: {first['method']}."]
+        for c in ceilings:
+            text.append(f"Ceilings: device-to-device copy **{c['copy_gbps']:.0f} GB/s** (read + write), "
+                        f"bf16 matmul **{c['matmul_tflops']:.0f} TFLOP/s**.")
+        text.append(f"Files: `results/{run.name}/`: {described}, and the plots beside them.")
+        rows = []
+        for _, data in loaded:
+            cases = {}
+            for r in data["rows"]:
+                cases.setdefault((r["op"], r["label"]), []).append(r)
+            for (op, label), case_rows in cases.items():
+                triton = next((r for r in case_rows if r["candidate"] == "triton"), None)
+                if triton is None or " vs " in label:
+                    continue
+                companions = [with_verdicts(r, data["goals"]) for r in data["rows"]
+                              if r["op"] == op and r["candidate"] == "triton" and r["label"].startswith(label + " vs ")]
+                rows.append(bench_row(with_verdicts(triton, data["goals"]), case_rows, companions))
+        header = ["op (bf16 unless noted)", "shape", "Triton", "of peak", "vs eager", "vs torch.compile", "goals"]
+        parts.append(wrap(" ".join(text)) + "\n\n" + table(header, rows))
+    return "\n\n".join(parts)
+
+
+# ----------------------------------------------------------------------------- autograder
+
+def spec_performance(exercise_id: str):
+    from autograder import specs
+
+    return specs.EXERCISES[exercise_id].performance
+
+
+def reason(ex: dict) -> str:
+    """The first thing a failed exercise's report says went wrong, in one short clause."""
+    skip = ("hint:", "correctness points withheld", "performance not timed")
+    messages = list(ex.get("violations") or []) + [f for f in ex.get("feedback") or [] if not f.startswith(skip)]
+    text = messages[0] if messages else "wrong"
+    return re.split(r": |; ", text, maxsplit=1)[0] if len(text) > 80 else text
+
+
+def spread(values: list[float], fmt: str) -> str:
+    lo, hi = min(values), max(values)
+    return format(lo, fmt) if format(lo, fmt) == format(hi, fmt) else f"{lo:{fmt}}-{hi:{fmt}}"
+
+
+def grade_rows(label: str, reports: list[dict]) -> list[list[str]]:
+    """Rows for one submission graded once or more: speedups as a range over the runs, the verdict."""
+    by_exercise = {}
+    for report in reports:
+        for ex in report["exercises"]:
+            by_exercise.setdefault(ex["id"], []).append(ex)
+    rows = []
+    for exercise_id, runs in by_exercise.items():
+        perf = [ex["performance"] or {} for ex in runs]
+        what = f"`{exercise_id}` vs {perf[0].get('baseline') or '-'}"
+        if not all(ex["correct"] for ex in runs):
+            rows.append([label, what, "-", f"0 points: {reason(next(ex for ex in runs if not ex['correct']))}"])
+            continue
+        graded = [p for p in perf if p.get("graded")]
+        if not graded:
+            rows.append([label, what, "-", "correct; performance not graded"])
+            continue
+        speed = spread([p["speedup"] for p in graded], ".2f")
+        rates = [p["achieved"]["value"] for p in graded if p.get("achieved")]
+        if rates:
+            speed += f" ({spread(rates, '.0f')} {graded[0]['achieved']['unit']})"
+        passed = [p["passed"] for p in graded]
+        verdict = ("passed" if all(passed) else "failed" if not any(passed)
+                   else f"passed {sum(passed)} of {len(passed)}")
+        then, now = spread([p["threshold"] for p in graded], "g"), spec_performance(exercise_id).threshold
+        rows.append([label, what, speed, f"{verdict} (threshold then {then}; now {now:g})"])
+    return rows
+
+
+def naive_rows(calibration: dict) -> list[list[str]]:
+    rows = []
+    for exercise_id, c in calibration["exercises"].items():
+        if c.get("naive_speedup") is None:
+            continue
+        floor = spec_performance(exercise_id).floor
+        below = "below" if c["naive_speedup"] <= floor else "ABOVE"
+        rows.append([f"naive eager: {c.get('naive', '-')}", f"`{exercise_id}` vs {c['baseline']}",
+                     f"{c['naive_speedup']:.2f}", f"timed, not graded: {below} the floor {floor:g}"])
+    return rows
+
+
+def autograder_section(runs: list[results.Run]) -> str:
+    parts = []
+    for run in runs:
+        grades = run.files("grade")
+        if not grades:
+            continue
+        by_label = {}
+        for f in grades:
+            by_label.setdefault(f.get("submission", f["path"]), []).append(run.load(f))
+        # solutions, then the naive eager versions, then other submissions, escape attempts last
+        order = sorted(by_label, key=lambda label: (not label.startswith("solution"), label.startswith("escape")))
+        rows = [r for label in order if label.startswith("solution") for r in grade_rows(label, by_label[label])]
+        calibration = run.calibration()
+        if calibration:
+            rows += naive_rows(calibration)
+        rows += [r for label in order if not label.startswith("solution") for r in grade_rows(label, by_label[label])]
+        method = by_label[order[0]][0]["method"]
+        text = (f"{machine_line(run.info)}. Method: {method}. Files: `results/{run.name}/autograder/` (one JSON "
+                f"report per grading call){', `calibration.json`' if calibration else ''}.")
+        header = ["submission", "exercise", "speedup over baseline", "verdict"]
+        parts.append(wrap(text) + "\n\n" + table(header, rows))
+    return "\n\n".join(parts)
+
+
+# ----------------------------------------------------------------------------- calibration
+
+def calibration_section(runs: list[results.Run]) -> str:
+    from autograder import specs
+
+    recorded = [(run, run.calibration()) for run in runs if run.calibration()]
+    rows = []
+    for exercise_id, spec in specs.EXERCISES.items():
+        for run, cal in recorded:
+            c = cal["exercises"].get(exercise_id)
+            if not c or spec.performance is None:
+                continue
+            perf, sol, naive = spec.performance, c.get("solution_speedup"), c.get("naive_speedup")
+            gpu = run.name + (" (transcribed)" if cal.get("transcribed") else "")
+            rows.append([f"`{exercise_id}`", gpu, "-" if sol is None else f"{sol:.2f}",
+                         "-" if naive is None else f"{naive:.2f}", f"{perf.threshold:g} / {perf.floor:g}",
+                         "-" if sol is None else f"{sol / perf.threshold:.2f}"])
+    header = ["exercise", "run", "solution", "naive eager", "threshold / floor now", "solution / threshold"]
+    return table(header, rows)
+
+
+# ----------------------------------------------------------------------------- README
+
+def wrap(text: str, width: int = 105) -> str:
+    lines, line = [], ""
+    for word in text.split():
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    return "\n".join(lines + [line])
+
+
+def sections(runs: list[results.Run] | None = None) -> dict[str, str]:
+    runs = results.runs() if runs is None else runs
+    return {"bench": bench_section(runs), "autograder": autograder_section(runs),
+            "calibration": calibration_section(runs)}
+
+
+def render(text: str, generated: dict[str, str]) -> str:
+    """``text`` with each section's markers holding its generated body."""
+    for name, body in generated.items():
+        begin, end = markers(name)
+        pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
+        if not pattern.search(text):
+            raise ValueError(f"no {begin} ... {end} markers")
+        text = pattern.sub(lambda _m, b=body, s=begin, e=end: f"{s}\n{b.rstrip()}\n{e}", text)
+    return text
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m tools.results_tables", description=__doc__.splitlines()[0])
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--write", metavar="FILE", type=Path, help="replace the marked sections of FILE")
+    g.add_argument("--check", metavar="FILE", type=Path, help="exit 1 if FILE's marked sections are stale")
+    args = p.parse_args(argv)
+    generated = sections()
+    if not (args.write or args.check):
+        for name, body in generated.items():
+            print(f"{markers(name)[0]}\n{body}\n{markers(name)[1]}\n")
+        return 0
+    path = args.write or args.check
+    text = path.read_text()
+    try:
+        new = render(text, generated)
+    except ValueError as exc:
+        print(f"{path}: {exc}", file=sys.stderr)
+        return 2
+    if args.check:
+        if new != text:
+            print(f"{path} is out of date with results/: run python -m tools.results_tables --write {path}")
+            return 1
+        return 0
+    path.write_text(new)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
