@@ -216,6 +216,10 @@ def judge_row(row: dict, expectation: str, rows: list, on_gpu: bool) -> tuple:
         if row["time_ms"] is not None and honest is not None and row["time_ms"] < ESCAPE_FLOOR * honest:
             return False, f"escaped: timed {row['time_ms']:.4g} ms, the honest slow kernel {honest:.4g} ms"
         return True, "no pass, no shorter time"
+    if expectation == "zero":
+        if row["correct"] or (row.get("score") or 0) > 0:
+            return False, "an escape must score 0"
+        return (True, "scored 0: " + row["message"][:40]) if row["message"] else (False, "0 points but no reason given")
     if expectation.startswith("fault:"):
         words = expectation[len("fault:"):]
         if row["correct"]:
@@ -250,12 +254,17 @@ def plan(out: Path, hang_timeout: float) -> list:
               {"softmax": "fast", "bias_gelu": "fast"}, repeat=2),
         Grade("naive_triton", GPU_SUBMISSIONS / "naive_triton.py", ["softmax", "bias_gelu"],
               {"softmax": "slow", "bias_gelu": "slow"}, repeat=2),
-        Grade("side_stream", GPU_SUBMISSIONS / "side_stream.py", ["softmax"], {"softmax": "escape"}),
+        Grade("side_stream", GPU_SUBMISSIONS / "side_stream.py", ["softmax"], {"softmax": "zero"}),
         Grade("deferred", GPU_SUBMISSIONS / "deferred.py", ["softmax"], {"softmax": "escape_wrong"}),
-        Grade("cache_after_warmup", GPU_SUBMISSIONS / "cache_after_warmup.py", ["softmax"],
-              {"softmax": "escape_wrong_on_gpu"}),
+        Grade("cache_after_warmup", GPU_SUBMISSIONS / "cache_after_warmup.py", ["softmax"], {"softmax": "zero"}),
         Grade("stale_unless_poisoned", GPU_SUBMISSIONS / "stale_unless_poisoned.py", ["softmax"],
-              {"softmax": "escape_wrong_on_gpu"}),
+              {"softmax": "zero"}),
+        *[Grade(f"escape_{p.stem}", p, ["softmax"], {"softmax": "zero"})
+          for p in sorted((SUBMISSIONS / "escapes").glob("*.py"))],
+        *[Grade(f"solution_{nb}", ROOT / "solutions" / nb / f"{nb}.ipynb", exercises,
+                {e: "fast" for e in exercises})
+          for nb, exercises in (("03_triton_basics", ["vector_add", "bias_gelu"]),
+                                ("04_fused_softmax", ["softmax", "online_softmax"]))],
         Grade("faults_notebook", nb, ["bias_gelu", "softmax", "online_softmax", "vector_add"],
               {"bias_gelu": "graded", "softmax": "fault:memory it does not own",
                "online_softmax": "fault:out of memory", "vector_add": "fault:time limit"},

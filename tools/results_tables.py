@@ -1,11 +1,12 @@
-"""The README's measured-results tables, generated from results/ (one command, no hand-copied numbers).
+"""The README's generated tables: the curriculum from the course manifest, the measured results from results/
+(one command, nothing copied by hand).
 
     python -m tools.results_tables                   # print every generated section
     python -m tools.results_tables --write README.md # replace the text between each section's markers
     python -m tools.results_tables --check README.md # exit 1 if README.md differs from what is generated
 
 A section lives between ``<!-- results:NAME begin -->`` and ``<!-- results:NAME end -->``:
-``bench`` (the reference kernels, ``python -m kernels_ref.bench``), ``autograder`` (the grader's reports
+``curriculum`` (notebooks and their graded exercises, from ``course/manifest.py``), ``bench`` (the reference kernels, ``python -m kernels_ref.bench``), ``autograder`` (the grader's reports
 and the naive versions' speedups) and ``calibration`` (solution and naive speedups on every GPU against
 today's thresholds in autograder/specs). tests/test_results.py checks that README.md is in sync.
 """
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from tools import results
 
-SECTIONS = ("bench", "autograder", "calibration")
+SECTIONS = ("curriculum", "bench", "autograder", "calibration")
 DTYPES = {"bfloat16": "bf16", "bf16": "bf16", "float32": "fp32", "float16": "fp16"}
 MAIN_BASELINES = ("eager", "compiled")  # the bench table's two speedup columns
 
@@ -262,9 +263,21 @@ def wrap(text: str, width: int = 105) -> str:
     return "\n".join(lines + [line])
 
 
+def curriculum_section() -> str:
+    """One row per notebook of the course manifest: what it teaches and its graded entry points."""
+    from course import manifest
+
+    rows = []
+    for nb in manifest.NOTEBOOKS:
+        graded = ", ".join(f"`{e}`" for e in nb.exercises) or "-"
+        name = f"`{nb.name}`" + ("" if nb.released else " (to come)")
+        rows.append([name, nb.teaches, graded])
+    return table(["notebook", "teaches", "graded exercises"], rows)
+
+
 def sections(runs: list[results.Run] | None = None) -> dict[str, str]:
     runs = results.runs() if runs is None else runs
-    return {"bench": bench_section(runs), "autograder": autograder_section(runs),
+    return {"curriculum": curriculum_section(), "bench": bench_section(runs), "autograder": autograder_section(runs),
             "calibration": calibration_section(runs)}
 
 

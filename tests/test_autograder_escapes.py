@@ -1,0 +1,59 @@
+"""The trust model, one class of escape at a time (docs/GUARANTEES.md): a submission that tries to get points
+for work it did not do scores 0, with a message that names what was found; the honest solutions keep
+their marks (tests/test_autograder_nbgrader.py, tests/test_autograder_guarantees.py). CPU, quick cases.
+
+The GPU-only escapes (a clock patched inside the timed process, a cache that answers the timed calls)
+are in tests/test_autograder_gpu.py; here the same submissions are graded on the CPU, where their source
+and their behaviour already give them away.
+"""
+from __future__ import annotations
+
+import pytest
+
+from _autograder_helpers import graded, text
+
+
+def escape(name: str) -> dict:
+    return graded(f"escapes/{name}.py", ("softmax",))["softmax"]
+
+
+def test_forged_replies_at_import_score_zero_and_the_writes_are_named():
+    ex = escape("forges_result")
+    assert ex["score"] == 0 and not ex["correct"]
+    assert any("os.write" in v for v in ex["violations"])       # writing into the grader's descriptors
+    assert "ended the process" in text(ex) or "sent something" in text(ex)  # the forgery itself went nowhere
+
+
+def test_patching_the_clocks_and_the_grader_scores_zero_and_names_each_patch():
+    ex = escape("patches_timer")
+    assert ex["score"] == 0 and not ex["correct"]
+    found = "\n".join(ex["violations"])
+    assert "torch.cuda.Event.elapsed_time" in found and "time.perf_counter" in found
+    assert "imports the grader" in found and "autograder.timing.performance_credit" in found
+
+
+def test_a_content_keyed_cache_scores_zero_and_is_named():
+    ex = escape("content_cache")
+    assert ex["score"] == 0 and not ex["correct"]
+    assert any("keeps results between calls" in v and "_answers" in v for v in ex["violations"])
+
+
+def test_telling_a_checked_call_from_a_timed_one_scores_zero_and_the_fallback_is_named():
+    ex = escape("detects_phase")
+    assert ex["score"] == 0 and not ex["correct"]
+    found = "\n".join(ex["violations"])
+    assert "_get_current_dispatch_mode" in found and "fill_uninitialized_memory" in found
+    assert "torch.softmax" in found  # the shortcut it takes when it thinks it is only timed
+
+
+def test_outputs_that_do_not_come_from_the_kernels_score_zero():
+    ex = escape("hides_torch")
+    assert ex["score"] == 0 and not ex["correct"]
+    assert all(c["verdict"] == "ok" for c in ex["cases"])  # right answers, computed outside any kernel ...
+    assert any("Triton kernels are made to do nothing" in v for v in ex["violations"])  # ... and seen through
+
+
+@pytest.mark.parametrize("name", ["forges_result", "patches_timer", "content_cache", "detects_phase", "hides_torch"])
+def test_every_escape_says_why_points_were_withheld(name):
+    ex = escape(name)
+    assert ex["violations"] or ex["feedback"], name
