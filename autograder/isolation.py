@@ -126,7 +126,11 @@ class Session:
             self.stop()
             raise WorkerGone(message) from None
         if isinstance(msg, dict) and msg.get("type") == "error":
-            raise RuntimeError(f"the worker could not serve {req.get('op')!r}: {msg.get('error')}")
+            # The worker's own plumbing failed after the learner's code ran (a sticky CUDA error makes every
+            # later CUDA call fail, copying the output back included): say what it was, in plain words.
+            error = str(msg.get("error"))
+            self.stop()
+            raise WorkerGone(plain_error(error) or f"the worker failed while serving {req.get('op')!r}: {error}")
         if reply is None:
             return msg
         got = protocol.from_wire(msg)
