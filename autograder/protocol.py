@@ -6,7 +6,9 @@ socket pair; it never unpickles what a worker sends (that would run the worker's
 every reply is a dict of plain values and tensors, loaded with ``torch.load(weights_only=True)`` and
 rebuilt into the dataclasses below. Requests go the other way as plain dicts too.
 
-Frames: an 8-byte little-endian length, then a ``torch.save`` payload.
+Frames: an 8-byte little-endian length, a one-byte kind, then the payload: ``J`` JSON for control messages
+(plain values: cheap enough to sit inside a timed round trip), ``T`` a ``torch.save`` payload for tensors
+(inputs going in, outputs coming back, always outside any timed window).
 
 Requests (grading process -> worker):
 - ``load``    {"slot", "args"}: keep device copies of ``args`` (CPU tensors, probe dicts, plain values).
@@ -15,10 +17,11 @@ Requests (grading process -> worker):
   current ones and ``seed`` by ``autograder.fresh`` (the grading process can derive the same on its side).
 - ``prepare`` {"slot"}: make the device ready for a call: L2 flushed, free cached memory poisoned,
   every stream idle; replies when done. Outside any timed window.
-- ``call``    {"slot", "empty"}: call the entry point (or nothing, for the empty call) on the slot's
-  arguments, wait for every stream, reply ``CallDone``. The grading process times this request from
-  outside: the worker's own clocks are never read.
-- ``ship``    {}: send the last call's output and the inputs as they are after it (``Shipped``).
+- ``call``    {"slots", "record", "empty"}: call the entry point (or nothing, for the empty call) on each
+  slot's arguments in turn, back to back as a program would, then wait for every stream and reply
+  ``CallDone``. ``record``: under the operator recorder (one slot; checked calls, to name the learner's
+  lines). The grading process times this request from outside: the worker's own clocks are never read.
+- ``ship``    {"index"}: send that call's output and the inputs as they are after it (``Shipped``).
 - ``drop``    {}: forget the last call's output.
 - ``bye``     {}: exit.
 Every call is made the same way, whatever the grading process intends to do with it.
@@ -26,6 +29,7 @@ Every call is made the same way, whatever the grading process intends to do with
 from __future__ import annotations
 
 import io
+import json
 import socket
 import struct
 from dataclasses import asdict, dataclass, field
@@ -39,11 +43,14 @@ class ChannelClosed(Exception):
 
 
 def send(sock: socket.socket, obj) -> None:
-    import torch
+    try:
+        data = b"J" + json.dumps(obj).encode()
+    except (TypeError, ValueError):  # tensors inside: the slower format that carries them
+        import torch
 
-    buf = io.BytesIO()
-    torch.save(obj, buf)
-    data = buf.getvalue()
+        buf = io.BytesIO()
+        torch.save(obj, buf)
+        data = b"T" + buf.getvalue()
     sock.sendall(HEADER.pack(len(data)) + data)
 
 
@@ -59,13 +66,22 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
 
 
 def recv(sock: socket.socket):
-    """One frame, loaded with weights_only=True: plain values and tensors only, never code."""
-    import torch
-
+    """One frame: JSON, or tensors loaded with weights_only=True: plain values and tensors only, never code."""
     (n,) = HEADER.unpack(_recv_exact(sock, HEADER.size))
-    if n > MAX_FRAME:
-        raise ChannelClosed(f"a frame of {n} bytes is larger than any course output")
-    return torch.load(io.BytesIO(_recv_exact(sock, n)), weights_only=True)
+    if n > MAX_FRAME or n < 1:
+        raise ChannelClosed(f"a frame of {n} bytes is not a message")
+    data = _recv_exact(sock, n)
+    kind, payload = data[:1], data[1:]
+    try:
+        if kind == b"J":
+            return json.loads(payload)
+        if kind == b"T":
+            import torch
+
+            return torch.load(io.BytesIO(payload), weights_only=True)
+    except Exception as exc:  # noqa: BLE001  (malformed: the other side is not speaking the protocol)
+        raise ChannelClosed(f"an unreadable frame ({type(exc).__name__})") from None
+    raise ChannelClosed(f"a frame of unknown kind {kind!r}")
 
 
 # ------------------------------------------------------------------------------------------- replies

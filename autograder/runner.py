@@ -81,8 +81,8 @@ def make_plan(spec, quick: bool, seed: int, public_only: bool = False) -> list[P
 def call_once(session, slot: int = 0) -> tuple:
     """(CallDone, Shipped) of one call on the slot's arguments, prepared like every other call."""
     session.request({"op": "prepare"})
-    done = session.request({"op": "call", "slot": slot}, reply=protocol.CallDone)
-    shipped = session.request({"op": "ship"}, reply=protocol.Shipped)
+    done = session.request({"op": "call", "slots": [slot], "record": True}, reply=protocol.CallDone)
+    shipped = session.request({"op": "ship", "index": 0}, reply=protocol.Shipped)
     return done, shipped
 
 

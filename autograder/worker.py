@@ -121,9 +121,12 @@ class Worker:
         elif op == "prepare":
             self._prepare()
         elif op == "call":
-            return protocol.to_wire(self.call(self.slots[req["slot"]], empty=req.get("empty", False)))
+            slots = [self.slots[i] for i in req["slots"]]
+            if req.get("record", True):
+                return protocol.to_wire(self.call(slots[0], empty=req.get("empty", False)))
+            return protocol.to_wire(self.call_many(slots, empty=req.get("empty", False)))
         elif op == "ship":
-            out, args = self.last
+            out, args = self.last[req.get("index", 0)]
             return protocol.to_wire(protocol.Shipped(ship(out), ship(list(args))))
         elif op == "drop":
             self.last = None
@@ -135,8 +138,21 @@ class Worker:
             raise ValueError(f"unknown request {op!r}")
         return {"type": "ack"}
 
+    def call_many(self, slots: list, empty: bool = False) -> protocol.CallDone:
+        """The timed way: each slot's call back to back (a call's launch overlaps the previous call's device
+        work, as in a program), then every stream waited for. Nothing else runs inside the window."""
+        outs, done = [], protocol.CallDone(ok=True)
+        try:
+            for args in slots:
+                outs.append(None if empty else self.fn(*args))
+            self._sync()
+        except BaseException as exc:  # noqa: BLE001
+            done.ok, done.error = False, describe_error(exc, self.source_file)
+        self.last = list(zip(outs, slots))
+        return done
+
     def call(self, args: tuple, empty: bool = False) -> protocol.CallDone:
-        """The one way the code under test is called."""
+        """A checked call: under the operator recorder and the launch counter (to name lines in feedback)."""
         rec = self.legality.OpRecorder(self.source_file)
         self.legality.reset_launches()
         done = protocol.CallDone(ok=True)
@@ -148,7 +164,7 @@ class Worker:
         except BaseException as exc:  # noqa: BLE001  (sys.exit inside the call is the learner's, not ours)
             done.ok, done.error = False, describe_error(exc, self.source_file)
         done.ops, done.largest, done.launches = rec.records(), list(rec.largest), self.legality.launches()
-        self.last = (out, args)
+        self.last = [(out, args)]
         return done
 
     # ---------------------------------------------------------------- helpers

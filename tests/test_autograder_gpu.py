@@ -343,7 +343,7 @@ class _FakeWorker:
         from autograder.fresh import jittered_args
 
         self.ms, self.answer, self.timeout_s, self.args, self.jittered = ms, answer, timeout_s, None, jittered_args
-        self.seed, self.requests = None, []
+        self.seeds, self.requests = {}, []
 
     def __enter__(self):
         return self
@@ -358,16 +358,18 @@ class _FakeWorker:
         if req["op"] == "load":
             self.args = req["args"]
         elif req["op"] == "jitter":
-            self.seed = req["seed"]
+            self.seeds[req["slot"]] = req["seed"]
         elif req["op"] == "ship":
-            return Shipped(self.answer(*self.jittered(self.args, self.seed)), [])
+            slot = sorted(self.seeds)[req["index"]]
+            return Shipped(self.answer(*self.jittered(self.args, self.seeds[slot])), [])
         return {"type": "ack"}
 
     def timed(self, req):
         from autograder.protocol import CallDone
 
         self.requests.append("call")
-        return (0.01 if req.get("empty") else self.ms), CallDone(ok=True)
+        per_call = 0.01 if req.get("empty") else self.ms
+        return per_call * len(req["slots"]), CallDone(ok=True)
 
 
 def test_the_checked_timed_calls_are_judged_on_fresh_values_remade_here():
@@ -402,8 +404,9 @@ def test_the_checked_timed_calls_are_judged_on_fresh_values_remade_here():
     perf, credit, ok, notes = grading.time_against_baseline(
         honest, spec, 7, reps=12, warmup=2, open_baseline=lambda: _FakeWorker(1.0, lambda x: x))
     assert ok and abs(perf["speedup"] - 0.99 / 0.49) < 1e-6 and credit == 1.0
-    # Every timed call was prepared and given fresh values first; only three were shipped, the rest dropped.
-    assert honest.requests.count("jitter") == honest.requests.count("prepare") == honest.requests.count("call")
+    # Every timed request was prepared and every call given fresh values; three were shipped, the rest dropped.
+    batch = grading.CALLS_PER_ROUND_TRIP
+    assert honest.requests.count("jitter") == batch * honest.requests.count("prepare") == batch * honest.requests.count("call")
     assert honest.requests.count("ship") == 3 and honest.requests.count("drop") == 2 * 14 - 3
 
 

@@ -17,6 +17,9 @@ import torch
 import course  # noqa: F401
 
 
+BATCH = 4  # autograder.grading.CALLS_PER_ROUND_TRIP
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--exercise", default="softmax")
@@ -28,7 +31,7 @@ def main(argv=None) -> int:
     from autograder.isolation import WorkerSession
     from autograder.submission import load
     from autograder.worker import Worker, load_entry
-    from measure.timer import l2_flush_buffer, median_ms
+    from measure.timer import median_ms
 
     spec = specs.get(args.exercise)
     sub = load(args.submission)
@@ -44,39 +47,44 @@ def main(argv=None) -> int:
                      median_ms(perf.baseline, *gpu_args)))
         w = Worker(fn, None, poison=True)
         wb = Worker(perf.baseline, None, poison=False)
+        slots = list(range(1, BATCH + 1))
         for who in (w, wb):
-            who.handle({"op": "load", "slot": 1, "args": cpu_args})
-        flush = l2_flush_buffer()
+            for slot in slots:
+                who.handle({"op": "load", "slot": slot, "args": cpu_args})
 
-        def inproc(worker, empty=False):
+        def inproc(worker, record, batch, empty=False):
             ts = []
             for i in range(args.reps + 3):
-                worker.handle({"op": "jitter", "slot": 1, "seed": i})
+                for slot in slots[:batch]:
+                    worker.handle({"op": "jitter", "slot": slot, "seed": i * 7 + slot})
                 worker.handle({"op": "prepare"})
                 t0 = time.perf_counter()
-                worker.handle({"op": "call", "slot": 1, "empty": empty})
-                ts.append((time.perf_counter() - t0) * 1e3)
+                worker.handle({"op": "call", "slots": slots[:batch], "record": record, "empty": empty})
+                ts.append((time.perf_counter() - t0) * 1e3 / batch)
                 worker.handle({"op": "drop"})
             return statistics.median(ts[3:])
 
-        e1, e2 = inproc(w, True), inproc(wb, True)
-        rows.append(("worker.handle in process, wall clock, less empty", inproc(w) - e1, inproc(wb) - e2))
-        del flush
+        for record, batch, what in ((True, 1, "recorded"), (False, 1, "1 call"), (False, BATCH, f"{BATCH} calls")):
+            e1, e2 = inproc(w, record, batch, True), inproc(wb, record, batch, True)
+            rows.append((f"in process, wall clock, {what}, less empty",
+                         inproc(w, record, batch) - e1, inproc(wb, record, batch) - e2))
         for sandboxed in (False, True):
             def session(j):
                 return WorkerSession(j, 300, scratch=(str(Path(tmp) / f"s{sandboxed}") if sandboxed else None))
             with session(job) as s, session(baseline_job(spec)) as b:
                 res = {}
                 for name, ses in (("sub", s), ("base", b)):
-                    ses.request({"op": "load", "slot": 1, "args": cpu_args})
+                    for slot in slots:
+                        ses.request({"op": "load", "slot": slot, "args": cpu_args})
                     for empty in (True, False):
                         ts = []
                         for i in range(args.reps + 3):
-                            ses.request({"op": "jitter", "slot": 1, "seed": i})
+                            for slot in slots:
+                                ses.request({"op": "jitter", "slot": slot, "seed": i * 7 + slot})
                             ses.request({"op": "prepare"})
-                            ms, _ = ses.timed({"op": "call", "slot": 1, "empty": empty})
+                            ms, _ = ses.timed({"op": "call", "slots": slots, "record": False, "empty": empty})
                             ses.request({"op": "drop"})
-                            ts.append(ms)
+                            ts.append(ms / BATCH)
                         res[(name, empty)] = statistics.median(ts[3:])
                 rows.append((f"across the socket{' (sandboxed)' if sandboxed else ''}, less empty "
                              f"(empty {res[('sub', True)]:.3f} / {res[('base', True)]:.3f} ms)",
