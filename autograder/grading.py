@@ -225,7 +225,9 @@ def time_against_baseline(worker, spec, seed: int, reps: int = 50, warmup: int =
     checked_reps = set(rng.sample(range(warmup, warmup + reps), JUDGED_TIMED_CALLS))
     slots = list(range(1, batch + 1))
     shipped = []
-    open_baseline = open_baseline or (lambda: WorkerSession(baseline_job(spec), worker.timeout_s))
+    # The baseline runs the identical path: its own worker, in the same kind of sandbox as the submission's.
+    scratch = (worker.scratch + "-baseline") if getattr(worker, "scratch", None) else None
+    open_baseline = open_baseline or (lambda: WorkerSession(baseline_job(spec), worker.timeout_s, scratch=scratch))
     with open_baseline() as baseline:
         sessions = {"submission": worker, "baseline": baseline}
         for s in sessions.values():

@@ -56,12 +56,32 @@ def test_slow_legal_softmax_is_correct_but_fails_performance():
     assert "performance: speedup" in _text(ex)
 
 
+@lru_cache(maxsize=None)
+def _timed_directly(path: str, exercise: str) -> tuple:
+    """The timing protocol alone on a submission (no audit, no cases): (entry, credit, ok, notes). The
+    static audit already gives these escapes 0 points; this shows the clock would not be fooled either."""
+    import tempfile
+
+    from autograder import specs
+    from autograder.grading import submission_job, time_against_baseline
+    from autograder.isolation import WorkerSession
+    from autograder.submission import load
+
+    spec, sub = specs.get(exercise), load(path)
+    with tempfile.TemporaryDirectory() as tmp:
+        source = sub.write(Path(tmp))
+        with WorkerSession(submission_job(spec, sub, source), 300, cwd=str(Path(path).parent),
+                           scratch=str(Path(tmp) / "w")) as worker:
+            return time_against_baseline(worker, spec, 1234)
+
+
 @pytest.mark.gpu
 def test_side_stream_work_is_timed():
     honest = _graded(str(GPU_SUBS / "naive_triton.py"), "softmax")["performance"]["time_ms"]
     ex = _graded(str(GPU_SUBS / "side_stream.py"), "softmax")
-    assert ex["correct"], _text(ex)  # right values once every stream is synchronized
-    perf = ex["performance"]
+    assert not ex["correct"] and any("stream" in v for v in ex["violations"]), _text(ex)  # the audit sees it
+    perf, _credit, ok, _notes = _timed_directly(str(GPU_SUBS / "side_stream.py"), "softmax")
+    assert ok  # right values once every stream is synchronized
     assert not perf["passed"]
     assert perf["time_ms"] >= 0.5 * honest, (perf["time_ms"], honest)
 
@@ -72,7 +92,10 @@ def test_answers_faked_while_timed_do_not_pass(name):
     ex = _graded(str(GPU_SUBS / name), "softmax")
     assert not ex["correct"] and not ex["performance"]["passed"]
     assert ex["performance"]["time_ms"] is None  # a faked time is not reported
-    assert "wrong in a timed call" in _text(ex)
+    assert ex["violations"], _text(ex)  # the audit names what it does (state kept, poisoning read)
+    perf, credit, ok, notes = _timed_directly(str(GPU_SUBS / name), "softmax")
+    assert not ok and credit == 0.0 and perf is None
+    assert "wrong in a timed call" in notes[0]
 
 
 @pytest.mark.gpu
