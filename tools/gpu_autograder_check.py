@@ -21,7 +21,7 @@ each JSON with the machine's keys (GPU, driver, versions, date, method: results/
 machine with its results collected into one tarball, `bash tools/gpu_session.sh autograder-check`.
 
 Exit code 0 when every expectation held, 1 otherwise. On a CPU performance shows as not graded and
-its expectations read "n/a". Budget on an H100: about 3 minutes (16 workers of ~5-10 s, a 30 s hang).
+its expectations read "n/a". Budget on an H100: about 6 minutes (25 workers of ~5-20 s, a 30 s hang).
 """
 from __future__ import annotations
 
