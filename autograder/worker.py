@@ -119,7 +119,11 @@ class Worker:
         elif op == "jitter":
             self._jitter(req["slot"], req["seed"])
         elif op == "prepare":
-            self._prepare()
+            self._prepare(poison=req.get("poison", True))
+        elif op == "clone":
+            self.slots[req["to"]] = tuple(a.clone() if isinstance(a, self.torch.Tensor) else a
+                                          for a in self.slots[req["slot"]])
+            self.bases.pop(req["to"], None)
         elif op == "call":
             slots = [self.slots[i] for i in req["slots"]]
             if req.get("record", True):
@@ -200,7 +204,7 @@ class Worker:
                 if isinstance(a, torch.Tensor) and a.is_floating_point():
                     a.copy_(new)
 
-    def _prepare(self) -> None:
+    def _prepare(self, poison: bool = True) -> None:
         if not self.on_gpu:
             return
         from measure.timer import l2_flush_buffer
@@ -208,7 +212,7 @@ class Worker:
         if self.flush is None:
             self.flush = l2_flush_buffer()
         self.last = None
-        if self.poison:
+        if self.poison and poison:
             poison_free_cuda_memory()
         self.flush.zero_()
         self.torch.cuda.synchronize()
