@@ -204,7 +204,7 @@ def _gelu_cases(quick):
         return x, w * 30.0, b * 30.0, eps
 
     return _fwd_cases(quick) + [Case(
-        f"large weights (GELU saturates) {last[0]}x{last[1]} float32", saturating, public=True,
+        f"GELU saturates {last[0]}x{last[1]} float32", saturating, public=True,
         hint="|LayerNorm output| ~ 100: tanh must saturate to +-1 (exp(2u) overflows float32: use a stable form)")]
 
 
