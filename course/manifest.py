@@ -60,7 +60,7 @@ NOTEBOOKS: tuple[Notebook, ...] = (
     Notebook("05_layer_norm",
              "fused LayerNorm forward and backward, partial sums and determinism, an autograd.Function, "
              "normalization + activation fusion",
-             ("layer_norm_fwd", "layer_norm_bwd"), ("kernels_ref.layer_norm", "kernels_ref.rms_norm")),
+             ("layer_norm_fwd", "layer_norm_bwd", "layer_norm_gelu"), ("kernels_ref.layer_norm", "kernels_ref.rms_norm")),
     Notebook("06_matmul_fused_mlp",
              "tiled matmul, tensor cores, autotuning, grouped ordering, fused bias + GELU epilogue, when "
              "fusion hurts",

@@ -13,6 +13,10 @@ fp32 partial sums of dy*xhat and dy in registers, written once to a [G, N] buffe
 partials per column. Deterministic (no atomics), and the partial buffer (2*G*N*4 bytes) is tiny next
 to the M*N traffic. FLOPs: ~10 per element forward, ~15 backward: memory-bound.
 
+Fused with an activation (``layer_norm_gelu``, inference): the same forward kernel with a GELU epilogue
+(a ``tl.constexpr`` flag) and no statistics stored: read x, write y, nothing else; eager PyTorch runs
+LayerNorm then GELU and moves [M, N] four times.
+
 Rows up to MAX_N elements are held in one block (hidden sizes are far below that).
 """
 from __future__ import annotations
@@ -24,6 +28,7 @@ import triton
 import triton.language as tl
 
 from course.triton_compat import autotune
+from kernels_ref._triton_math import gelu_tanh
 from kernels_ref._validate import check_same, check_shape, check_tensor, cuda_sm_count, rows_contiguous
 
 MAX_N = 65536
@@ -44,6 +49,11 @@ def layer_norm_fwd_torch(x, weight, bias, eps: float = 1e-5):
     return (x - mean[:, None]) * rstd[:, None] * weight + bias, mean, rstd
 
 
+def layer_norm_gelu_torch(x, weight, bias, eps: float = 1e-5):
+    """Reference for layer_norm_gelu: GELU (tanh approximation) of the LayerNorm (float64-capable)."""
+    return F.gelu(layer_norm_torch(x, weight, bias, eps), approximate="tanh")
+
+
 def layer_norm_bwd_torch(dy, x, weight, mean, rstd):
     """Reference for layer_norm_bwd, the closed form (float64-capable): (dx, dweight, dbias)."""
     xhat = (x - mean[:, None]) * rstd[:, None]
@@ -60,10 +70,14 @@ def _rows_per_program(block_n: int, m: int) -> int:
     return max(1, min(4096 // block_n, triton.next_power_of_2(max(m, 1)), 32))
 
 
-@autotune(configs=_row_configs(), key=["N", "BLOCK_M", "BLOCK_N"], fallback=triton.Config({}, num_warps=4))
+@autotune(configs=_row_configs(), key=["N", "BLOCK_M", "BLOCK_N", "GELU"], fallback=triton.Config({}, num_warps=4))
 @triton.jit
 def _layer_norm_fwd_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, M, N, stride_xm, stride_ym, eps,
-                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                           GELU: tl.constexpr, STORE_STATS: tl.constexpr):
+    # GELU: an epilogue on y in registers (layer_norm_gelu), no extra traffic. STORE_STATS: write mean
+    # and rstd for the backward (layer_norm_fwd); the fused inference path needs neither. Both are
+    # compile-time: each combination is its own compiled kernel with no trace of the other branch.
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)
     row_ok = rows < M
@@ -80,9 +94,12 @@ def _layer_norm_fwd_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, M, N,
     w = tl.load(w_ptr + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
     b = tl.load(b_ptr + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
     y = xc * rstd[:, None] * w[None, :] + b[None, :]
+    if GELU:
+        y = gelu_tanh(y)
     tl.store(y_ptr + rows64[:, None] * stride_ym + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
-    tl.store(mean_ptr + rows, mean, mask=row_ok)
-    tl.store(rstd_ptr + rows, rstd, mask=row_ok)
+    if STORE_STATS:
+        tl.store(mean_ptr + rows, mean, mask=row_ok)
+        tl.store(rstd_ptr + rows, rstd, mask=row_ok)
 
 
 @autotune(configs=_row_configs(), key=["N", "BLOCK_M", "BLOCK_N"], fallback=triton.Config({}, num_warps=4))
@@ -158,24 +175,46 @@ def _check_stats(mean, rstd, M, x):
         check_shape(name, t, (M,))
 
 
-def layer_norm_fwd(x, weight, bias, eps: float = 1e-5):
-    """LayerNorm of x [M, N] with weight, bias [N]: returns (y in x's dtype, mean [M] fp32, rstd [M] fp32)."""
+def _check_fwd(x, weight, bias):
     _check_x_w(x, weight)
     check_tensor("bias", bias, ndim=1)
     check_same("bias", bias, "x", x)
     check_shape("bias", bias, (x.shape[1],))
-    x, weight, bias = rows_contiguous(x), weight.contiguous(), bias.contiguous()
+    return rows_contiguous(x), weight.contiguous(), bias.contiguous()
+
+
+def _launch_fwd(x, weight, bias, y, mean, rstd, eps, gelu: bool):
+    M, N = x.shape
+    if M == 0:
+        return
+    BLOCK_N = triton.next_power_of_2(N)
+    BLOCK_M = _rows_per_program(BLOCK_N, M)
+    stats = mean is not None
+    _layer_norm_fwd_kernel[(triton.cdiv(M, BLOCK_M),)](
+        x, weight, bias, y, mean if stats else y, rstd if stats else y, M, N, x.stride(0), y.stride(0),
+        float(eps), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, GELU=gelu, STORE_STATS=stats)
+
+
+def layer_norm_fwd(x, weight, bias, eps: float = 1e-5):
+    """LayerNorm of x [M, N] with weight, bias [N]: returns (y in x's dtype, mean [M] fp32, rstd [M] fp32)."""
+    x, weight, bias = _check_fwd(x, weight, bias)
     M, N = x.shape
     y = torch.empty((M, N), dtype=x.dtype, device=x.device)
     mean = torch.empty(M, dtype=torch.float32, device=x.device)
     rstd = torch.empty(M, dtype=torch.float32, device=x.device)
-    if M == 0:
-        return y, mean, rstd
-    BLOCK_N = triton.next_power_of_2(N)
-    BLOCK_M = _rows_per_program(BLOCK_N, M)
-    _layer_norm_fwd_kernel[(triton.cdiv(M, BLOCK_M),)](
-        x, weight, bias, y, mean, rstd, M, N, x.stride(0), y.stride(0), float(eps), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N)
+    _launch_fwd(x, weight, bias, y, mean, rstd, eps, gelu=False)
     return y, mean, rstd
+
+
+def layer_norm_gelu(x, weight, bias, eps: float = 1e-5):
+    """gelu_tanh(LayerNorm(x)) for x [M, N], weight, bias [N], in one launch: read x once, write y once.
+
+    The forward kernel with its GELU epilogue on and the statistics off (inference: no backward needs
+    them). Eager PyTorch runs two kernels and moves [M, N] four times; this moves it twice."""
+    x, weight, bias = _check_fwd(x, weight, bias)
+    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    _launch_fwd(x, weight, bias, y, None, None, eps, gelu=True)
+    return y
 
 
 def _n_programs(x: torch.Tensor, M: int, BLOCK_M: int) -> int:
@@ -262,6 +301,34 @@ def bench_cases(quick: bool = False):
         _, m, r = layer_norm_fwd_torch(x.double(), w.double(), b.double(), eps)
         return layer_norm_bwd_torch(dy.double(), x.double(), w.double(), m, r)
 
+    def gelu_case(M, N, dtype, make, common):
+        from kernels_ref.bias_gelu import bias_gelu
+
+        def eager_gelu(x, w, b, zero):
+            return F.gelu(F.layer_norm(x, (N,), w, b, eps), approximate="tanh")
+
+        def make_gelu(make=make):
+            x, w, b, _ = make()
+            return x, w, b, torch.zeros(N, device=x.device, dtype=x.dtype)
+
+        def two_kernels(x, w, b, zero):
+            # What a learner has before fusing: their LayerNorm kernel, then a GELU kernel (bias_gelu with
+            # a zero bias): y goes through memory between the two.
+            return bias_gelu(layer_norm_fwd(x, w, b, eps)[0], zero)
+
+        size = torch.empty((), dtype=dtype).element_size()
+        return BenchCase(
+            op="layer_norm_gelu", make_inputs=make_gelu, **common,
+            reference=lambda x, w, b, zero: layer_norm_gelu_torch(x.double(), w.double(), b.double(), eps),
+            candidates={"triton": lambda x, w, b, zero: layer_norm_gelu(x, w, b, eps), "two_kernels": two_kernels,
+                        "eager": eager_gelu, "compiled": torch.compile(eager_gelu)},
+            nbytes=2 * M * N * size + 2 * N * size,  # x in, y out, w and b once
+            # First principles (awaits a GPU run): one pass against four (eager: LayerNorm at ~0.74 of copy,
+            # then GELU), so >= 2x eager; >= 1.8x our own two kernels; Inductor fuses the pair too: a tie.
+            goals=[Goal.peak("triton", 0.9), Goal.faster("triton", "eager", 2.0),
+                   Goal.faster("triton", "two_kernels", 1.8), Goal.faster("triton", "compiled")],
+        )
+
     shapes = [(16384, 4096, torch.bfloat16)] + ([] if quick else [(16384, 4096, torch.float32)])
     sweep = [] if quick else [(2**26 // n, n, torch.bfloat16) for n in (512, 1024, 2048, 8192, 16384)]
     cases = []
@@ -288,6 +355,7 @@ def bench_cases(quick: bool = False):
             nbytes=2 * M * N * size + 2 * N * size + 8 * M,
             goals=[Goal.peak("triton", 0.9), Goal.faster("triton", "eager"), Goal.faster("triton", "compiled")],
         ))
+        cases.append(gelu_case(M, N, dtype, make, common))
         cases.append(BenchCase(
             op="layer_norm_bwd", make_inputs=make_bwd, reference=bwd_ref, **common,
             candidates={"triton": lambda x, w, b, dy, mean, rstd: layer_norm_bwd(dy, x, w, mean, rstd),

@@ -1,4 +1,4 @@
-"""The exercise specs of notebooks 05-08 (written before their notebooks): a small correct Triton submission
+"""The exercise specs of notebooks 05-08: a small correct Triton submission
 earns every correctness point, one that calls the torch operator the exercise teaches earns nothing and the
 operator is named, and the hard cases fail what they are there to catch. CPU, quick cases (~80 s)."""
 from __future__ import annotations
@@ -15,11 +15,12 @@ from _autograder_helpers import graded, text
 from course import manifest
 
 ROOT = Path(__file__).resolve().parent.parent
-LATER = ("layer_norm_fwd", "layer_norm_bwd", "matmul", "linear_bias_gelu", "flash_attention_fwd",
+LATER = ("layer_norm_fwd", "layer_norm_bwd", "layer_norm_gelu", "matmul", "linear_bias_gelu", "flash_attention_fwd",
          "flash_attention_bwd", "linear_cross_entropy")
 NOTEBOOKS = {ex: nb for ex, nb in manifest.exercise_notebook().items() if ex in LATER}
 # The operator each illegal entry point calls, as the violation must name it.
 NAMED = {"layer_norm_fwd": "aten.native_layer_norm ", "layer_norm_bwd": "aten.native_layer_norm_backward",
+         "layer_norm_gelu": "aten.gelu ",
          "matmul": "aten.mm ", "linear_bias_gelu": "aten.addmm", "flash_attention_fwd": "aten._scaled_dot_product",
          "flash_attention_bwd": "aten._scaled_dot_product", "linear_cross_entropy": "aten._log_softmax"}
 
@@ -45,7 +46,7 @@ def test_specs_are_complete():
         for dtype in ("float32", "float16", "bfloat16"):
             assert any(dtype in n for n in names), (ex_id, dtype)
     assert specs.get("layer_norm_bwd").rules.max_launches == 2 and specs.get("flash_attention_bwd").rules.max_launches == 3
-    for one in ("layer_norm_fwd", "matmul", "linear_bias_gelu", "flash_attention_fwd"):
+    for one in ("layer_norm_fwd", "layer_norm_gelu", "matmul", "linear_bias_gelu", "flash_attention_fwd"):
         assert specs.get(one).rules.max_launches == 1
 
 
@@ -67,6 +68,15 @@ def test_calling_the_taught_torch_operator_scores_zero_and_names_it(ex_id):
     assert ex["score"] == 0 and not ex["correct"]
     assert any(NAMED[ex_id] in v and "at line" in v for v in ex["violations"]), ex["violations"]
     assert any("launched 0 Triton kernel" in v for v in ex["violations"])
+
+
+def test_layer_norm_gelu_names_both_eager_launches_and_rejects_two_triton_launches():
+    ex = graded("later/uses_torch_ops_05_08.py", LATER, 300.0)["layer_norm_gelu"]
+    assert any("aten.native_layer_norm " in v and "at line" in v for v in ex["violations"]), ex["violations"]
+    two = graded("later/two_launches_05.py", ("layer_norm_gelu",), 300.0)["layer_norm_gelu"]
+    assert two["score"] == 0 and not two["correct"]
+    assert all(c["verdict"] == "ok" for c in two["cases"]), "right values: only the fusion is missing"
+    assert any("launched 2 Triton kernels in one call" in v and "allows 1" in v for v in two["violations"]), two["violations"]
 
 
 # ------------------------------------------------------------------------- the hard cases bite (no worker)
@@ -98,6 +108,19 @@ def test_layer_norm_mean_300_case_fails_the_one_pass_variance():
     assert all(good.values()), good
     bad = _judged("layer_norm_fwd", lambda *a: _ln_fwd(*a, one_pass=True))
     assert not bad[next(n for n in bad if n.startswith("mean 300"))]
+
+
+def test_layer_norm_gelu_saturation_case_fails_an_overflowing_tanh():
+    def gelu_via_exp(x, w, b, eps, stable=True):
+        y = _ln_fwd(x, w, b, eps)[0].float()
+        if stable:
+            return F.gelu(y, approximate="tanh").to(x.dtype)
+        e = torch.exp(2 * 0.7978845608028654 * (y + 0.044715 * y ** 3))  # inf / inf = nan once it overflows
+        return (0.5 * y * (1 + (e - 1) / (e + 1))).to(x.dtype)
+
+    assert all(_judged("layer_norm_gelu", gelu_via_exp, quick=True).values())
+    bad = _judged("layer_norm_gelu", lambda *a: gelu_via_exp(*a, stable=False), quick=True)
+    assert not bad[next(n for n in bad if n.startswith("GELU saturates"))]
 
 
 def test_matmul_admits_tf32_but_not_a_dropped_k_tail():

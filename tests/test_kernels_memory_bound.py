@@ -14,7 +14,8 @@ from measure.tolerance import compare
 from kernels_ref.bias_gelu import bias_gelu, bias_gelu_torch
 from kernels_ref.cross_entropy import (linear_cross_entropy, linear_cross_entropy_reference,
                                        linear_cross_entropy_torch)
-from kernels_ref.layer_norm import layer_norm, layer_norm_bwd, layer_norm_fwd, layer_norm_torch
+from kernels_ref.layer_norm import (layer_norm, layer_norm_bwd, layer_norm_fwd, layer_norm_gelu, layer_norm_gelu_torch,
+                                    layer_norm_torch)
 from kernels_ref.rms_norm import rms_norm, rms_norm_bwd, rms_norm_fwd, rms_norm_torch
 from kernels_ref.softmax import MAX_FUSED_N, online_softmax, softmax, softmax_torch
 
@@ -187,6 +188,26 @@ def test_layer_norm_fwd_bwd(shape, dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", SHAPES)
+def test_layer_norm_gelu(shape, dtype):
+    M, N = shape
+    x, w, b = randn(M, N, dtype=dtype, scale=2) + 0.5, randn(N, dtype=dtype), randn(N, dtype=dtype)
+    same = unchanged(x, w, b)
+    y = layer_norm_gelu(x, w, b, 1e-5)
+    same()
+    assert y.dtype == dtype and y.is_contiguous()
+    assert_close(y, layer_norm_gelu_torch(x.double(), w.double(), b.double(), 1e-5), dtype, "y")
+
+
+def test_layer_norm_gelu_strided_rows_and_saturation():
+    x = randn(9, 80)[:, 5:70]                     # strided rows
+    w, b = randn(65, scale=40), randn(65, scale=40)  # |pre-activation| in the hundreds: GELU saturates
+    y = layer_norm_gelu(x, w, b, 1e-5)
+    assert_close(y, layer_norm_gelu_torch(x.double(), w.double(), b.double(), 1e-5), torch.float32, "y")
+    assert not torch.isnan(y).any()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
 def test_rms_norm_fwd_bwd(shape, dtype):
     M, N = shape
     x, dy, w = randn(M, N, dtype=dtype, scale=2), randn(M, N, dtype=dtype), randn(N, dtype=dtype)
@@ -305,6 +326,8 @@ def test_gpu_full_size_memory_bound(dtype):
     assert_close(y, ref_y, dtype, "layer_norm y")
     for got, want, what in zip(layer_norm_bwd(dy, x, w, mean, rstd), (gx, gw, gb), ("dx", "dw", "db")):
         assert_close(got, want, dtype, f"layer_norm {what}")
+    assert_close(layer_norm_gelu(x, w, b, 1e-5), layer_norm_gelu_torch(x.double(), w.double(), b.double(), 1e-5),
+                 dtype, "layer_norm_gelu")
     y, rstd = rms_norm_fwd(x, w, 1e-6)
     ref_y, (gx, gw) = _autograd_ref(lambda x, w: rms_norm_torch(x, w, 1e-6), x, (w,), dy)
     assert_close(y, ref_y, dtype, "rms_norm y")

@@ -2,6 +2,7 @@
 # Named stages on a GPU machine, in one call from the repository root:
 #   bash tools/gpu_session.sh STAGE [STAGE ...]
 # Stages: env | kernel-tests | bench | bench-quick | gpu-tests | notebooks | autograde | autograder-check | sandbox
+# OPS=a,b limits bench-quick to those ops; ASSIGNMENTS=05_layer_norm,... limits notebooks and autograde.
 # Carried wheels (.whl, e.g. nbgrader and nbclient for a GPU image that has only torch and triton) are
 # installed first. Everything lands in one run folder laid out like results/ (results/README.md):
 # results/<gpu>-<date>/ with bench-quick.json and its plots, calibration.json, autograder/ (the grader's
@@ -47,15 +48,20 @@ run_logged() {  # name, command...
     return $rc
 }
 
+notebook_sources() {  # every solution notebook, or those of ASSIGNMENTS=a,b
+    if [ -z "${ASSIGNMENTS:-}" ]; then ls solutions/*/*.ipynb; return; fi
+    for a in ${ASSIGNMENTS//,/ }; do echo "solutions/$a/$a.ipynb"; done
+}
+
 for stage in "$@"; do
     case $stage in
         env) stage_env ;;
         kernel-tests) run_logged kernel-tests env COURSE_AUTOTUNE_MAX=${COURSE_AUTOTUNE_MAX:-2} python3 -m pytest -m gpu tests/test_kernels_*.py -q -p no:cacheprovider --timeout 600 ;;
         gpu-tests) run_logged gpu-tests python3 -m pytest -m gpu -q -p no:cacheprovider --timeout 600 ;;
         bench) TAIL=120 run_logged bench python3 -m kernels_ref.bench --no-progress --json "$RES/bench.json" ;;
-        bench-quick) TAIL=80 run_logged bench-quick python3 -m kernels_ref.bench --quick --no-progress --json "$RES/bench-quick.json" ;;
-        notebooks) run_logged notebooks python3 -m tools.execute_notebook --timeout 900 solutions/*/*.ipynb ;;
-        autograde) TAIL=80 run_logged autograde python3 -m tools.gpu_autograde "$RES/autograder" --calibration "$RES/calibration.json" ;;
+        bench-quick) TAIL=80 run_logged bench-quick python3 -m kernels_ref.bench --quick --no-progress ${OPS:+--ops "$OPS"} --json "$RES/bench-quick.json" ;;
+        notebooks) run_logged notebooks python3 -m tools.execute_notebook --timeout 900 $(notebook_sources) ;;
+        autograde) TAIL=80 run_logged autograde python3 -m tools.gpu_autograde "$RES/autograder" --calibration "$RES/calibration.json" ${ASSIGNMENTS:+--assignments "$ASSIGNMENTS"} ;;
         autograder-check) TAIL=60 run_logged autograder-check python3 -m tools.gpu_autograder_check --out "$RES/autograder" ;;
         # The worker's sandbox on this machine: GPU and Triton inside it, what it refuses, start-up cost.
         # Without bubblewrap on the image, a bwrap binary carried in .whl/ (cp /usr/bin/bwrap .whl/) is used.

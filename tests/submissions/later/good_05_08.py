@@ -11,7 +11,8 @@ from course.triton_compat import dot
 # ------------------------------------------------------------------------------------------- 05 LayerNorm
 
 @triton.jit
-def _ln_fwd_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, N, stride_x, eps, BLOCK: tl.constexpr):
+def _ln_fwd_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, N, stride_x, eps, BLOCK: tl.constexpr,
+                   GELU: tl.constexpr):
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     mask = cols < N
@@ -21,18 +22,26 @@ def _ln_fwd_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, N, stride_x, 
     rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=0) / N + eps)
     w = tl.load(w_ptr + cols, mask=mask).to(tl.float32)
     b = tl.load(b_ptr + cols, mask=mask).to(tl.float32)
-    tl.store(y_ptr + row * N + cols, (xc * rstd * w + b).to(y_ptr.dtype.element_ty), mask=mask)
+    y = xc * rstd * w + b
+    if GELU:
+        y = _gelu_tanh(y)  # (defined with the matmul below)
+    tl.store(y_ptr + row * N + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
     tl.store(mean_ptr + row, mean)
     tl.store(rstd_ptr + row, rstd)
 
 
-def layer_norm_fwd(x, weight, bias, eps):
+def layer_norm_fwd(x, weight, bias, eps, gelu=False):
     m, n = x.shape
     y = torch.empty((m, n), dtype=x.dtype, device=x.device)
     mean = torch.empty(m, dtype=torch.float32, device=x.device)
     rstd = torch.empty(m, dtype=torch.float32, device=x.device)
-    _ln_fwd_kernel[(m,)](x, weight, bias, y, mean, rstd, n, x.stride(0), eps, BLOCK=triton.next_power_of_2(n))
+    _ln_fwd_kernel[(m,)](x, weight, bias, y, mean, rstd, n, x.stride(0), eps, BLOCK=triton.next_power_of_2(n),
+                         GELU=gelu)
     return y, mean, rstd
+
+
+def layer_norm_gelu(x, weight, bias, eps):
+    return layer_norm_fwd(x, weight, bias, eps, gelu=True)[0]  # the same kernel, GELU in its epilogue
 
 
 @triton.jit
