@@ -62,22 +62,35 @@ def compile_for_hopper(kernel, *args, num_warps: int = 4, num_stages: int = 3, *
 
 @contextlib.contextmanager
 def _jitted_language():
-    """Triton's own library functions written in Triton (``tl.cdiv``, ``tl.sigmoid``, ...) are interpreted
-    functions too under the interpreter: jitted versions stand in for them while a kernel compiles."""
+    """``triton.language`` as a compiling process sees it, for the duration of one compile.
+
+    Under the interpreter, Triton's library functions written in Triton (``tl.cdiv``, ``tl.sigmoid``, ...)
+    are interpreted functions: jitted versions stand in for them. And an interpreted kernel that called
+    one of them leaves builtins of ``tl.core`` wrapped for the interpreter (the interpreter restores what
+    a launch patched, not what a nested library call did): the originals stand in for those wrappers.
+    """
     import triton.language as language
 
-    modules = [m for m in vars(language).values() if isinstance(m, types.ModuleType)] + [language]
+    holders = [language, language.core, language.math, language.core.tensor,
+               language.core.tensor_descriptor_base]
+    holders += [m for m in vars(language).values() if isinstance(m, types.ModuleType)]
     saved = []
-    for module in modules:
-        for name, value in list(vars(module).items()):
+    for holder in dict.fromkeys(holders):
+        for name, value in list(vars(holder).items()):
             if type(value).__name__ == "InterpretedFunction":
-                saved.append((module, name, value))
-                setattr(module, name, as_jit_function(value))
+                replacement = as_jit_function(value)
+            elif callable(value) and "_patch_attr" in getattr(value, "__qualname__", ""):
+                replacement = (value.__kwdefaults__ or {}).get("member")
+            else:
+                continue
+            if replacement is not None:
+                saved.append((holder, name, value))
+                setattr(holder, name, replacement)
     try:
         yield
     finally:
-        for module, name, value in saved:
-            setattr(module, name, value)
+        for holder, name, value in saved:
+            setattr(holder, name, value)
 
 
 def as_jit_function(kernel, _done=None):
