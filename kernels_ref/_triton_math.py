@@ -20,4 +20,4 @@ def gelu_tanh(z):
     result is z, which is what the tanh form gives. The kernels load in their dtype and call this in fp32.
     """
     u = 0.7978845608028654 * (z + 0.044715 * z * z * z)
-    return z / (1.0 + tl.exp2(-2.0 * LOG2E * u))
+    return z / (1.0 + tl.exp2(u * (-2.0 * LOG2E)))  # tensor first: constexpr * tensor is wrong when interpreted
