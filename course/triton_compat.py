@@ -45,10 +45,18 @@ class _FixedConfig:
         def launch(*args, **kwargs):
             meta = dict(self.config.kwargs)
             meta.update(kwargs)
+            if self.config.pre_hook is not None:  # e.g. setting TMA descriptors' block shapes, as autotune does
+                self.config.pre_hook({**dict(zip(self._arg_names(), args)), **meta})
             g = grid(meta) if callable(grid) else grid
             return self.fn[g](*args, **meta)
 
         return launch
+
+    def _arg_names(self):
+        fn = self.fn
+        while not hasattr(fn, "arg_names"):  # through heuristics wrappers to the jitted function
+            fn = fn.fn
+        return fn.arg_names
 
 
 @triton.jit

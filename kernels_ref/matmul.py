@@ -13,18 +13,34 @@ here serves the tensor cores:
   ``(BLOCK_M + BLOCK_N) * BLOCK_K`` elements per ``BLOCK_M * BLOCK_N * BLOCK_K`` multiply-adds, so
   128x256 tiles do ~85 FLOP per byte loaded from L2 (enough to keep wgmma fed);
 - accumulation is float32 in registers whatever the input dtype; ``num_stages`` 3-4 software-pipelines
-  the loads (cp.async on Hopper) behind the ``tl.dot`` of the previous step;
-- programs are launched in *grouped* order: ``GROUP_M`` row-blocks share a band of B's columns, so
-  tiles that run at the same time reuse the same A rows and B columns from L2 instead of DRAM;
+  the loads behind the ``tl.dot`` of the previous step;
+- tiles are visited in *grouped* order: ``GROUP_M`` row-blocks share a band of B's columns, so tiles
+  that run at the same time reuse the same A rows and B columns from L2 instead of DRAM;
 - the epilogue (bias + GELU) runs on the fp32 accumulator in registers before the one store: fusing it
-  costs no extra memory traffic, where eager PyTorch writes the matmul's output and reads it back twice
-  (bias add, GELU): ``4*M*N*itemsize`` extra bytes.
+  costs no extra memory traffic, where eager PyTorch writes the matmul's output and reads it back for the
+  GELU: ``2*M*N*itemsize`` extra bytes (``4*M*N*itemsize`` when the bias is a separate add too).
 
-Any M, N, K (odd ones too): rows and columns out of range are masked on load and store; the K tail is
-masked only when K is not a multiple of ``BLOCK_K`` (the ``EVEN_K`` heuristic), so the hot loop of
-aligned shapes carries no masks. On the GPU the tile shape is autotuned per (M, N, K, dtype); under the
-interpreter one small fixed config runs (so tiny test shapes still exercise several tiles, the K tail
-and the grouped ordering), with dots upcast to fp32 (``course.triton_compat.dot``).
+Two kernels, one choice (:func:`_pick_kernel`):
+
+``_matmul_tma_persistent_kernel`` (Hopper and newer, fp16/bf16, TMA-aligned operands): the fast path.
+  A *persistent* grid, one program per SM, each walking tiles ``start, start + NUM_SMS, ...`` with
+  ``tl.range(..., flatten=True)``: the compiler flattens the tile loop and the K loop into one pipelined
+  loop, so the loads of the next tile's first K steps are in flight while this tile's epilogue runs
+  (a one-tile-per-program grid pays each tile's prologue and epilogue in full: at 16384x4096x4096 a
+  128x256 tile has 64 K steps, and the un-overlapped epilogue cost ~20% against cuBLAS). Operands come
+  through TMA tensor descriptors (the copy engine moves whole tiles into shared memory, out-of-range rows
+  and the K tail read as zeros, so the kernel has no masks); the epilogue runs in two ``BLOCK_N / 2``
+  halves (``EPILOGUE_SUBTILE``), fewer live registers and the first half's TMA store under way while the
+  second is computed. ``WARP_SPECIALIZE`` asks the compiler to give loads and MMAs their own warps: on
+  by default on Blackwell, where the tutorial's kernels gain from it; on Hopper triton 3.6 leaves this
+  kernel unpartitioned (identical PTX with it on or off, checked by compiling for sm_90a), so it is off.
+``_matmul_kernel``: one program per tile, pointer loads, masks: any strides, any dtype, and the kernel
+  that runs under the Triton interpreter (which has no TMA hardware to model timing on anyway).
+
+Any M, N, K (odd ones too). On the GPU the tile shape is autotuned per (M, N, K, dtype, epilogue, layout)
+(``COURSE_AUTOTUNE_MAX`` keeps the first N configs); under the interpreter one small fixed config runs (so
+tiny test shapes still exercise several tiles, the K tail and the grouped ordering), with dots upcast to
+fp32 (``course.triton_compat.dot``).
 """
 from __future__ import annotations
 
@@ -36,19 +52,147 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
+from course.device import INTERPRET
 from course.triton_compat import autotune, dot
 from kernels_ref._triton_math import gelu_tanh
+from kernels_ref._validate import cuda_sm_count
+
+try:  # host-side TMA descriptors: triton >= 3.4
+    from triton.tools.tensor_descriptor import TensorDescriptor
+except ImportError:  # pragma: no cover - older triton: the pointer kernel does everything
+    TensorDescriptor = None
 
 _SUPPORTED = (torch.float16, torch.bfloat16, torch.float32)
 
 
-def _hopper_configs():
-    """Tile shapes for Hopper (H100/H200: 228 KB shared memory per SM, wgmma on 128-row tiles).
+# --------------------------------------------------------------------------------------------------
+# Shared pieces: the grouped tile order and the epilogue
+# --------------------------------------------------------------------------------------------------
 
-    Shared memory per config: num_stages * (BLOCK_M + BLOCK_N) * BLOCK_K * 2 bytes (bf16);
-    128x256x64 at 3 stages is 144 KB, 4 stages 192 KB: both fit. Two 4-warp warpgroups (num_warps 8)
-    split a 128x256 fp32 accumulator (128 registers per thread). Smaller tiles are there for shapes
-    where 128x256 leaves SMs idle (few tiles) and for the fp32 (tf32) path, which needs twice the bytes.
+@triton.jit
+def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    """(row, column) of tile ``tile_id`` in grouped order: GROUP_M rows of tiles walk one column band.
+
+    Row-major order (GROUP_M = 1) sweeps a whole row of tiles, so the tiles in flight together read
+    1 row band of A and *every* column band of B; grouped, they read GROUP_M row bands and only a few
+    column bands, which L2 keeps between them.
+    """
+    tiles_per_group = GROUP_M * num_pid_n
+    group = tile_id // tiles_per_group
+    first_pid_m = group * GROUP_M
+    group_rows = min(num_pid_m - first_pid_m, GROUP_M)  # the last group may be shorter
+    pid_m = first_pid_m + (tile_id % tiles_per_group) % group_rows
+    pid_n = (tile_id % tiles_per_group) // group_rows
+    return pid_m, pid_n
+
+
+@triton.jit
+def _epilogue(acc, bias_ptr, offs_n, N, HAS_BIAS: tl.constexpr, GELU: tl.constexpr):
+    """bias + GELU on the fp32 accumulator tile, in registers (no memory traffic but the bias row)."""
+    if HAS_BIAS:
+        bias = tl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0)
+        acc += bias.to(tl.float32)[None, :]
+    if GELU:
+        acc = gelu_tanh(acc)
+    return acc
+
+
+# --------------------------------------------------------------------------------------------------
+# The fast path: persistent, TMA descriptors, sub-tiled epilogue (Hopper and newer)
+# --------------------------------------------------------------------------------------------------
+
+def _set_block_shapes(nargs):
+    """Autotune pre-hook: the descriptors' block shapes follow the config being launched."""
+    bm, bn, bk = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_K"]
+    nargs["a_desc"].block_shape = [bm, bk]
+    nargs["b_desc"].block_shape = [bn, bk] if nargs["B_KMAJOR"] else [bk, bn]
+    nargs["c_desc"].block_shape = [bm, bn // 2] if nargs["EPILOGUE_SUBTILE"] else [bm, bn]
+
+
+def _tma_config(bm, bn, bk, stages, warps=8, subtile=True, group_m=8):
+    meta = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m, "EPILOGUE_SUBTILE": subtile}
+    return triton.Config(meta, num_warps=warps, num_stages=stages, pre_hook=_set_block_shapes)
+
+
+def _tma_configs():
+    """Hopper tile shapes (228 KB shared memory per SM, wgmma on 64-row warpgroup tiles).
+
+    Shared memory: num_stages * (BLOCK_M + BLOCK_N) * BLOCK_K * 2 bytes of operand buffers (bf16), plus
+    the epilogue's staging tile for the TMA store (BLOCK_M * BLOCK_N / 2 * 2 bytes when sub-tiled):
+    128x256x64 is 48 KB a stage (3 stages 144 KB, 4 stages 192 KB) + 32 KB; 128x128x64 is 32 KB a stage.
+    8 warps = two warpgroups, each holding half of the fp32 accumulator: 128x256 is 128 registers per
+    thread for the accumulator alone (ptxas: 180 in all with bias + GELU, no spills; triton 3.6, sm_90a).
+    The first two configs are the likely winners (``COURSE_AUTOTUNE_MAX=2`` keeps just them).
+    """
+    return [_tma_config(bm, bn, bk, stages)
+            for bm, bn, bk, stages in [(128, 256, 64, 3), (128, 128, 64, 4), (128, 256, 64, 4), (128, 128, 64, 3)]]
+
+
+# Under the interpreter (tests force this path to check its indexing): 16x32x16 tiles, a 2-row group.
+_TMA_INTERPRET_CONFIG = _tma_config(16, 32, 16, 1, warps=4, group_m=2)
+
+
+@triton.jit
+def _matmul_tma_persistent_body(
+    a_desc, b_desc, c_desc, bias_ptr,
+    M, N, K,
+    HAS_BIAS: tl.constexpr, GELU: tl.constexpr, B_KMAJOR: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    EPILOGUE_SUBTILE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, NUM_SMS: tl.constexpr,
+):
+    start = tl.program_id(0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_tiles = num_pid_m * num_pid_n
+    k_steps = tl.cdiv(K, BLOCK_K)
+    # The epilogue recomputes its tile's coordinates from its own counter instead of reusing the main
+    # loop's: after flattening, the loads of tile i+1 are issued while tile i's epilogue runs.
+    tile_out = start - NUM_SMS
+    for tile_id in tl.range(start, num_tiles, NUM_SMS, flatten=True, warp_specialize=WARP_SPECIALIZE):
+        pid_m, pid_n = _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
+        off_m = pid_m * BLOCK_M
+        off_n = pid_n * BLOCK_N
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for ki in range(k_steps):
+            off_k = ki * BLOCK_K
+            a = a_desc.load([off_m, off_k])          # [BLOCK_M, BLOCK_K]; rows >= M and k >= K read 0
+            if B_KMAJOR:                              # weight [N, K]: the nn.Linear layout
+                acc = dot(a, b_desc.load([off_n, off_k]).T, acc)
+            else:                                     # b [K, N] row-major
+                acc = dot(a, b_desc.load([off_k, off_n]), acc)
+
+        tile_out += NUM_SMS
+        pid_m, pid_n = _tile_coords(tile_out, num_pid_m, num_pid_n, GROUP_M)
+        off_m = pid_m * BLOCK_M
+        off_n = pid_n * BLOCK_N
+        if EPILOGUE_SUBTILE:
+            # [BM, BN] -> two [BM, BN/2] halves: half the epilogue's live registers, and the first
+            # half's TMA store runs while the second half's bias + GELU are computed.
+            halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
+            acc0, acc1 = tl.split(halves)
+            offs0 = off_n + tl.arange(0, BLOCK_N // 2)
+            acc0 = _epilogue(acc0, bias_ptr, offs0, N, HAS_BIAS, GELU)
+            c_desc.store([off_m, off_n], acc0.to(c_desc.dtype))   # TMA clips rows >= M, columns >= N
+            acc1 = _epilogue(acc1, bias_ptr, offs0 + BLOCK_N // 2, N, HAS_BIAS, GELU)
+            c_desc.store([off_m, off_n + BLOCK_N // 2], acc1.to(c_desc.dtype))
+        else:
+            acc = _epilogue(acc, bias_ptr, off_n + tl.arange(0, BLOCK_N), N, HAS_BIAS, GELU)
+            c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
+
+
+_matmul_tma_persistent_kernel = autotune(_tma_configs(), key=["M", "N", "K", "HAS_BIAS", "GELU", "B_KMAJOR", "WARP_SPECIALIZE"],
+                                         fallback=_TMA_INTERPRET_CONFIG)(_matmul_tma_persistent_body)
+
+
+# --------------------------------------------------------------------------------------------------
+# The portable path: one program per tile, pointer loads (any strides, any dtype, the interpreter)
+# --------------------------------------------------------------------------------------------------
+
+def _hopper_configs():
+    """Tile shapes for the one-tile-per-program kernel on Hopper (see _tma_configs for the arithmetic).
+
+    Smaller tiles are there for shapes where 128x256 leaves SMs idle (few tiles) and for the fp32
+    (tf32) path, which needs twice the bytes.
     """
     cfg = []
     for bm, bn, bk, warps, stages in [
@@ -73,10 +217,8 @@ _INTERPRET_CONFIG = triton.Config({"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 16, 
                                   num_warps=4, num_stages=1)
 
 
-@autotune(configs=_hopper_configs(), key=["M", "N", "K", "HAS_BIAS", "GELU"], fallback=_INTERPRET_CONFIG)
-@triton.heuristics({"EVEN_K": lambda args: args["K"] % args["BLOCK_K"] == 0})
 @triton.jit
-def _matmul_kernel(
+def _matmul_body(
     a_ptr, b_ptr, c_ptr, bias_ptr,
     M, N, K,
     stride_am, stride_ak,
@@ -86,17 +228,7 @@ def _matmul_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr, EVEN_K: tl.constexpr,
 ):
-    # --- grouped ordering: walk tiles column-band by column-band, GROUP_M rows of tiles at a time ---
-    pid = tl.program_id(0)
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    tiles_per_group = GROUP_M * num_pid_n
-    group = pid // tiles_per_group
-    first_pid_m = group * GROUP_M
-    group_rows = min(num_pid_m - first_pid_m, GROUP_M)  # the last group may be shorter
-    pid_m = first_pid_m + (pid % tiles_per_group) % group_rows
-    pid_n = (pid % tiles_per_group) // group_rows
-
+    pid_m, pid_n = _tile_coords(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)
@@ -120,16 +252,112 @@ def _matmul_kernel(
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
 
-    # --- epilogue, on the fp32 accumulator while it is still in registers ---
-    if HAS_BIAS:
-        bias = tl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0)
-        acc += bias.to(tl.float32)[None, :]
-    if GELU:
-        acc = gelu_tanh(acc)
-
+    acc = _epilogue(acc, bias_ptr, offs_n, N, HAS_BIAS, GELU)
     c_ptrs = c_ptr + offs_m.to(tl.int64)[:, None] * stride_cm + offs_n[None, :] * stride_cn
     mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
+
+
+_even_k = triton.heuristics({"EVEN_K": lambda args: args["K"] % args["BLOCK_K"] == 0})
+_matmul_kernel = autotune(configs=_hopper_configs(), key=["M", "N", "K", "HAS_BIAS", "GELU"],
+                          fallback=_INTERPRET_CONFIG)(_even_k(_matmul_body))
+# The first Triton matmul a learner writes: one small fixed tile, row-major tile order (GROUP_M 1), no
+# tuning. The autograder's calibration times it as matmul's "naive" version.
+_UNTUNED_CONFIG = triton.Config({"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 1},
+                                num_warps=4, num_stages=2)
+_matmul_kernel_untuned = autotune(configs=[_UNTUNED_CONFIG], key=["M", "N", "K", "HAS_BIAS", "GELU"],
+                                  fallback=_INTERPRET_CONFIG)(_even_k(_matmul_body))
+
+
+# --------------------------------------------------------------------------------------------------
+# Launchers
+# --------------------------------------------------------------------------------------------------
+
+def _tma_operand(t: torch.Tensor) -> bool:
+    """TMA's rules for a 2-D operand: unit inner stride, 16-byte aligned base and row stride."""
+    es = t.element_size()
+    return t.stride(1) == 1 and t.data_ptr() % 16 == 0 and (t.stride(0) * es) % 16 == 0
+
+
+def _pick_kernel(a: torch.Tensor, b: torch.Tensor) -> str:
+    """The one place that decides which kernel runs: "tma" (persistent, TMA descriptors) or "pointer".
+
+    TMA needs a compiled kernel on Hopper or newer (the interpreter runs the pointer kernel: it models no
+    TMA hardware, and its speed is not the point there), fp16/bf16 (the tuned tile shapes assume 2-byte
+    elements), a row-major ``a``, ``b`` row-major or a transposed view of a row-major ``[N, K]`` weight,
+    and 16-byte aligned rows (K and N multiples of 8). Everything else takes the pointer kernel.
+    """
+    if INTERPRET or TensorDescriptor is None or a.device.type != "cuda":
+        return "pointer"
+    if torch.cuda.get_device_capability(a.device)[0] < 9 or a.dtype not in (torch.float16, torch.bfloat16):
+        return "pointer"
+    n = b.shape[1]
+    b_ok = _tma_operand(b) or _tma_operand(b.t())
+    return "tma" if _tma_operand(a) and b_ok and (n * a.element_size()) % 16 == 0 else "pointer"
+
+
+def _launch_tma(a, b, c, bias, gelu: bool, warp_specialize: bool | None = None) -> None:
+    M, K = a.shape
+    N = b.shape[1]
+    kmajor = b.stride(1) != 1  # b is weight.T: describe weight [N, K] and transpose tiles in the kernel
+    dummy = [16, 16]  # replaced by the pre-hook with the launched config's block shapes
+    a_desc = TensorDescriptor.from_tensor(a, dummy)
+    b_desc = TensorDescriptor.from_tensor(b.t() if kmajor else b, dummy)
+    c_desc = TensorDescriptor.from_tensor(c, dummy)
+    num_sms = cuda_sm_count(a.device)
+    if warp_specialize is None:
+        warp_specialize = a.device.type == "cuda" and torch.cuda.get_device_capability(a.device)[0] >= 10
+
+    def grid(meta):
+        return (min(num_sms, triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)
+
+    _matmul_tma_persistent_kernel[grid](
+        a_desc, b_desc, c_desc, bias if bias is not None else c,
+        M, N, K,
+        HAS_BIAS=bias is not None, GELU=gelu, B_KMAJOR=kmajor, NUM_SMS=num_sms, WARP_SPECIALIZE=warp_specialize,
+    )
+
+
+def _launch_pointer(a, b, c, bias, gelu: bool, kernel=None) -> None:
+    M, K = a.shape
+    N = b.shape[1]
+
+    def grid(meta):
+        return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
+
+    (kernel or _matmul_kernel)[grid](
+        a, b, c, bias if bias is not None else c,
+        M, N, K,
+        a.stride(0), a.stride(1),
+        b.stride(0), b.stride(1),
+        c.stride(0), c.stride(1),
+        HAS_BIAS=bias is not None, GELU=gelu,
+    )
+
+
+def _launch(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, gelu: bool,
+            kernel: str | None = None, warp_specialize: bool | None = None) -> torch.Tensor:
+    """C = epilogue(a @ b) for 2-D a [M, K], b [K, N] of any strides; C is a fresh contiguous [M, N].
+
+    ``kernel`` forces "tma" or "pointer" (tests and benchmarks); by default :func:`_pick_kernel` decides.
+    """
+    M, K = a.shape
+    N = b.shape[1]
+    c = torch.empty((M, N), device=a.device, dtype=a.dtype)
+    if M == 0 or N == 0:
+        return c
+    if K == 0:  # an empty sum: the epilogue of zero
+        acc = torch.zeros((M, N), device=a.device, dtype=torch.float32)
+        if bias is not None:
+            acc += bias.float()
+        return (F.gelu(acc, approximate="tanh") if gelu else acc).to(a.dtype)
+    if bias is not None and bias.stride(0) != 1:
+        bias = bias.contiguous()
+    if (kernel or _pick_kernel(a, b)) == "tma":
+        _launch_tma(a, b, c, bias, gelu, warp_specialize)
+    else:
+        _launch_pointer(a, b, c, bias, gelu)
+    return c
 
 
 def _check_operand(name: str, t: torch.Tensor, dims: int) -> None:
@@ -141,49 +369,40 @@ def _check_operand(name: str, t: torch.Tensor, dims: int) -> None:
         raise TypeError(f"{name} has dtype {t.dtype}; supported: float16, bfloat16, float32")
 
 
-def _launch(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, gelu: bool) -> torch.Tensor:
-    """C = epilogue(a @ b) for 2-D a [M, K], b [K, N] of any strides; C is a fresh contiguous [M, N]."""
-    M, K = a.shape
-    N = b.shape[1]
-    c = torch.empty((M, N), device=a.device, dtype=a.dtype)
-    if M == 0 or N == 0:
-        return c
-    if K == 0:  # an empty sum: the epilogue of zero
-        acc = torch.zeros((M, N), device=a.device, dtype=torch.float32)
-        if bias is not None:
-            acc += bias.float()
-        return (F.gelu(acc, approximate="tanh") if gelu else acc).to(a.dtype)
-
-    def grid(meta):
-        return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
-
-    _matmul_kernel[grid](
-        a, b, c, bias if bias is not None else c,
-        M, N, K,
-        a.stride(0), a.stride(1),
-        b.stride(0), b.stride(1),
-        c.stride(0), c.stride(1),
-        HAS_BIAS=bias is not None, GELU=gelu,
-    )
-    return c
-
-
-def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """``a @ b`` for a ``[M, K]``, b ``[K, N]`` (same dtype and device, any strides), fp32 accumulation."""
+def _check_matmul(a: torch.Tensor, b: torch.Tensor) -> None:
     _check_operand("a", a, 2)
     _check_operand("b", b, 2)
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"inner dimensions differ: a is {tuple(a.shape)}, b is {tuple(b.shape)}")
     if a.dtype != b.dtype or a.device != b.device:
         raise ValueError(f"a and b must share dtype and device, got {a.dtype}/{a.device} and {b.dtype}/{b.device}")
-    return _launch(a, b, None, gelu=False)
 
 
-def linear_bias_gelu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+def matmul(a: torch.Tensor, b: torch.Tensor, *, kernel: str | None = None) -> torch.Tensor:
+    """``a @ b`` for a ``[M, K]``, b ``[K, N]`` (same dtype and device, any strides), fp32 accumulation."""
+    _check_matmul(a, b)
+    return _launch(a, b, None, gelu=False, kernel=kernel)
+
+
+def matmul_untuned(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a @ b`` the way a first Triton matmul does it: 32x32x32 tiles, row-major tile order, no tuning."""
+    _check_matmul(a, b)
+    c = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=a.dtype)
+    if c.numel() and a.shape[1]:
+        _launch_pointer(a, b, c, None, False, kernel=_matmul_kernel_untuned)
+    elif c.numel():
+        c.zero_()
+    return c
+
+
+def linear_bias_gelu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, *,
+                     kernel: str | None = None, warp_specialize: bool | None = None) -> torch.Tensor:
     """``gelu_tanh(x @ weight.T + bias)``; x ``[..., K]``, weight ``[N, K]``, bias ``[N]``; one launch.
 
-    ``weight.T`` is passed as a strided view (no copy): the kernel reads B tiles along K, which is
-    weight's contiguous dimension.
+    ``weight.T`` is passed as a strided view (no copy): the TMA kernel describes ``weight`` itself and
+    transposes each ``[BLOCK_N, BLOCK_K]`` tile in shared memory (free for wgmma); the pointer kernel reads
+    B tiles along K, weight's contiguous dimension. ``kernel`` forces a path ("tma" or "pointer") and
+    ``warp_specialize`` the TMA kernel's loop attribute, for benchmarks and tests.
     """
     if not isinstance(x, torch.Tensor) or x.dim() < 1:
         raise ValueError("x must be a tensor with at least one dimension [..., in_features]")
@@ -202,7 +421,7 @@ def linear_bias_gelu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) 
         raise ValueError("x, weight and bias must be on the same device")
     rows = math.prod(x.shape[:-1])
     x2 = x.reshape(rows, K)  # a view when it can be; strides are passed to the kernel either way
-    y = _launch(x2, weight.t(), bias, gelu=True)
+    y = _launch(x2, weight.t(), bias, gelu=True, kernel=kernel, warp_specialize=warp_specialize)
     return y.reshape(*x.shape[:-1], N)
 
 
@@ -218,19 +437,30 @@ def linear_bias_gelu_torch(x: torch.Tensor, weight: torch.Tensor, bias: torch.Te
     return F.gelu(F.linear(x, weight, bias), approximate="tanh")
 
 
+def linear_bias_gelu_cublaslt(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """cuBLASLt's own fused epilogue (bias + GELU, tanh form) behind one torch call, on CUDA.
+
+    On the CPU that call applies the erf GELU instead (up to 5e-4 away); here it is addmm + tanh GELU,
+    which is what the CUDA call computes when cuBLASLt cannot take the shape."""
+    if x.device.type != "cuda":
+        return F.gelu(torch.addmm(bias, x, weight.t()), approximate="tanh")
+    return torch._addmm_activation(bias, x, weight.t(), use_gelu=True)
+
+
 def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
 def matmul_case(n: int, dtype=torch.bfloat16, compiled=None, goals: bool = True):
-    """One square ``n^3`` matmul case: triton vs cuBLAS (eager) and torch.compile (when given)."""
+    """One square ``n^3`` matmul case: triton (both kernels) vs cuBLAS (eager) and torch.compile."""
     from course import DEVICE
     from kernels_ref.benchmarking import BenchCase, Goal
 
     def make():
         return torch.randn(n, n, device=DEVICE, dtype=dtype), torch.randn(n, n, device=DEVICE, dtype=dtype)
 
-    candidates = {"triton": matmul, "eager": torch.matmul}
+    candidates = {"triton": matmul, "triton_tile": lambda a, b: matmul(a, b, kernel="pointer"),
+                  "eager": torch.matmul}
     if compiled is not None:
         candidates["compiled"] = compiled
     return BenchCase(
@@ -241,10 +471,18 @@ def matmul_case(n: int, dtype=torch.bfloat16, compiled=None, goals: bool = True)
     )
 
 
-def linear_bias_gelu_cases(M: int, N: int, K: int, dtype=torch.bfloat16, compiled=None):
-    """Two cases on one shape: the fused op checked against float64 and timed against eager (F.linear +
-    F.gelu) and torch.compile; then the same kernel against cuBLAS doing the *bare* matmul, the goal's
-    baseline. The bare matmul's output is not the fused op's, so that case has no reference check."""
+def linear_bias_gelu_cases(M: int, N: int, K: int, dtype=torch.bfloat16, compiled=None, goals: bool = True):
+    """Two cases on one shape (tokens M, out N, in K).
+
+    1. The fused op checked against float64 and timed against what a user would pick instead: eager
+       (F.linear + F.gelu: cuBLAS addmm, then a GELU kernel), torch.compile, cuBLASLt's fused epilogue
+       (``torch._addmm_activation``); and against our own variants: warp specialization forced on
+       (``triton_ws``: the default is off on Hopper) and the one-tile-per-program kernel (``triton_tile``).
+    2. The same kernel against cuBLAS doing the *bare* matmul (no bias, no GELU): the goal's baseline,
+       the speed of a free epilogue; ``triton_matmul_only`` is our kernel with its epilogue switched off
+       (the epilogue's own cost). Their outputs are not the fused op's, so that case checks nothing
+       (correctness is checked in the first).
+    """
     from course import DEVICE
     from kernels_ref.benchmarking import BenchCase, Goal
 
@@ -256,32 +494,47 @@ def linear_bias_gelu_cases(M: int, N: int, K: int, dtype=torch.bfloat16, compile
 
     label = f"{M}x{N}x{K} {_dtype_name(dtype)}"
     flops = 2 * M * N * K
-    candidates = {"triton": linear_bias_gelu, "eager": linear_bias_gelu_torch}
+    candidates = {
+        "triton": linear_bias_gelu,
+        "triton_ws": lambda x, w, b: linear_bias_gelu(x, w, b, kernel="tma", warp_specialize=True),
+        "triton_tile": lambda x, w, b: linear_bias_gelu(x, w, b, kernel="pointer"),
+        "eager": linear_bias_gelu_torch,
+        "addmm_gelu": linear_bias_gelu_cublaslt,
+    }
+    if course.INTERPRET or (course.ON_GPU and torch.cuda.get_device_capability()[0] < 9):
+        del candidates["triton_ws"]  # no TMA here
     if compiled is not None:
         candidates["compiled"] = compiled
     return [
         BenchCase(
             op="linear_bias_gelu", label=label, make_inputs=make, candidates=candidates,
             reference=lambda x, w, b: linear_bias_gelu_torch(x.double(), w.double(), b.double()),
-            flops=flops, goals=[Goal.faster("triton", "eager")],
+            flops=flops, goals=[Goal.faster("triton", "eager")] if goals else [],
         ),
         BenchCase(
             op="linear_bias_gelu", label=f"{label} vs bare matmul", make_inputs=make,
-            candidates={"triton": linear_bias_gelu, "cublas_matmul_only": lambda x, w, b: x @ w.t()},
-            reference=None,  # different outputs by design; correctness is checked in the case above
-            flops=flops, goals=[Goal.faster("triton", "cublas_matmul_only", 0.95)],
+            candidates={"triton": linear_bias_gelu,
+                        "triton_matmul_only": lambda x, w, b: matmul(x, w.t()),
+                        "cublas_matmul_only": lambda x, w, b: x @ w.t()},
+            reference=None,
+            flops=flops, goals=[Goal.faster("triton", "cublas_matmul_only", 0.95)] if goals else [],
         ),
     ]
 
 
 def bench_cases(quick: bool = False):
-    """matmul at 8192^3 (plus a square sweep 1024..8192), linear_bias_gelu at transformer MLP shapes:
-    (tokens, out, in) = 16384 x 4096 x 4096 (a 4096-wide model) and 16384 x 11008 x 4096 (LLaMA-7B's
-    up-projection), all bf16."""
+    """matmul at 8192^3 (plus a square sweep 1024..8192); linear_bias_gelu at transformer MLP shapes
+    (tokens, out, in), all bf16: 16384 x 4096 x 4096 (the headline, with the goals); and in the full
+    suite 16384 x 11008 x 4096 (LLaMA-7B's up-projection), 8192 x 4096 x 1024 (short K: the epilogue is a
+    larger share, fusion gains most) and 16 x 16384 x 4096 (decode: the matmul is memory-bound on the
+    weight, the epilogue's bytes are 0.4% of it, fusion gains nothing)."""
     compiled_matmul = torch.compile(matmul_torch)
     compiled_lbg = torch.compile(linear_bias_gelu_torch)
     cases = [matmul_case(n, compiled=compiled_matmul, goals=n == 8192)
              for n in ([8192] if quick else [1024, 2048, 4096, 8192])]
-    for M, N, K in [(16384, 4096, 4096)] + ([] if quick else [(16384, 11008, 4096)]):
-        cases += linear_bias_gelu_cases(M, N, K, compiled=compiled_lbg)
+    shapes = [(16384, 4096, 4096)]
+    if not quick:
+        shapes += [(16384, 11008, 4096), (8192, 4096, 1024), (16, 16384, 4096)]
+    for M, N, K in shapes:
+        cases += linear_bias_gelu_cases(M, N, K, compiled=compiled_lbg, goals=(M, N, K) == shapes[0])
     return cases

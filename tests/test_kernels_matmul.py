@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from kernels_ref.matmul import linear_bias_gelu, linear_bias_gelu_torch, matmul, matmul_torch
+from kernels_ref.matmul import linear_bias_gelu, linear_bias_gelu_torch, matmul, matmul_torch, matmul_untuned
 
 from sm90 import compile_sm90 as _compile_sm90
 
@@ -164,6 +164,54 @@ def test_bench_case_wiring_runs_on_tiny_shapes():
         assert len(evaluate_goals(case, rows)) == len(case.goals)
 
 
+# The persistent TMA kernel, forced under the interpreter (which models TMA descriptors): NUM_SMS is 4 here,
+# so 16x32 tiles over these shapes make each program walk several tiles; K tails read as zeros from TMA.
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("M,N,K", [(37, 48, 40), (70, 96, 16), (5, 32, 24)])
+def test_tma_persistent_kernel(M, N, K, dtype):
+    x, w, b = _randn(M, K, dtype=dtype), _randn(N, K, dtype=dtype) / K**0.5, _randn(N, dtype=dtype)
+    ref = linear_bias_gelu_torch(x.double(), w.double(), b.double())
+    assert_close(linear_bias_gelu(x, w, b, kernel="tma"), ref, TOL[dtype])
+    bt = _randn(K, N, dtype=dtype)  # row-major b: the other B layout of the kernel, no epilogue
+    assert_close(matmul(x, bt, kernel="tma"), x.double() @ bt.double(), TOL[dtype])
+
+
+def test_kernel_choice():
+    from kernels_ref.matmul import _pick_kernel
+
+    a, b = _randn(64, 64, dtype=torch.bfloat16), _randn(64, 64, dtype=torch.bfloat16)
+    want = "tma" if course.ON_GPU and torch.cuda.get_device_capability()[0] >= 9 else "pointer"
+    assert _pick_kernel(a, b) == want and _pick_kernel(a, b.t()) == want  # both B layouts
+    assert _pick_kernel(a[:, :63], b[:63]) == "pointer"        # rows not 16-byte aligned
+    assert _pick_kernel(a.float(), b.float()) == "pointer"     # fp32: the pointer kernel's tiles
+
+
+def test_untuned_matmul_is_correct():
+    a, b = _randn(45, 37, dtype=torch.float32), _randn(37, 70, dtype=torch.float32)
+    assert_close(matmul_untuned(a, b), a.double() @ b.double(), TOL[torch.float32])
+
+
+def test_tma_kernel_compiles_for_hopper_without_spills():
+    # The fast path's first config, compiled for sm_90a here without a GPU (course.aot): the fused
+    # 128x256 epilogue must not spill and the operand ring + store staging must fit in 227 KB.
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    from course.aot import resource_usage
+    from kernels_ref import matmul as mm
+
+    M, N, K = 16384, 4096, 4096
+    x, w, c = (torch.empty(s, dtype=torch.bfloat16) for s in [(M, K), (N, K), (M, N)])
+    cfg = mm._tma_configs()[0]
+    meta = dict(cfg.kwargs)
+    descs = [TensorDescriptor.from_tensor(t, [16, 16]) for t in (x, w, c)]
+    mm._set_block_shapes({"a_desc": descs[0], "b_desc": descs[1], "c_desc": descs[2], "B_KMAJOR": True, **meta})
+    usage = resource_usage(mm._matmul_tma_persistent_body, *descs, torch.empty(N, dtype=torch.bfloat16), M, N, K,
+                           HAS_BIAS=True, GELU=True, B_KMAJOR=True, NUM_SMS=132, WARP_SPECIALIZE=False,
+                           num_warps=cfg.num_warps, num_stages=cfg.num_stages, **meta)
+    assert usage["n_spills"] == 0 and usage["n_regs"] <= 255, usage
+    assert usage["shared"] <= 227 * 1024, usage
+
+
 def test_compiles_for_hopper_with_wgmma():
     # No GPU here, but Triton can compile for sm_90 ahead of time: the first autotune config of the
     # fused kernel must lower to wgmma with cp.async pipelining and fit in 227 KB of shared memory.
@@ -184,8 +232,25 @@ def test_matmul_gpu(M, N, K, dtype):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("M,N,K", [(4096, 11008, 4096), (999, 1001, 1003)])
+@pytest.mark.parametrize("M,N,K", [(4096, 11008, 4096), (999, 1001, 1003), (1000, 1032, 776), (16, 4096, 4096)])
 def test_linear_bias_gelu_gpu(M, N, K, dtype):
     x, w, b = _randn(M, K, dtype=dtype), _randn(N, K, dtype=dtype) / K**0.5, _randn(N, dtype=dtype)
     ref = linear_bias_gelu_torch(x.double(), w.double(), b.double())
     assert_close(linear_bias_gelu(x, w, b), ref, GPU_TOL[dtype])
+    assert_close(linear_bias_gelu(x, w, b, kernel="pointer"), ref, GPU_TOL[dtype])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("M,N,K", [(1000, 1032, 776), (8192, 8192, 8192), (129, 136, 4104)])
+def test_tma_kernel_gpu(M, N, K):
+    # Forced onto the TMA path (rows 16-byte aligned): partial tiles in M, N and a K tail, both B layouts.
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("TMA needs Hopper or newer")
+    a, b = _randn(M, K, dtype=torch.bfloat16), _randn(K, N, dtype=torch.bfloat16)
+    assert_close(matmul(a, b, kernel="tma"), a.double() @ b.double(), GPU_TOL[torch.bfloat16])
+    w = _randn(N, K, dtype=torch.bfloat16)
+    assert_close(matmul(a, w.t(), kernel="tma"), a.double() @ w.double().t(), GPU_TOL[torch.bfloat16])
+    bias = _randn(N, dtype=torch.bfloat16)
+    ref = linear_bias_gelu_torch(a.double(), w.double() / K**0.5, bias.double())
+    assert_close(linear_bias_gelu(a, w / K**0.5, bias, kernel="tma", warp_specialize=True), ref,
+                 GPU_TOL[torch.bfloat16])

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Named stages on a GPU machine, in one call from the repository root:
 #   bash tools/gpu_session.sh STAGE [STAGE ...]
-# Stages: env | kernel-tests | bench | bench-quick | gpu-tests | notebooks | autograde | autograder-check | sandbox
+# Stages: env | kernel-tests | bench | bench-quick | bench-matmul | gpu-tests | notebooks | autograde |
+#         autograder-check | sandbox
 # OPS=a,b limits bench-quick to those ops; ASSIGNMENTS=05_layer_norm,... limits notebooks and autograde.
 # Carried wheels (.whl, e.g. nbgrader and nbclient for a GPU image that has only torch and triton) are
 # installed first. Everything lands in one run folder laid out like results/ (results/README.md):
@@ -62,6 +63,10 @@ for stage in "$@"; do
         bench-quick) TAIL=80 run_logged bench-quick python3 -m kernels_ref.bench --quick --no-progress ${OPS:+--ops "$OPS"} --json "$RES/bench-quick.json" ;;
         notebooks) run_logged notebooks python3 -m tools.execute_notebook --timeout 900 $(notebook_sources) ;;
         autograde) TAIL=80 run_logged autograde python3 -m tools.gpu_autograde "$RES/autograder" --calibration "$RES/calibration.json" ${ASSIGNMENTS:+--assignments "$ASSIGNMENTS"} ;;
+        # The matmul family alone: both kernels' GPU tests, then the headline shapes (the persistent TMA kernel
+        # against eager, torch.compile, cuBLASLt's fused epilogue and the bare cuBLAS matmul).
+        bench-matmul) run_logged matmul-tests env COURSE_AUTOTUNE_MAX=${COURSE_AUTOTUNE_MAX:-2} python3 -m pytest -m gpu tests/test_kernels_matmul.py -q -p no:cacheprovider --timeout 600
+                      TAIL=60 run_logged bench-matmul python3 -m kernels_ref.bench --quick --no-progress --ops matmul,linear_bias_gelu --json "$RES/bench-matmul.json" ;;
         autograder-check) TAIL=60 run_logged autograder-check python3 -m tools.gpu_autograder_check --out "$RES/autograder" ;;
         # The worker's sandbox on this machine: GPU and Triton inside it, what it refuses, start-up cost.
         # Without bubblewrap on the image, a bwrap binary carried in .whl/ (cp /usr/bin/bwrap .whl/) is used.
