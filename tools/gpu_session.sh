@@ -3,7 +3,8 @@
 #   bash tools/gpu_session.sh STAGE [STAGE ...]
 # Stages: env | kernel-tests | bench | bench-quick | bench-matmul | gpu-tests | notebooks | autograde |
 #         autograder-check | sandbox
-# OPS=a,b limits bench-quick to those ops; ASSIGNMENTS=05_layer_norm,... limits notebooks and autograde.
+# OPS=a,b limits bench-quick to those ops; ASSIGNMENTS=05_layer_norm,... limits notebooks and autograde;
+# ONLY=label,... limits autograder-check to those submissions.
 # Carried wheels (.whl, e.g. nbgrader and nbclient for a GPU image that has only torch and triton) are
 # installed first. Everything lands in one run folder laid out like results/ (results/README.md):
 # results/<gpu>-<date>/ with bench-quick.json and its plots, calibration.json, autograder/ (the grader's
@@ -67,7 +68,7 @@ for stage in "$@"; do
         # against eager, torch.compile, cuBLASLt's fused epilogue and the bare cuBLAS matmul).
         bench-matmul) run_logged matmul-tests env COURSE_AUTOTUNE_MAX=${COURSE_AUTOTUNE_MAX:-2} python3 -m pytest -m gpu tests/test_kernels_matmul.py -q -p no:cacheprovider --timeout 600
                       TAIL=60 run_logged bench-matmul python3 -m kernels_ref.bench --quick --no-progress --ops matmul,linear_bias_gelu --json "$RES/bench-matmul.json" ;;
-        autograder-check) TAIL=60 run_logged autograder-check python3 -m tools.gpu_autograder_check --out "$RES/autograder" ;;
+        autograder-check) TAIL=60 run_logged autograder-check python3 -m tools.gpu_autograder_check --out "$RES/autograder" ${ONLY:+--only "$ONLY"} ;;
         # The worker's sandbox on this machine: GPU and Triton inside it, what it refuses, start-up cost.
         # Without bubblewrap on the image, a bwrap binary carried in .whl/ (cp /usr/bin/bwrap .whl/) is used.
         sandbox) bw=${AUTOGRADER_BWRAP:-$(command -v bwrap || { [ -x .whl/bwrap ] && echo "$PWD/.whl/bwrap"; })}
