@@ -12,6 +12,13 @@ import statistics
 
 NOT_GRADED_REASON = "performance is graded on a GPU; not graded on this machine"
 
+# The timing protocol thresholds are calibrated for: a speedup is only comparable with one measured the
+# same way. "cross-process": each timed request made by the grading process over a socket (its clock),
+# CALLS_PER_ROUND_TRIP calls back to back per request, both sides sandboxed alike (autograder/grading.py).
+# Before it, "in-process-events": CUDA events around one call in the learner's process, the call's launch
+# hidden behind the L2 flush. Calibration records in results/ name theirs.
+PROTOCOL = "cross-process"
+
 
 def performance_credit(speedup: float | None, threshold: float, floor: float) -> float:
     """Fraction of the performance points in [0, 1]."""

@@ -246,6 +246,8 @@ def load_entry(job: dict):
     spec = get(job["exercise"])
     if job["code"] == "baseline":
         return spec.performance.baseline, protocol.Ready("ok")
+    if job["code"] == "naive":  # calibration: the version a learner writes before the course, timed alike
+        return spec.performance.naive, protocol.Ready("ok")
     source_file = job["source_file"]
     watch = legality.KernelsRefWatch().install()
     sys.path.insert(0, job["submission_dir"])

@@ -40,8 +40,9 @@ MARGIN = results.MARGIN  # the solution must clear its threshold by this factor
 CALIBRATION_METHOD = (
     "solution: the solution notebook graded with `python -m autograder grade` (the speedup of its "
     "performance part); naive: the spec's naive eager version (Performance.naive in autograder/specs) timed "
-    "against the same baseline with the autograder's timer (autograder.timing.time_interleaved: interleaved, "
-    "L2 flushed, median); speedup = baseline_ms / ms")
+    "against the same baseline by the grader's own protocol (autograder.grading.time_against_baseline: "
+    "each in its own sandboxed worker, timed from the grading process, fresh values every call, interleaved, "
+    "medians less an empty request's); speedup = baseline_ms / ms")
 AUTOGRADE_METHOD = CALIBRATION_METHOD + "; nbgrader: generate_assignment and autograde in a scratch course"
 
 
@@ -57,9 +58,23 @@ def suggested_threshold(solution_speedup: float, naive_speedup: float) -> float 
     return t if t > naive_speedup else None
 
 
+def time_naive(spec) -> dict:
+    """The naive version timed against the baseline by the grader's own protocol (each in its own worker,
+    timed from this process): {"naive": ms, "baseline": ms}."""
+    import tempfile
+
+    from autograder.grading import time_against_baseline
+    from autograder.isolation import WorkerSession
+
+    with tempfile.TemporaryDirectory() as tmp:
+        job = {"code": "naive", "exercise": spec.id, "poison": False}
+        with WorkerSession(job, 600, scratch=str(pathlib.Path(tmp) / "naive")) as worker:
+            entry, _credit, _ok, _notes = time_against_baseline(worker, spec, 4321)
+    return {"naive": entry["time_ms"], "baseline": entry["baseline_ms"]}
+
+
 def calibrate(out: pathlib.Path, assignments: list[str]) -> list[dict]:
     from autograder import specs
-    from measure.timer import time_interleaved
 
     rows = []
     perf_exercises = [e for e in specs.EXERCISES.values() if e.performance is not None and e.notebook in assignments]
@@ -81,8 +96,7 @@ def calibrate(out: pathlib.Path, assignments: list[str]) -> list[dict]:
         if perf.naive is None:
             rows.append({"id": e.id, "note": "the spec names no naive version to calibrate against"})
             continue
-        args = perf.inputs(torch.Generator().manual_seed(0), torch.device("cuda"))
-        medians = time_interleaved({"naive": perf.naive, "baseline": perf.baseline}, args)
+        medians = time_naive(e)
         naive_speedup = medians["baseline"] / medians["naive"]
         sol = (graded.get(e.id) or {}).get("performance") or {}
         sol_speedup = sol.get("speedup")
@@ -97,7 +111,6 @@ def calibrate(out: pathlib.Path, assignments: list[str]) -> list[dict]:
             row["suggested_threshold"] = suggested_threshold(sol_speedup, naive_speedup)
             row["ok"] = row["margin"] >= MARGIN and naive_speedup < perf.threshold
         rows.append(row)
-        del args
     return rows
 
 
@@ -212,7 +225,9 @@ def main(argv=None) -> int:
     calibration = [] if args.skip_calibration else calibrate(out, assignments)
     save(calibration=calibration)
     if course.ON_GPU and calibration:
-        record = results.calibration_record(calibration, {**meta, "method": CALIBRATION_METHOD})
+        from autograder.timing import PROTOCOL
+
+        record = results.calibration_record(calibration, {**meta, "method": CALIBRATION_METHOD}, protocol=PROTOCOL)
         results.write_json(pathlib.Path(args.calibration or out / results.CALIBRATION_FILE), record)
     print(table(calibration, []), flush=True)
     nbgrader_rows = [] if args.skip_nbgrader else run_nbgrader(out, assignments, lambda rows: save(nbgrader=rows))

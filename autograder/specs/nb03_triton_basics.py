@@ -85,8 +85,9 @@ EXERCISES = [
                                    rand(g, (4096,), torch.bfloat16, device=dev)),
             baseline=eager_bias_gelu, baseline_name="F.gelu(x + bias) (eager, 2 kernels)", naive=naive_bias_gelu,
             nbytes=lambda a: 2 * a[0].numel() * a[0].element_size() + a[1].numel() * a[1].element_size(),
-            # H100 calibration (results/h100-2026-11-22/calibration.json): solution 2.63x, naive eager tanh
-            # formula 0.23x; a correct but slow one-warp Triton kernel 0.59-0.63x (autograder/naive_triton.*).
-            threshold=2.0, floor=0.8),
+            # H100, cross-process protocol (results/h100-2026-11-23/calibration.json): solution 1.75x (the
+            # launch of a Python launcher now counts: 2.63x with in-process events, h100-2026-11-22), so
+            # 1.75 / 1.15 = 1.52; naive eager tanh formula 0.23x, a correct one-warp kernel 0.59-0.63x.
+            threshold=1.5, floor=0.8),
     ),
 ]
