@@ -124,7 +124,7 @@ def _sdpa_flash(q, k, v, causal, sm_scale):
 def naive_attention_fwd(q, k, v, causal, sm_scale):
     """Notebook 01's eager attention, with the lse: float32 [B, H, S, S] scores and probabilities in memory
     (several passes over each), the version a learner writes before the course (calibration only)."""
-    s = (q.float() @ k.float().transpose(-1, -2)) * _scale(sm_scale, q.shape[-1])
+    s = (q.float() @ k.float().transpose(-1, -2)) * reference.attention_scale(sm_scale, q.shape[-1])
     if causal:
         S = q.shape[-2]
         s = s.masked_fill(torch.ones(S, S, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
@@ -136,7 +136,7 @@ def naive_attention_fwd(q, k, v, causal, sm_scale):
 
 def naive_attention_bwd(do, q, k, v, o, lse, causal, sm_scale):
     """The eager backward from the lse: P, dP and dS as float32 [B, H, S, S] matrices (calibration only)."""
-    scale = _scale(sm_scale, q.shape[-1])
+    scale = reference.attention_scale(sm_scale, q.shape[-1])
     qf, kf, vf, dof = (t.float() for t in (q, k, v, do))
     s = (qf @ kf.transpose(-1, -2)) * scale
     if causal:
