@@ -162,6 +162,21 @@ def test_flash_attention_checks_the_mask_and_the_scale():
     assert not no_scale[next(n for n in no_scale if n.startswith("sm_scale"))]
 
 
+def test_flash_attention_naive_versions_compute_attention():
+    """The eager S x S versions that calibration times against SDPA compute what the exercises ask for."""
+    from autograder.specs import nb07_flash_attention as nb07
+
+    g = torch.Generator().manual_seed(0)
+    for causal, sm_scale in ((False, None), (True, 0.3)):
+        q, k, v, do = (torch.randn(2, 3, 33, 16, generator=g) for _ in range(4))
+        o, lse = nb07.naive_attention_fwd(q, k, v, causal, sm_scale)
+        for got, want in zip((o, lse), nb07.fwd_reference(q, k, v, causal, sm_scale)):
+            torch.testing.assert_close(got.double(), want, atol=1e-5, rtol=1e-4)
+        grads = nb07.naive_attention_bwd(do, q, k, v, o, lse, causal, sm_scale)
+        for got, want in zip(grads, nb07.bwd_reference(do, q, k, v, o, lse, causal, sm_scale)):
+            torch.testing.assert_close(got.double(), want, atol=1e-5, rtol=1e-4)
+
+
 def test_cross_entropy_that_materializes_the_full_logits_is_a_violation(capsys):
     """A Triton loss kernel over x @ weight.T computed in one go: right answer, wrong memory."""
     import importlib.util

@@ -48,8 +48,11 @@ def _qkv(g, shape, dtype, scale=1.0, layout="plain"):
 
 
 def _shapes(quick):
+    # CPU: the interpreter pays per tile, so the larger shapes have one or two (batch, head) pairs (B > 1 and
+    # H > 1 each appear once). Measured on a shared 2-core machine: the notebook solution's full CPU grade
+    # 12-25 s (fwd) and 16-44 s (bwd) of wall time; a submission with 16 x 16 tiles 110 s for both.
     return pick_shapes(quick, [(1, 1, 1, 16), (1, 2, 17, 16)],
-                       [(1, 1, 1, 16), (1, 2, 17, 16), (2, 3, 65, 32), (1, 2, 129, 64)],
+                       [(1, 1, 1, 16), (1, 2, 17, 16), (2, 1, 65, 32), (1, 1, 129, 64)],
                        [(1, 1, 1, 16), (1, 2, 17, 16), (2, 3, 65, 32), (2, 4, 1000, 64), (1, 8, 2048, 128)])
 
 
@@ -117,6 +120,34 @@ def _sdpa_flash(q, k, v, causal, sm_scale):
 
     with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=sm_scale)
+
+
+def naive_attention_fwd(q, k, v, causal, sm_scale):
+    """Notebook 01's eager attention, with the lse: float32 [B, H, S, S] scores and probabilities in memory
+    (several passes over each), the version a learner writes before the course (calibration only)."""
+    s = (q.float() @ k.float().transpose(-1, -2)) * reference.attention_scale(sm_scale, q.shape[-1])
+    if causal:
+        S = q.shape[-2]
+        s = s.masked_fill(torch.ones(S, S, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+    m = s.amax(-1, keepdim=True)
+    e = torch.exp(s - m)
+    total = e.sum(-1, keepdim=True)
+    return ((e / total).to(v.dtype) @ v).to(q.dtype), (m + torch.log(total)).squeeze(-1)
+
+
+def naive_attention_bwd(do, q, k, v, o, lse, causal, sm_scale):
+    """The eager backward from the lse: P, dP and dS as float32 [B, H, S, S] matrices (calibration only)."""
+    scale = reference.attention_scale(sm_scale, q.shape[-1])
+    qf, kf, vf, dof = (t.float() for t in (q, k, v, do))
+    s = (qf @ kf.transpose(-1, -2)) * scale
+    if causal:
+        S = q.shape[-2]
+        s = s.masked_fill(torch.ones(S, S, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+    p = torch.exp(s - lse[..., None])
+    dp = dof @ vf.transpose(-1, -2)
+    ds = p * (dp - (dof * o.float()).sum(-1, keepdim=True))
+    return ((ds @ kf * scale).to(q.dtype), (ds.transpose(-1, -2) @ qf * scale).to(q.dtype),
+            (p.transpose(-1, -2) @ dof).to(q.dtype))
 
 
 def _fwd_perf_inputs(g, dev):
@@ -207,7 +238,7 @@ EXERCISES = [
         kind=TRITON, rules=triton_rules(WHY), timeout_s=300.0,
         performance=Performance(
             inputs=_fwd_perf_inputs, baseline=_sdpa_flash, baseline_name="SDPA, flash backend",
-            nbytes=_fwd_bytes, flops=_attention_flops,
+            nbytes=_fwd_bytes, flops=_attention_flops, naive=naive_attention_fwd,
             # Awaits GPU calibration. First principles: the same algorithm as SDPA's FlashAttention-2 kernel
             # (tensor-core bound at this size, 317 TFLOP/s causal on an H100), so a tiled, causal-skipping
             # Triton kernel can match it; kernels_ref reached 1.37x (results/h100-2026-11-22/
@@ -224,7 +255,7 @@ EXERCISES = [
         kind=TRITON, rules=triton_rules(WHY, max_launches=3), timeout_s=300.0,
         performance=Performance(
             inputs=_bwd_perf_inputs, baseline=make_sdpa_flash_backward(),
-            baseline_name="SDPA flash backward (autograd.grad)", nbytes=_bwd_bytes,
+            baseline_name="SDPA flash backward (autograd.grad)", nbytes=_bwd_bytes, naive=naive_attention_bwd,
             flops=lambda a: 5 * _attention_flops(a, q_index=1) // 2,  # 5 S x S x D matmuls against 2 forward
             # Awaits GPU calibration. First principles: FlashAttention-2's backward in Triton (dK/dV then dQ,
             # recomputing P) is the same work as SDPA's (264 TFLOP/s causal on an H100); kernels_ref reached
