@@ -8,8 +8,6 @@ threshold holds on any GPU); full credit at speedup >= threshold, none at <= flo
 """
 from __future__ import annotations
 
-import statistics
-
 NOT_GRADED_REASON = "performance is graded on a GPU; not graded on this machine"
 
 # The timing protocol thresholds are calibrated for: a speedup is only comparable with one measured the

@@ -30,7 +30,6 @@ import sys
 import time
 
 import course
-import torch
 
 from tools import results
 
