@@ -93,7 +93,7 @@ class OpRecorder(TorchDispatchMode):
             self.ops[key] = self.ops.get(key, 0) + 1
             # Memory exercises forbid materializing a large intermediate (the full logits, say): note the
             # largest tensor any operator hands back, whatever the operator is.
-            numel = max((t.numel() for t in _tensors(out)), default=0)
+            numel = max((t.numel() for t in tensors(out)), default=0)
             if numel > self.largest[0]:
                 self.largest = [numel, func.overloadpacket.__name__, line]
         return out
@@ -111,12 +111,12 @@ class OpRecorder(TorchDispatchMode):
         return [[op, line, n] for (op, line), n in sorted(self.ops.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0))]
 
 
-def _tensors(out):
+def tensors(out):
     if isinstance(out, torch.Tensor):
         yield out
     elif isinstance(out, (tuple, list)):
         for item in out:
-            yield from _tensors(item)
+            yield from tensors(item)
 
 
 _LIBRARY_MARKERS = ("site-packages", "dist-packages", "/torch/", "/triton/", "/autograder/", "<frozen")

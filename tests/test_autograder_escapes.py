@@ -14,7 +14,7 @@ from _autograder_helpers import graded, text
 
 
 def escape(name: str) -> dict:
-    return graded(f"escapes/{name}.py", ("softmax",))["softmax"]
+    return graded(f"escape_{name}.py", ("softmax",))["softmax"]
 
 
 def test_forged_replies_at_import_score_zero_and_the_writes_are_named():

@@ -259,8 +259,7 @@ def plan(out: Path, hang_timeout: float) -> list:
         Grade("cache_after_warmup", GPU_SUBMISSIONS / "cache_after_warmup.py", ["softmax"], {"softmax": "zero"}),
         Grade("stale_unless_poisoned", GPU_SUBMISSIONS / "stale_unless_poisoned.py", ["softmax"],
               {"softmax": "zero"}),
-        *[Grade(f"escape_{p.stem}", p, ["softmax"], {"softmax": "zero"})
-          for p in sorted((SUBMISSIONS / "escapes").glob("*.py"))],
+        *[Grade(p.stem, p, ["softmax"], {"softmax": "zero"}) for p in sorted(SUBMISSIONS.glob("escape_*.py"))],
         *[Grade(f"solution_{nb}", ROOT / "solutions" / nb / f"{nb}.ipynb", exercises,
                 {e: "fast" for e in exercises})
           for nb, exercises in (("03_triton_basics", ["vector_add", "bias_gelu"]),
