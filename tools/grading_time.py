@@ -1,0 +1,147 @@
+"""Where one notebook's grading time goes, and what the trusted nbgrader run adds.
+
+    python -m tools.grading_time [NOTEBOOK ...] [--jobs N] [--quick] [--execute] [--json FILE]
+
+For each notebook (default: the solutions of 03 and 04) it measures, in seconds:
+- ``start``: a fresh Python that imports what a grading worker imports (torch, triton, course, autograder);
+- ``exec``: the submission's graded cells executed in such a process (the rest of its work);
+- per exercise: the worker's wall time, the case count, the references made in the grading process;
+- ``grade``: ``grade_submission`` end to end with ``--jobs`` workers at a time (1 = one after another);
+- with ``--execute``: the notebook executed by nbclient as nbgrader autograde does, once with the hidden
+  cells grading (the old way, everything graded inside the run) and once with them printing an
+  already-computed result (``AUTOGRADER_TRUSTED_RESULT``, the trusted path).
+Prints a table; on the CPU the cases run in the Triton interpreter and nothing is timed on a GPU.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT = [ROOT / "solutions" / nb / f"{nb}.ipynb" for nb in ("03_triton_basics", "04_fused_softmax")]
+WORKER_IMPORTS = "import course, torch, triton; from autograder import legality, probes; from autograder.specs import get"
+
+
+def _python(code: str, cwd) -> float:
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], cwd=cwd, check=True, stdout=subprocess.DEVNULL,
+                   env=dict(os.environ, AUTOGRADER_WORKER="1"))
+    return time.perf_counter() - start
+
+
+def worker_parts(notebook: Path) -> dict:
+    from autograder.submission import load
+
+    sub = load(notebook)
+    with tempfile.TemporaryDirectory() as tmp:
+        source = sub.write(Path(tmp))
+        start = min(_python(WORKER_IMPORTS, notebook.parent) for _ in range(2))
+        code = (f"{WORKER_IMPORTS}\nimport types\nm = types.ModuleType('submission')\n"
+                f"exec(compile(open({str(source)!r}).read(), {str(source)!r}, 'exec'), m.__dict__)")
+        with_exec = _python(code, notebook.parent)
+    return {"start": start, "exec": max(with_exec - start, 0.0)}
+
+
+def timed_grading(notebook: Path, jobs: int | None, quick: bool) -> dict:
+    """grade_submission with its workers and reference-making timed from here."""
+    from autograder import grading
+
+    spent = {}
+    run_worker, make_plan = grading.run_worker, grading.make_plan
+
+    def timed_run_worker(job, workdir, timeout_s, cwd=None):
+        run = run_worker(job, workdir, timeout_s, cwd)
+        spent.setdefault(job["exercise"], {})["worker"] = run.seconds
+        spent[job["exercise"]]["cases"] = len(job["cases"])
+        return run
+
+    def timed_make_plan(spec, q, seed):
+        t0 = time.perf_counter()
+        plan = make_plan(spec, q, seed)
+        spent.setdefault(spec.id, {})["references"] = time.perf_counter() - t0
+        return plan
+
+    grading.run_worker, grading.make_plan = timed_run_worker, timed_make_plan
+    try:
+        t0 = time.perf_counter()
+        kwargs = {"jobs": jobs} if "jobs" in grading.grade_submission.__code__.co_varnames else {}
+        result = grading.grade_submission(notebook, quick=quick, **kwargs)
+        total = time.perf_counter() - t0
+    finally:
+        grading.run_worker, grading.make_plan = run_worker, make_plan
+    return {"grade": total, "exercises": spent, "result": result}
+
+
+def execute_notebook(notebook: Path, trusted_result: dict | None, quick: bool) -> float:
+    """Seconds for nbclient to run the notebook top to bottom (hidden cells included), as nbgrader does."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    from autograder.gradebook import TRUSTED_RESULT_ENV, plain_json
+
+    nb = nbformat.read(str(notebook), as_version=4)
+    env_before = dict(os.environ)
+    with tempfile.TemporaryDirectory() as tmp:
+        if trusted_result is not None:
+            path = Path(tmp) / "trusted.json"
+            path.write_text(json.dumps({"notebooks": {notebook.stem: plain_json(trusted_result)}}))
+            os.environ[TRUSTED_RESULT_ENV] = str(path)
+        if quick:
+            os.environ["AUTOGRADER_QUICK"] = "1"
+        try:
+            t0 = time.perf_counter()
+            NotebookClient(nb, timeout=900, allow_errors=True,
+                           resources={"metadata": {"path": str(notebook.parent)}}).execute()
+            return time.perf_counter() - t0
+        finally:
+            os.environ.clear()
+            os.environ.update(env_before)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m tools.grading_time", description=__doc__.split("\n\n")[0])
+    p.add_argument("notebooks", nargs="*", type=Path, default=DEFAULT)
+    p.add_argument("--jobs", type=int, action="append", help="workers at a time (repeatable; default 1 and auto)")
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--execute", action="store_true", help="also time the notebook's execution by nbclient")
+    p.add_argument("--json", type=Path)
+    args = p.parse_args(argv)
+    import course
+
+    jobs_list = args.jobs or [1, None]
+    rows = []
+    for nb in args.notebooks:
+        nb = nb.resolve()
+        row = {"notebook": nb.stem, **worker_parts(nb)}
+        for jobs in jobs_list:
+            g = timed_grading(nb, jobs, args.quick)
+            row["grade_jobs_" + str(jobs or "auto")] = g["grade"]
+            row["exercises"] = g["exercises"]
+            result = g["result"]
+        if args.execute:
+            row["execute_grading_inside"] = execute_notebook(nb, None, args.quick)
+            row["execute_trusted"] = execute_notebook(nb, result, args.quick)
+        rows.append(row)
+        print(json.dumps(row, default=lambda x: round(x, 2)), flush=True)
+    print(f"\n{course.describe()}, {os.cpu_count()} cores, quick={args.quick}")
+    print(f"{'notebook':<18}{'start':>7}{'exec':>7}  {'per exercise: worker s (cases, refs s)':<52}"
+          + "".join(f"{'grade j=' + str(j or 'auto'):>13}" for j in jobs_list)
+          + (f"{'nb (old)':>10}{'nb (trusted)':>14}" if args.execute else ""))
+    for r in rows:
+        ex = ", ".join(f"{k} {v['worker']:.1f} ({v['cases']}, {v.get('references', 0):.1f})" for k, v in r["exercises"].items())
+        print(f"{r['notebook']:<18}{r['start']:7.1f}{r['exec']:7.1f}  {ex:<52}"
+              + "".join(f"{r['grade_jobs_' + str(j or 'auto')]:13.1f}" for j in jobs_list)
+              + (f"{r['execute_grading_inside']:10.1f}{r['execute_trusted']:14.1f}" if args.execute else ""))
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
