@@ -193,6 +193,18 @@ def run_on_dask(run: ClassRun, tasks: list[dict], client, progress: bool = True)
     return done, failed
 
 
+def grade_class(root, assignment: str, client=None, students=None, force: bool = False, results_dir=None,
+                progress: bool = True, **options) -> tuple[ClassRun, list, list]:
+    """Grade (and record) the submissions of ``assignment`` that are not graded yet: on ``client``'s Dask
+    cluster, or here one after another without one. ``options``: quick, timeout, jobs, execute.
+    Returns the run, the outcomes recorded and the (student, reason) that could not be graded."""
+    run = ClassRun(root, assignment, students, force, results_dir)
+    tasks = run.tasks(**options)
+    done, failed = run_on_dask(run, tasks, client, progress) if client is not None and tasks \
+        else run_here(run, tasks, progress)
+    return run, done, failed
+
+
 # --------------------------------------------------------------------------------------- the cluster
 def visible_gpus() -> list[str]:
     env = os.environ.get("CUDA_VISIBLE_DEVICES")

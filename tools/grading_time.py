@@ -9,7 +9,10 @@ For each notebook (default: the solutions of 03 and 04) it measures, in seconds:
 - ``grade``: ``grade_submission`` end to end with ``--jobs`` workers at a time (1 = one after another);
 - with ``--execute``: the notebook executed by nbclient as nbgrader autograde does, once with the hidden
   cells grading (the old way, everything graded inside the run) and once with them printing an
-  already-computed result (``AUTOGRADER_TRUSTED_RESULT``, the trusted path).
+  already-computed result (``AUTOGRADER_TRUSTED_RESULT``, the trusted path);
+- with ``--end-to-end``: one submission of each notebook (the solution) in a scratch nbgrader course,
+  graded by plain ``nbgrader autograde`` (scores from the kernel), by ``python -m autograder autograde``
+  (trusted) and by the same with ``--no-execute``.
 Prints a table; on the CPU the cases run in the Triton interpreter and nothing is timed on a GPU.
 """
 from __future__ import annotations
@@ -104,12 +107,36 @@ def execute_notebook(notebook: Path, trusted_result: dict | None, quick: bool) -
             os.environ.update(env_before)
 
 
+def end_to_end(notebook: Path, quick: bool) -> dict:
+    """Seconds per submission: plain nbgrader autograde vs the trusted command (with and without a kernel)."""
+    import nbformat
+
+    from tools.synthetic_class import _env, make_course, submit
+
+    assignment = notebook.parent.name
+    env = dict(_env(), **({"AUTOGRADER_QUICK": "1"} if quick else {}))
+    with tempfile.TemporaryDirectory() as tmp:
+        course = make_course(Path(tmp) / "course", [assignment], source_root=notebook.parent.parent)
+        submit(course, assignment, "solution", nbformat.read(str(notebook), as_version=4))
+        runs = {"nbgrader autograde": [sys.executable, "-m", "nbgrader", "autograde", assignment, "--force"],
+                "autograder autograde": [sys.executable, "-m", "autograder", "autograde", assignment, "--force"],
+                "autograder autograde --no-execute": [sys.executable, "-m", "autograder", "autograde", assignment,
+                                                      "--force", "--no-execute"]}
+        seconds = {}
+        for name, cmd in runs.items():
+            t0 = time.perf_counter()
+            subprocess.run(cmd, cwd=course, env=env, check=True, capture_output=True)  # quick: by env
+            seconds[name] = time.perf_counter() - t0
+    return seconds
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m tools.grading_time", description=__doc__.split("\n\n")[0])
     p.add_argument("notebooks", nargs="*", type=Path, default=DEFAULT)
     p.add_argument("--jobs", type=int, action="append", help="workers at a time (repeatable; default 1 and auto)")
     p.add_argument("--quick", action="store_true")
     p.add_argument("--execute", action="store_true", help="also time the notebook's execution by nbclient")
+    p.add_argument("--end-to-end", action="store_true", help="also time whole submissions through nbgrader")
     p.add_argument("--json", type=Path)
     args = p.parse_args(argv)
     import course
@@ -127,6 +154,8 @@ def main(argv=None) -> int:
         if args.execute:
             row["execute_grading_inside"] = execute_notebook(nb, None, args.quick)
             row["execute_trusted"] = execute_notebook(nb, result, args.quick)
+        if args.end_to_end:
+            row["end_to_end"] = end_to_end(nb, args.quick)
         rows.append(row)
         print(json.dumps(row, default=lambda x: round(x, 2)), flush=True)
     print(f"\n{course.describe()}, {os.cpu_count()} cores, quick={args.quick}")
@@ -138,6 +167,9 @@ def main(argv=None) -> int:
         print(f"{r['notebook']:<18}{r['start']:7.1f}{r['exec']:7.1f}  {ex:<52}"
               + "".join(f"{r['grade_jobs_' + str(j or 'auto')]:13.1f}" for j in jobs_list)
               + (f"{r['execute_grading_inside']:10.1f}{r['execute_trusted']:14.1f}" if args.execute else ""))
+    for r in rows:
+        for name, secs in r.get("end_to_end", {}).items():
+            print(f"{r['notebook']:<18} one submission, {name:<36} {secs:7.1f} s")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2, default=str))
     return 0

@@ -3,7 +3,7 @@
     python -m tools.synthetic_class OUT_DIR [--assignments 03_triton_basics,04_fused_softmax]
                                     [--students 12] [--gpus 1,2] [--quick] [--no-execute]
 
-Builds an nbgrader course in OUT_DIR/course from the course's own solutions: generate_assignment, then
+Builds an nbgrader course (in a temporary folder; logs and class reports go to OUT_DIR) from the course's own solutions: generate_assignment, then
 ``--students`` submissions per assignment that cycle through four kinds of learner:
 - ``solution``: the source notebook, every exercise solved;
 - ``untouched``: the released notebook as handed out (every exercise raises NotImplementedError);
@@ -22,6 +22,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -130,9 +131,11 @@ def main(argv=None) -> int:
     p.add_argument("--gpus", default="1,2", help="worker counts to measure, comma-separated")
     p.add_argument("--quick", action="store_true")
     p.add_argument("--no-execute", action="store_true")
+    p.add_argument("--course", type=Path, help="build the course here (default: a temporary folder)")
     args = p.parse_args(argv)
     assignments = args.assignments.split(",")
-    course = args.out.resolve() / "course"
+    args.out.mkdir(parents=True, exist_ok=True)
+    course = (args.course or Path(tempfile.mkdtemp(prefix="synthetic-class-"))).resolve() / "course"
     if course.exists():
         shutil.rmtree(course)
     t0 = time.perf_counter()
