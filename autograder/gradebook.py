@@ -5,8 +5,8 @@ with ``lambda *a: 10``: a score handed over by that cell proves nothing. So the 
 
 1. the grading process (never the learner's) grades each submitted notebook with
    ``grading.grade_submission`` (every exercise in its own fresh worker);
-2. ``nbgrader autograde`` still runs, for the autograded copy that feedback is made from, but in a
-   scratch course (its own copy of the source, the submission and a gradebook holding only this
+2. nbgrader's autograde still runs (in this process, as its formgrader runs it), for the autograded
+   copy that feedback is made from, but in a scratch course (its own copy of the source, the submission and a gradebook holding only this
    assignment) with ``AUTOGRADER_TRUSTED_RESULT`` set, so the hidden cells only print the report that
    was already computed (``trusted_feedback``) instead of grading twice;
 3. the course's gradebook gets the submission's records (as nbgrader autograde writes them) with the
@@ -19,6 +19,7 @@ gradebook: SQLite wants one writer, and batch grading (autograder.batch) writes 
 from __future__ import annotations
 
 import ast
+import contextlib
 import datetime
 import hashlib
 import json
@@ -26,8 +27,6 @@ import math
 import os
 import shutil
 import sqlite3
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -39,9 +38,8 @@ class CourseError(Exception):
 
 
 # ---------------------------------------------------------------------------------------------- course
-def course_directory(root):
-    """nbgrader's CourseDirectory for the course at ``root``, configured by its nbgrader_config.py."""
-    from nbgrader.coursedir import CourseDirectory
+def course_config(root):
+    """The traitlets Config of the course at ``root`` (its nbgrader_config.py), root set if it is not."""
     from traitlets.config import Config
     from traitlets.config.loader import PyFileConfigLoader
 
@@ -49,10 +47,16 @@ def course_directory(root):
     config = Config()
     if (root / "nbgrader_config.py").exists():
         config = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
-    coursedir = CourseDirectory(config=config)
-    if not coursedir.root:
-        coursedir.root = str(root)
-    return coursedir
+    if not config.CourseDirectory.get("root"):
+        config.CourseDirectory.root = str(root)
+    return config
+
+
+def course_directory(root):
+    """nbgrader's CourseDirectory for the course at ``root``, configured by its nbgrader_config.py."""
+    from nbgrader.coursedir import CourseDirectory
+
+    return CourseDirectory(config=course_config(root))
 
 
 def step_dir(coursedir, step: str, student: str, assignment: str) -> Path:
@@ -193,15 +197,18 @@ def template_gradebook(coursedir, assignment: str, dest) -> Path:
 
 
 def run_nbgrader_autograde(coursedir, assignment: str, student: str, template_db: Path, result_file: Path,
-                           timeout: float = 3600, execute: bool = True) -> dict:
-    """``nbgrader autograde`` of one submission in a scratch course; the autograded copy is moved into the
-    course's autograded/ folder. Returns nbgrader's records for ``record`` (``{"error": ...}`` on failure).
+                           execute: bool = True) -> dict:
+    """``nbgrader autograde`` of one submission in a scratch course; the autograded copy (its hidden cells
+    showing the trusted report) is moved into the course's autograded/ folder. Returns nbgrader's records
+    for ``record``, or ``{"error": ...}``.
 
-    The scratch course keeps the kernel away from the course's gradebook and other learners' files
-    (it runs in scratch/autograded/<student>/<assignment>). With ``execute=False`` no kernel starts: the
-    hidden cells get the trusted report as their output and the other cells stay without outputs.
+    nbgrader runs in this process, as its formgrader runs it (``NbGraderAPI.autograde``): the learner's
+    code runs only in the kernel it starts, here in scratch/autograded/<student>/<assignment>, away from
+    the course's gradebook and other learners' files. With ``execute=False`` no kernel starts: the hidden
+    cells get the trusted report as their outputs and the other cells stay without outputs.
     """
     from nbgrader.api import Gradebook
+    from nbgrader.apps import NbGraderAPI
 
     with tempfile.TemporaryDirectory(prefix="autograde-") as tmp:
         scratch = Path(tmp)
@@ -211,27 +218,35 @@ def run_nbgrader_autograde(coursedir, assignment: str, student: str, template_db
             shutil.copytree(src, scratch / src.relative_to(root), ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
         db = scratch / "gradebook.db"
         shutil.copy(template_db, db)
-        env = dict(os.environ, **{TRUSTED_RESULT_ENV: str(result_file)})
-        # nbgrader runs alembic by name: the one next to this Python
-        env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
-        cmd = [sys.executable, "-m", "nbgrader", "autograde", assignment, f"--student={student}", "--force",
-               "--create", f"--CourseDirectory.root={scratch}", f"--CourseDirectory.db_url=sqlite:///{db}",
-               "--log-level=WARN"]
+        config = course_config(root)
+        config.CourseDirectory.root = str(scratch)
+        config.CourseDirectory.db_url = f"sqlite:///{db}"
+        config.NbGraderAPI.log_level = "WARN"
         if not execute:
-            cmd.append("--Autograde.autograde_preprocessors=" + json.dumps(NO_EXECUTE_PREPROCESSORS))
-        try:
-            run = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=timeout,
-                                 stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired:
-            return {"error": f"nbgrader autograde did not finish within {timeout:.0f} s"}
+            config.Autograde.autograde_preprocessors = NO_EXECUTE_PREPROCESSORS
+        with _environ(**{TRUSTED_RESULT_ENV: str(result_file)}):  # the kernel inherits it
+            run = NbGraderAPI(config=config).autograde(assignment, student, force=True, create=True)
         produced = scratch / step_dir(coursedir, "autograded", student, assignment).relative_to(root)
-        if run.returncode != 0 or not produced.exists():
-            return {"error": f"nbgrader autograde failed (exit {run.returncode}): "
-                             + (run.stdout[-1500:] + run.stderr[-1500:]).strip()}
+        if not run["success"] or not produced.exists():
+            return {"error": "nbgrader autograde failed: " + (run.get("error") or run.get("log") or "")[-3000:]}
         _rewrite_hidden_outputs(produced, result_file)
         _replace_dir(produced, step_dir(coursedir, "autograded", student, assignment))
         with Gradebook(f"sqlite:///{db}", coursedir.course_id) as gb:
             return _submission_records(gb.find_submission(assignment, student))
+
+
+@contextlib.contextmanager
+def _environ(**values):
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 # Autograde without a kernel: nbgrader's own list with Execute replaced by the trusted report.
@@ -246,7 +261,6 @@ NO_EXECUTE_PREPROCESSORS = [
 def trusted_outputs(cell, notebook_name: str, result_file) -> bool:
     """Give a hidden grading cell the trusted report as its outputs (whatever the kernel printed there,
     the feedback shows what was graded outside it). Returns whether the cell is one."""
-    import contextlib
     import io
 
     from nbformat.v4 import new_output
@@ -268,10 +282,13 @@ def trusted_outputs(cell, notebook_name: str, result_file) -> bool:
 
 def _trusted_outputs_class():
     from nbconvert.preprocessors import Preprocessor
+    from traitlets import Bool
 
     class TrustedOutputs(Preprocessor):
         """Stand-in for nbgrader's Execute (``--no-execute``): no kernel; the hidden grading cells get
         the trusted report as their outputs, the other cells none."""
+
+        enabled = Bool(True)
 
         def preprocess_cell(self, cell, resources, index):
             trusted_outputs(cell, resources["nbgrader"]["notebook"], os.environ[TRUSTED_RESULT_ENV])

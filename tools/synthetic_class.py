@@ -1,18 +1,20 @@
 """A synthetic class for batch grading, and its throughput on this machine's GPUs.
 
     python -m tools.synthetic_class OUT_DIR [--assignments 03_triton_basics,04_fused_softmax]
-                                    [--students 12] [--gpus 1,2] [--quick] [--no-execute]
+                                    [--per-worker 4] [--gpus 1,2] [--quick] [--no-execute]
 
-Builds an nbgrader course (in a temporary folder; logs and class reports go to OUT_DIR) from the course's own solutions: generate_assignment, then
-``--students`` submissions per assignment that cycle through four kinds of learner:
+Builds an nbgrader course (in a temporary folder; logs and class reports go to OUT_DIR) from the
+course's own solutions: generate_assignment, then submissions that cycle through four kinds of learner:
 - ``solution``: the source notebook, every exercise solved;
 - ``untouched``: the released notebook as handed out (every exercise raises NotImplementedError);
 - ``partial``: the solution with its last exercise wrong (outputs off by 1%);
 - ``patcher``: the released notebook plus a cell that replaces ``autograder.nbgrader.grade`` with a
   function returning full points (the gradebook must still record 0).
-Then it grades the class with ``python -m autograder batch`` once per entry of ``--gpus`` (each run
-regrades everything, ``--force``, with that many workers: one GPU each, or CPU workers without a GPU)
-and prints submissions per minute and the recorded points of each kind of learner.
+Then it grades with ``python -m autograder batch`` once per entry of ``--gpus``: N workers (one GPU each,
+or CPU workers without a GPU) grade the first N x ``--per-worker`` students (``--force``), so every
+run has the same mix of learners and the same work per GPU: perfect scaling keeps the time equal and
+multiplies submissions per minute by N. Prints submissions per minute and the recorded points of each
+kind of learner.
 """
 from __future__ import annotations
 
@@ -127,7 +129,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m tools.synthetic_class", description=__doc__.split("\n\n")[0])
     p.add_argument("out", type=Path)
     p.add_argument("--assignments", default="03_triton_basics,04_fused_softmax")
-    p.add_argument("--students", type=int, default=12)
+    p.add_argument("--per-worker", type=int, default=4, help="submissions per worker in each run (default 4: "
+                   "one learner of each kind)")
     p.add_argument("--gpus", default="1,2", help="worker counts to measure, comma-separated")
     p.add_argument("--quick", action="store_true")
     p.add_argument("--no-execute", action="store_true")
@@ -139,31 +142,35 @@ def main(argv=None) -> int:
     if course.exists():
         shutil.rmtree(course)
     t0 = time.perf_counter()
+    counts = [int(x) for x in args.gpus.split(",")]
     make_course(course, assignments)
-    kinds = make_class(course, assignments, args.students)
+    kinds = make_class(course, assignments, max(counts) * args.per_worker)
     print(f"course with {len(kinds)} students x {len(assignments)} assignments built in "
           f"{time.perf_counter() - t0:.0f} s: {course}", flush=True)
     rows = []
-    for n in [int(x) for x in args.gpus.split(",")]:
+    for n in counts:
+        students = sorted(kinds)[:n * args.per_worker]
         for a in assignments:
             cmd = [sys.executable, "-m", "autograder", "batch", a, "--course", str(course), "--workers", str(n),
                    "--force", "--report", str(args.out / f"report-{a}-{n}")]
+            cmd += [f"--student={s}" for s in students]
             cmd += ["--quick"] * args.quick + ["--no-execute"] * args.no_execute
             t0 = time.perf_counter()
             run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=_env())
             seconds = time.perf_counter() - t0
             (args.out / f"batch-{a}-{n}.log").write_text(run.stdout + run.stderr)
             points = recorded_points(course, a)
-            by_kind = {k: sorted({points.get(s) for s, kk in kinds.items() if kk == k}, key=str) for k in KINDS}
+            by_kind = {k: sorted({points.get(s) for s in students if kinds[s] == k}, key=str) for k in KINDS}
             where = next((line for line in run.stdout.splitlines() if "submissions graded" in line), "")
-            rows.append({"workers": n, "assignment": a, "exit": run.returncode, "seconds": round(seconds, 1),
-                         "per_minute": round(60 * len(kinds) / seconds, 2), "points": by_kind, "run": where})
+            rows.append({"workers": n, "assignment": a, "submissions": len(students), "exit": run.returncode,
+                         "seconds": round(seconds, 1), "per_minute": round(60 * len(students) / seconds, 2),
+                         "points": by_kind, "run": where})
             print(json.dumps(rows[-1]), flush=True)
     print(f"\n{'workers':>7} {'assignment':<18}{'subs':>5}{'seconds':>9}{'subs/min':>10}  points by kind "
           "(solution / untouched / partial / patcher)")
     for r in rows:
         pts = " / ".join(",".join(f"{x:g}" if x is not None else "-" for x in r["points"][k]) for k in KINDS)
-        print(f"{r['workers']:>7} {r['assignment']:<18}{len(kinds):>5}{r['seconds']:>9.0f}{r['per_minute']:>10.2f}  "
+        print(f"{r['workers']:>7} {r['assignment']:<18}{r['submissions']:>5}{r['seconds']:>9.0f}{r['per_minute']:>10.2f}  "
               f"{pts}{'' if r['exit'] == 0 else '  (exit ' + str(r['exit']) + ')'}")
     (args.out / "throughput.json").write_text(json.dumps(rows, indent=2))
     return 0 if all(r["exit"] == 0 for r in rows) else 1
