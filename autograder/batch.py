@@ -37,7 +37,7 @@ def grade_task(task: dict) -> dict:
     timeout, jobs, execute. Returns the outcome that ``finish`` records.
     """
     from autograder.grading import grade_submission
-    from autograder.report import write_json_atomic
+    from measure.files import write_json_atomic
     from autograder.submission import SubmissionError
 
     coursedir = gradebook.course_directory(task["root"])
@@ -128,7 +128,7 @@ class ClassRun:
 
     def finish(self, outcome: dict) -> dict:
         """The result file first (atomically: nothing half-written survives a crash), then the gradebook."""
-        from autograder.report import write_json_atomic
+        from measure.files import write_json_atomic
 
         write_json_atomic(self.result_path(outcome["student"]), outcome)
         return self._record(outcome)
