@@ -314,13 +314,17 @@ def main(args) -> int:
 def _batch(run: ClassRun, args, quick):
     from distributed import Client
 
-    tasks = run.tasks(quick=quick, timeout=args.timeout, jobs=1, execute=args.execute)
-    if not tasks:
+    if not run.todo:
         return [], [], "no cluster (nothing to grade)"
+    options = {"quick": quick, "timeout": args.timeout, "execute": args.execute}
     if args.scheduler:
         with Client(args.scheduler) as client:
             n = len(client.scheduler_info()["workers"])
-            return (*run_on_dask(run, tasks, client), f"the Dask cluster at {args.scheduler} ({n} workers)")
+            done, failed = run_on_dask(run, run.tasks(jobs=1, **options), client)
+            return done, failed, f"the Dask cluster at {args.scheduler} ({n} workers)"
     cluster, where = local_cluster(args.workers)
     with cluster, Client(cluster) as client:
-        return (*run_on_dask(run, tasks, client), where)
+        # the cores left over by the workers go to each task's exercise workers (when nothing is timed)
+        jobs = max(1, (os.cpu_count() or 1) // max(1, len(cluster.workers)))
+        done, failed = run_on_dask(run, run.tasks(jobs=jobs, **options), client)
+        return done, failed, where

@@ -171,6 +171,71 @@ def test_class_report_writes_csv_plots_and_a_leaderboard(tmp_path):
     assert page.index("&lt;ann&gt;") < page.index("bob") < page.index("cy")  # ranked by speedup
 
 
+def _mini_course(tmp_path, template, students):
+    """A course whose assignment ``hw`` matches the fixture's gradebook, with a submission per student."""
+    coursedir, layout = _course_with_assignment(tmp_path, template)
+
+    def cell(grade_id, src):
+        return {"cell_type": "code", "source": src, "outputs": [], "execution_count": None,
+                "metadata": {"nbgrader": {"grade": True, "solution": False, "grade_id": grade_id, "points": 10}}}
+
+    nb = {"cells": [cell("softmax-hidden", "grade('softmax', 'hw.ipynb')"),
+                    cell("online-hidden", "grade('online_softmax', 'hw.ipynb')"), cell("plain-test", "assert True")],
+          "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    for folder in [tmp_path / "source" / "hw"] + [tmp_path / "submitted" / s / "hw" for s in students]:
+        folder.mkdir(parents=True)
+        (folder / "hw.ipynb").write_text(json.dumps(nb))
+    return coursedir, layout
+
+
+def _outcome(coursedir, student, score):
+    return {"assignment": "hw", "student": student, "nbgrader": None,
+            "fingerprint": gradebook.submission_fingerprint(coursedir, "hw", student),
+            "notebooks": {"hw": _result("softmax", score, 10)}}
+
+
+def test_a_result_saved_before_a_crash_is_recorded_by_the_next_run_without_grading(tmp_path, _assignment_gradebook):
+    from autograder.batch import ClassRun
+
+    coursedir, _ = _mini_course(tmp_path, _assignment_gradebook, ["ann", "bob"])
+    results = tmp_path / "autograder_results" / "hw"
+    results.mkdir(parents=True)
+    # the run died after writing ann's result file, before her gradebook record
+    (results / "ann.json").write_text(json.dumps(_outcome(coursedir, "ann", 0.4)))
+    run = ClassRun(tmp_path, "hw")
+    assert (run.recovered, run.todo, run.skipped) == (["ann"], ["bob"], [])
+    assert _scores(coursedir, "ann")[1] == pytest.approx(4.0)
+    again = ClassRun(tmp_path, "hw")
+    assert (again.recovered, again.todo, again.skipped) == ([], ["bob"], ["ann"])
+    assert ClassRun(tmp_path, "hw", force=True).todo == ["ann", "bob"]
+    with pytest.raises(gradebook.CourseError, match="no submission of hw by cy"):
+        ClassRun(tmp_path, "hw", students=["cy"])
+
+
+def test_dask_tasks_are_recorded_as_they_finish_and_a_failing_one_costs_only_itself(tmp_path, _assignment_gradebook,
+                                                                                    monkeypatch):
+    from distributed import Client, LocalCluster
+
+    from autograder import batch
+
+    coursedir, _ = _mini_course(tmp_path, _assignment_gradebook, ["ann", "bob", "cy"])
+
+    def fake_grade_task(task):  # stands in for the grading (in-process workers see this patch)
+        if task["student"] == "bob":
+            raise RuntimeError("worker lost")
+        return _outcome(coursedir, task["student"], 0.5)
+
+    monkeypatch.setattr(batch, "grade_task", fake_grade_task)
+    run = batch.ClassRun(tmp_path, "hw")
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster, \
+            Client(cluster) as client:
+        done, failed = batch.run_on_dask(run, run.tasks(), client, progress=False)
+    assert sorted(o["student"] for o in done) == ["ann", "cy"]
+    assert failed == [("bob", "RuntimeError: worker lost")]
+    assert _scores(coursedir, "cy")[1] == pytest.approx(5.0)
+    assert batch.ClassRun(tmp_path, "hw").todo == ["bob"]  # the next run grades only what is missing
+
+
 def _visible_gpu():
     return os.environ.get("CUDA_VISIBLE_DEVICES")
 

@@ -5,7 +5,8 @@
 For each notebook (default: the solutions of 03 and 04) it measures, in seconds:
 - ``start``: a fresh Python that imports what a grading worker imports (torch, triton, course, autograder);
 - ``exec``: the submission's graded cells executed in such a process (the rest of its work);
-- per exercise: the worker's wall time, the case count, the references made in the grading process;
+- per exercise: its grading's wall time (worker, cases, judging), the case count, the references
+  made in the grading process;
 - ``grade``: ``grade_submission`` end to end with ``--jobs`` workers at a time (1 = one after another);
 - with ``--execute``: the notebook executed by nbclient as nbgrader autograde does, once with the hidden
   cells grading (the old way, everything graded inside the run) and once with them printing an
@@ -28,7 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT = [ROOT / "solutions" / nb / f"{nb}.ipynb" for nb in ("03_triton_basics", "04_fused_softmax")]
-WORKER_IMPORTS = "import course, torch, triton; from autograder import legality, probes; from autograder.specs import get"
+WORKER_IMPORTS = "import course, torch, triton; from autograder import worker, runner; from autograder.specs import get"
 
 
 def _python(code: str, cwd) -> float:
@@ -52,32 +53,31 @@ def worker_parts(notebook: Path) -> dict:
 
 
 def timed_grading(notebook: Path, jobs: int | None, quick: bool) -> dict:
-    """grade_submission with its workers and reference-making timed from here."""
-    from autograder import grading
+    """grade_submission with each exercise (its worker, cases and judging) and its references timed."""
+    from autograder import grading, runner
 
     spent = {}
-    run_worker, make_plan = grading.run_worker, grading.make_plan
+    grade_exercise, make_plan = grading.grade_exercise, runner.make_plan
 
-    def timed_run_worker(job, workdir, timeout_s, cwd=None):
-        run = run_worker(job, workdir, timeout_s, cwd)
-        spent.setdefault(job["exercise"], {})["worker"] = run.seconds
-        spent[job["exercise"]]["cases"] = len(job["cases"])
-        return run
+    def timed_grade_exercise(spec, *args, **kwargs):
+        t0 = time.perf_counter()
+        result = grade_exercise(spec, *args, **kwargs)
+        spent.setdefault(spec.id, {})["worker"] = time.perf_counter() - t0
+        return result
 
     def timed_make_plan(spec, q, seed):
         t0 = time.perf_counter()
         plan = make_plan(spec, q, seed)
-        spent.setdefault(spec.id, {})["references"] = time.perf_counter() - t0
+        spent.setdefault(spec.id, {}).update(references=time.perf_counter() - t0, cases=len(plan))
         return plan
 
-    grading.run_worker, grading.make_plan = timed_run_worker, timed_make_plan
+    grading.grade_exercise, runner.make_plan = timed_grade_exercise, timed_make_plan
     try:
         t0 = time.perf_counter()
-        kwargs = {"jobs": jobs} if "jobs" in grading.grade_submission.__code__.co_varnames else {}
-        result = grading.grade_submission(notebook, quick=quick, **kwargs)
+        result = grading.grade_submission(notebook, quick=quick, jobs=jobs)
         total = time.perf_counter() - t0
     finally:
-        grading.run_worker, grading.make_plan = run_worker, make_plan
+        grading.grade_exercise, runner.make_plan = grade_exercise, make_plan
     return {"grade": total, "exercises": spent, "result": result}
 
 
@@ -159,7 +159,7 @@ def main(argv=None) -> int:
         rows.append(row)
         print(json.dumps(row, default=lambda x: round(x, 2)), flush=True)
     print(f"\n{course.describe()}, {os.cpu_count()} cores, quick={args.quick}")
-    print(f"{'notebook':<18}{'start':>7}{'exec':>7}  {'per exercise: worker s (cases, refs s)':<52}"
+    print(f"{'notebook':<18}{'start':>7}{'exec':>7}  {'per exercise: s (cases, refs s)':<52}"
           + "".join(f"{'grade j=' + str(j or 'auto'):>13}" for j in jobs_list)
           + (f"{'nb (old)':>10}{'nb (trusted)':>14}" if args.execute else ""))
     for r in rows:
