@@ -305,8 +305,8 @@ def main(args) -> int:
         from autograder import class_report
 
         report_dir = Path(args.report) if args.report else run.root / "reports" / run.assignment
-        paths = class_report.write_report(run.results_dir, report_dir, run.assignment,
-                                          students=run.students)
+        everyone = gradebook.submitted_students(run.coursedir, run.assignment)  # the class, not just this run
+        paths = class_report.write_report(run.results_dir, report_dir, run.assignment, students=everyone)
         print(f"class report: {paths['html']} ({paths['csv'].name}, plots)")
     return 1 if failed else 0
 

@@ -136,7 +136,9 @@ def leaderboard_html(table: list[dict], title: str, images: list[str]) -> str:
              "margin-bottom:2em}td,th{padding:.2em .8em;border-bottom:1px solid #ddd;text-align:right}"
              "td:nth-child(2),th:nth-child(2){text-align:left}.no{color:#b00}</style></head><body>",
              f"<h1>{e(title)}</h1><p>{len(students)} learners graded. Speedup: the learner's kernel against the "
-             "exercise's baseline, timed in the same run on the grading GPU (higher is faster).</p>"]
+             "exercise's baseline, timed in the same run on the grading GPU (higher is faster)."
+             + ("" if any(r["speedup"] is not None for r in table) else
+                " None here: this class was graded without a GPU, where performance is not graded.") + "</p>"]
     parts += [f"<img src='{e(img)}' alt='{e(img)}' style='max-width:100%'>" for img in images]
     for exercise, rs in _by_exercise(table).items():
         ranked = sorted(rs, key=lambda r: (r["speedup"] is None, -(r["speedup"] or 0), -r["score"], r["student"]))

@@ -275,10 +275,15 @@ def test_batch_grades_a_class_on_a_local_cluster_and_the_patcher_gets_nothing(tm
     for student in ("solution", "untouched", "patcher"):
         submit(course, a, student, learner_notebook(course, a, student))
 
-    out = _cli(course, "batch", a, "--workers", "2", "--quick", "--no-execute")
+    out = _cli(course, "batch", a, "--workers", "2", "--quick")
     assert "LocalCluster, 2" in out
     full = {e.id: e.correctness_points for e in specs.for_notebook(a)}  # no GPU: performance points are 0
     assert recorded_points(course, a) == {"solution": sum(full.values()), "untouched": 0, "patcher": 0}
+    result = json.loads((course / "autograder_results" / a / "patcher.json").read_text())
+    kernel_claims = result["nbgrader"]["notebooks"][a]["grades"]
+    assert sum(kernel_claims.values()) == sum(e.points for e in specs.for_notebook(a))  # the patch worked in there
+    autograded = (course / "autograded" / "patcher" / a / f"{a}.ipynb").read_text()
+    assert "Graded outside this notebook's kernel" in autograded  # the copy shows the trusted report
     report = course / "reports" / a
     assert {p.name for p in report.iterdir()} >= {"scores.csv", "scores.png", "speedups.png", "leaderboard.html"}
     assert len(list(csv.DictReader((report / "scores.csv").open()))) == 3 * len(full)
@@ -288,15 +293,10 @@ def test_batch_grades_a_class_on_a_local_cluster_and_the_patcher_gets_nothing(tm
     assert "already graded, skipped" in out and "submissions graded" not in out
     assert (course / "autograder_results" / a / "solution.json").stat().st_mtime_ns == mtime
 
-    # --force regrades; this time nbgrader runs the notebook, and the patch takes effect in its kernel
-    out = _cli(course, "autograde", a, "--student", "patcher", "--force", "--quick")
-    assert "1 submissions graded" in out
-    result = json.loads((course / "autograder_results" / a / "patcher.json").read_text())
-    kernel_claims = result["nbgrader"]["notebooks"][a]["grades"]
-    assert sum(kernel_claims.values()) == sum(e.points for e in specs.for_notebook(a))  # full points in there
-    assert recorded_points(course, a)["patcher"] == 0
-    autograded = (course / "autograded" / "patcher" / a / f"{a}.ipynb").read_text()
-    assert "Graded outside this notebook's kernel" in autograded  # the copy shows the trusted report
+    # --force regrades (this time without running the notebook: no kernel at all)
+    out = _cli(course, "autograde", a, "--student", "patcher", "--force", "--quick", "--no-execute")
+    assert "1 submissions graded" in out and recorded_points(course, a)["patcher"] == 0
+    assert (course / "autograder_results" / a / "solution.json").stat().st_mtime_ns == mtime
 
     nbgrader(course, "generate_feedback", a)
     nbgrader(course, "export")
