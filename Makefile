@@ -52,4 +52,4 @@ bench: venv
 	$(BIN)/python -m kernels_ref.bench $(BENCH_ARGS)
 
 clean-nbgrader:
-	rm -rf submitted autograded feedback source_with_tests gradebook.db
+	rm -rf submitted autograded feedback source_with_tests gradebook.db autograder_results reports

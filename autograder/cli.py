@@ -1,4 +1,5 @@
-"""``python -m autograder list`` and ``python -m autograder grade PATH [--exercise ID ...] [--json FILE]``.
+"""``python -m autograder list`` and ``python -m autograder grade PATH [--exercise ID ...] [--json FILE]``;
+``autograde`` and ``batch`` grade a class into nbgrader's gradebook (autograder.batch).
 
 Exit codes: 0 whenever grading ran (whatever the score); 2 with a one-line message for unusable input
 (missing file, not a notebook, invalid JSON, syntax error, unknown exercise).
@@ -19,6 +20,9 @@ def _parser():
     g.add_argument("--json", metavar="FILE", help="also write the results as JSON (atomically)")
     g.add_argument("--quick", action="store_true", help="fewer, smaller cases (for tests)")
     g.add_argument("--timeout", type=float, help="seconds per exercise (default: the exercise's own)")
+    from autograder.batch import add_commands
+
+    add_commands(sub)
     return p
 
 
@@ -31,6 +35,10 @@ def main(argv=None) -> int:
         for e in specs.EXERCISES.values():
             print(f"{e.id:<24}{e.notebook:<22}{e.points:>7g}  ({e.correctness_points:g} + {e.performance_points:g})")
         return 0
+    if args.command in ("autograde", "batch"):
+        from autograder import batch
+
+        return batch.main(args)
     from autograder.grading import grade_submission
     from autograder.report import render_text, to_json, write_json_atomic
     from autograder.submission import SubmissionError

@@ -57,34 +57,62 @@ def select_exercises(sub: Submission, exercise_ids) -> list:
 
 
 def grade_submission(path, exercise_ids=None, quick: bool | None = None, timeout: float | None = None,
-                     progress: bool = False) -> dict:
+                     progress: bool = False, jobs: int | None = None) -> dict:
     sub = load(path) if not isinstance(path, Submission) else path
     chosen = select_exercises(sub, exercise_ids)
     if quick is None:
         quick = os.environ.get("AUTOGRADER_QUICK", "") not in ("", "0")
     import course
 
-    results = []
-    iterator = chosen
-    if progress:
-        from tqdm.auto import tqdm
-
-        iterator = tqdm(chosen, desc="grading", unit="exercise", leave=False)
     with tempfile.TemporaryDirectory(prefix="autograder-") as tmp:
         source_file = sub.write(Path(tmp))
-        for spec in iterator:
+
+        def grade_one(spec):
             workdir = Path(tmp) / spec.id
             workdir.mkdir()
             try:
-                results.append(grade_exercise(spec, sub, source_file, workdir, quick,
-                                              timeout if timeout is not None else default_timeout(spec)))
+                return grade_exercise(spec, sub, source_file, workdir, quick,
+                                      timeout if timeout is not None else default_timeout(spec))
             except Exception as exc:  # noqa: BLE001  (a grader bug costs this exercise, loudly)
-                results.append(_result(spec, False, None, 0.0, [],
-                                       [f"internal grader error: {type(exc).__name__}: {exc}",
-                                        traceback.format_exc(limit=3)], []))
+                return _result(spec, False, None, 0.0, [],
+                               [f"internal grader error: {type(exc).__name__}: {exc}",
+                                traceback.format_exc(limit=3)], [])
+
+        results = _map_exercises(grade_one, chosen, concurrent_workers(chosen, jobs), progress)
     return {"submission": str(sub.path), "device": course.describe(), "exercises": results,
             "total": round(sum(r["score"] * r["points"] for r in results), 6),
             "max_total": sum(r["points"] for r in results)}
+
+
+def concurrent_workers(chosen, jobs: int | None = None) -> int:
+    """How many exercise workers may run at once: one while any exercise is timed on the GPU (a second
+    worker would share the GPU inside the timed window), else one per core (``AUTOGRADER_JOBS`` or
+    ``jobs`` override). Each exercise still gets its own fresh process."""
+    import course
+
+    if any(timing.should_time(course.ON_GPU, spec.performance)[0] for spec in chosen):
+        return 1
+    if jobs is None and os.environ.get("AUTOGRADER_JOBS"):
+        jobs = int(os.environ["AUTOGRADER_JOBS"])
+    return max(1, min(len(chosen), jobs if jobs else (os.cpu_count() or 1)))
+
+
+def _map_exercises(grade_one, chosen, workers: int, progress: bool) -> list:
+    """Results in the order of ``chosen``; the workers (subprocesses) run ``workers`` at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tqdm.auto import tqdm
+
+    with tqdm(total=len(chosen), desc="grading", unit="exercise", leave=False, disable=not progress) as bar:
+        def tick(spec):
+            result = grade_one(spec)
+            bar.update()
+            return result
+
+        if workers == 1:
+            return [tick(spec) for spec in chosen]
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            return list(pool.map(tick, chosen))
 
 
 def _result(spec, correct, perf, perf_credit, violations, feedback, cases) -> dict:

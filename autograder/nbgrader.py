@@ -5,11 +5,17 @@ grade`` does), prints the report to stdout only (nbgrader zeroes a test cell tha
 never raises, and returns a float in [0, the exercise's points]: nbgrader reads the cell's value as
 partial credit, gives *full* credit for a negative or unparsable value and crashes on one above the
 cell's points, so the value is clamped and NaN becomes 0.
+
+Its value is trusted only as far as the learner's kernel is: a cell can replace this function. The
+course's own ``python -m autograder autograde``/``batch`` grade outside the kernel and set
+``AUTOGRADER_TRUSTED_RESULT`` for nbgrader's run, which makes this call print the report already graded
+(for feedback) instead of grading again; the gradebook gets the trusted score (autograder.gradebook).
 """
 from __future__ import annotations
 
 import contextlib
 import math
+import os
 import sys
 import warnings
 
@@ -33,6 +39,11 @@ def grade(exercise_id: str, notebook_path: str, quick: bool | None = None, timeo
             from autograder.grading import grade_submission
             from autograder.report import render_text
 
+            trusted = os.environ.get("AUTOGRADER_TRUSTED_RESULT")
+            if trusted:
+                from autograder.gradebook import trusted_feedback
+
+                return trusted_feedback(exercise_id, notebook_path, trusted)
             max_points = specs.get(exercise_id).points
             result = grade_submission(notebook_path, [exercise_id], quick=quick, timeout=timeout)
             ex = result["exercises"][0]

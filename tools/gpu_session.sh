@@ -2,9 +2,10 @@
 # Named stages on a GPU machine, in one call from the repository root:
 #   bash tools/gpu_session.sh STAGE [STAGE ...]
 # Stages: env | kernel-tests | bench | bench-quick | bench-matmul | gpu-tests | notebooks | autograde |
-#         autograder-check | sandbox
+#         autograder-check | sandbox | batch-throughput
 # OPS=a,b limits bench-quick to those ops; ASSIGNMENTS=05_layer_norm,... limits notebooks and autograde;
-# ONLY=label,... limits autograder-check to those submissions.
+# ONLY=label,... limits autograder-check to those submissions. batch-throughput needs dask in .whl/ too:
+# bash ../shared/tools/gpu-wheels.sh "dask[distributed]==2026.8.0"
 # Carried wheels (.whl, e.g. nbgrader and nbclient for a GPU image that has only torch and triton) are
 # installed first. Everything lands in one run folder laid out like results/ (results/README.md):
 # results/<gpu>-<date>/ with bench-quick.json and its plots, calibration.json, autograder/ (the grader's
@@ -73,6 +74,11 @@ for stage in "$@"; do
         # Without bubblewrap on the image, a bwrap binary carried in .whl/ (cp /usr/bin/bwrap .whl/) is used.
         sandbox) bw=${AUTOGRADER_BWRAP:-$(command -v bwrap || { [ -x .whl/bwrap ] && echo "$PWD/.whl/bwrap"; })}
                  AUTOGRADER_BWRAP=$bw run_logged sandbox python3 -m autograder.sandbox ;;
+        # a synthetic class graded by `python -m autograder batch`: 4 submissions on 1 GPU, 8 on 2
+        # (submissions/minute); BATCH_ASSIGNMENTS, BATCH_PER_GPU and BATCH_FLAGS (e.g. --no-execute) size it
+        batch-throughput) TAIL=30 run_logged batch-throughput python3 -m tools.synthetic_class "$RES/batch" \
+            --assignments "${BATCH_ASSIGNMENTS:-03_triton_basics}" --per-worker "${BATCH_PER_GPU:-4}" --gpus 1,2 \
+            ${BATCH_FLAGS:-} ;;
         *) note "unknown stage: $stage" ;;
     esac
 done

@@ -1,0 +1,330 @@
+"""Grade a class: every submission of an assignment, scores from outside the learner's kernel.
+
+    python -m autograder autograde ASSIGNMENT [--student S ...] [--force]       # here, one at a time
+    python -m autograder batch ASSIGNMENT [--scheduler ADDRESS] [--workers N] [--force]   # on Dask
+
+Both grade each ``submitted/<student>/<assignment>/`` with ``grade_task`` (autograder.gradebook says
+what it trusts and why) and write the result from this process only: atomically to the results folder
+(``autograder_results/<assignment>/<student>.json``), then into the gradebook. A re-run skips a
+submission whose result is recorded for the same submitted files (``--force`` regrades), so a crashed
+run resumes where it stopped and loses at most the submissions being graded when it died.
+
+``batch`` runs each submission as a Dask task, one GPU per task: an embedded cluster with one worker per
+visible GPU (dask-cuda's LocalCUDACluster when installed, else a LocalCluster whose workers are each
+pinned to one GPU by CUDA_VISIBLE_DEVICES), or one single-threaded worker process per core without a
+GPU; ``--scheduler ADDRESS`` uses a running cluster instead (workers started with ``--nthreads 1
+--resources GPU=1`` on a filesystem that holds the course, e.g. by dask-jobqueue on Slurm). The run
+ends with the class report (autograder.class_report).
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import tempfile
+import time
+from pathlib import Path
+
+from autograder import gradebook
+from autograder.gradebook import CourseError
+
+
+# ------------------------------------------------------------------------------------ one submission
+def grade_task(task: dict) -> dict:
+    """Grade one submission wherever this runs (a Dask worker, or here); write nothing to the gradebook.
+
+    ``task``: root, assignment, student, layout ({notebook: {grade_id: exercise}}), template_db, quick,
+    timeout, jobs, execute. Returns the outcome that ``finish`` records.
+    """
+    from autograder.grading import grade_submission
+    from measure.files import write_json_atomic
+    from autograder.submission import SubmissionError
+
+    coursedir = gradebook.course_directory(task["root"])
+    assignment, student = task["assignment"], task["student"]
+    folder = gradebook.step_dir(coursedir, "submitted", student, assignment)
+    outcome = {"assignment": assignment, "student": student,
+               "fingerprint": gradebook.submission_fingerprint(coursedir, assignment, student),
+               "host": socket.gethostname(), "gpu": os.environ.get("CUDA_VISIBLE_DEVICES"),
+               "notebooks": {}, "seconds": {}}
+    start = time.perf_counter()
+    for name, cells in task["layout"].items():
+        path = folder / f"{name}.ipynb"
+        if not path.exists() or not cells:
+            continue
+        try:
+            result = grade_submission(path, list(dict.fromkeys(cells.values())), quick=task.get("quick"),
+                                      timeout=task.get("timeout"), jobs=task.get("jobs"))
+        except SubmissionError as exc:
+            result = {"submission": str(path), "error": str(exc), "exercises": [], "total": 0.0,
+                      "max_total": None}
+        outcome["notebooks"][name] = gradebook.plain_json(result)
+    outcome["seconds"]["grading"] = round(time.perf_counter() - start, 2)
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="trusted-") as tmp:
+        result_file = Path(tmp) / "result.json"
+        write_json_atomic(result_file, outcome)  # what the hidden cells print as feedback
+        outcome["nbgrader"] = gradebook.run_nbgrader_autograde(
+            coursedir, assignment, student, Path(task["template_db"]), result_file,
+            execute=task.get("execute", True))
+    outcome["seconds"]["nbgrader"] = round(time.perf_counter() - start, 2)
+    return outcome
+
+
+# ------------------------------------------------------------------------------------------ the class
+class ClassRun:
+    """What to grade and where its results go; ``finish`` records one outcome (only from this process)."""
+
+    def __init__(self, root, assignment: str, students=None, force: bool = False, results_dir=None):
+        self.coursedir = gradebook.course_directory(root)
+        self.root = Path(self.coursedir.root)
+        self.assignment = assignment
+        self.layout = gradebook.assignment_layout(self.coursedir, assignment)
+        submitted = gradebook.submitted_students(self.coursedir, assignment)
+        missing = sorted(set(students or []) - set(submitted))
+        if missing:
+            raise CourseError(f"no submission of {assignment} by {', '.join(missing)} under "
+                              f"{self.root / self.coursedir.submitted_directory}")
+        self.students = sorted(students) if students else submitted
+        self.results_dir = Path(results_dir) if results_dir else self.root / "autograder_results" / assignment
+        self.results_dir.mkdir(parents=True, exist_ok=True)
+        self.todo, self.skipped, self.recovered = [], [], []
+        for student in self.students:
+            state = "todo" if force else self._state(student)
+            if state == "done":
+                self.skipped.append(student)
+            elif state == "unrecorded":  # graded, but the run died before the gradebook write
+                self._record(self.load(student))
+                self.recovered.append(student)
+            else:
+                self.todo.append(student)
+
+    def result_path(self, student: str) -> Path:
+        return self.results_dir / f"{student}.json"
+
+    def load(self, student: str) -> dict:
+        return json.loads(self.result_path(student).read_text(encoding="utf-8"))
+
+    def _state(self, student: str) -> str:
+        path = self.result_path(student)
+        if not path.exists():
+            return "todo"
+        try:
+            saved = self.load(student)
+        except (OSError, json.JSONDecodeError):
+            return "todo"
+        if saved.get("fingerprint") != gradebook.submission_fingerprint(self.coursedir, self.assignment, student):
+            return "todo"  # submitted again since
+        return "done" if gradebook.recorded(self.coursedir, self.assignment, student) else "unrecorded"
+
+    def tasks(self, quick=None, timeout=None, jobs=None, execute=True) -> list[dict]:
+        if not self.todo:
+            return []
+        template = gradebook.template_gradebook(self.coursedir, self.assignment,
+                                                self.results_dir / ".template-gradebook.db")
+        return [{"root": str(self.root), "assignment": self.assignment, "student": s, "layout": self.layout,
+                 "template_db": str(template), "quick": quick, "timeout": timeout, "jobs": jobs,
+                 "execute": execute} for s in self.todo]
+
+    def finish(self, outcome: dict) -> dict:
+        """The result file first (atomically: nothing half-written survives a crash), then the gradebook."""
+        from measure.files import write_json_atomic
+
+        write_json_atomic(self.result_path(outcome["student"]), outcome)
+        return self._record(outcome)
+
+    def _record(self, outcome: dict) -> dict:
+        outcome["recorded"] = gradebook.record(self.coursedir, outcome, self.layout)
+        return outcome
+
+
+def summary_line(outcome: dict) -> str:
+    earned = sum(v or 0.0 for v in outcome.get("recorded", {}).values())
+    exercises = [f"{ex['id']} {ex['score'] * ex['points']:.1f}/{ex['points']:g}"
+                 for nb in outcome["notebooks"].values() for ex in nb.get("exercises", [])]
+    errors = [nb["error"] for nb in outcome["notebooks"].values() if nb.get("error")]
+    nbg = (outcome.get("nbgrader") or {}).get("error")
+    secs = outcome.get("seconds", {})
+    return (f"{outcome['student']:<20} {earned:6.2f}  {', '.join(exercises) or '-'}"
+            f"  ({secs.get('grading', 0):.0f} s grading + {secs.get('nbgrader', 0):.0f} s nbgrader)"
+            + (f"  [{errors[0][:120]}]" if errors else "") + (f"  [feedback copy: {nbg[:200]}]" if nbg else ""))
+
+
+def _progress(total: int, enabled: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="grading", unit="submission", disable=not enabled or total == 0)
+
+
+def run_here(run: ClassRun, tasks: list[dict], progress: bool = True) -> tuple[list, list]:
+    """Grade one submission after another in this process (``python -m autograder autograde``)."""
+    done, failed = [], []
+    with _progress(len(tasks), progress) as bar:
+        for task in tasks:
+            try:
+                done.append(run.finish(grade_task(task)))
+            except Exception as exc:  # noqa: BLE001  (one broken submission must not stop the class)
+                failed.append((task["student"], f"{type(exc).__name__}: {exc}"))
+            bar.update()
+    return done, failed
+
+
+def run_on_dask(run: ClassRun, tasks: list[dict], client, progress: bool = True) -> tuple[list, list]:
+    """Submit every submission as a Dask task; record each result here as soon as it comes back."""
+    from distributed import as_completed
+
+    workers = client.scheduler_info()["workers"].values()
+    # One GPU per task: workers that declare a GPU resource get one task per GPU; otherwise each worker's
+    # single thread is the limit (one worker per GPU, as the embedded clusters are built).
+    resources = {"GPU": 1} if any("GPU" in w.get("resources", {}) for w in workers) else None
+    futures = {client.submit(grade_task, task, key=f"grade-{run.assignment}-{task['student']}-{os.urandom(4).hex()}",
+                             resources=resources, pure=False): task["student"] for task in tasks}
+    done, failed = [], []
+    with _progress(len(tasks), progress) as bar:
+        for future in as_completed(futures):
+            student = futures[future]
+            try:
+                done.append(run.finish(future.result()))
+            except Exception as exc:  # noqa: BLE001
+                failed.append((student, f"{type(exc).__name__}: {exc}"))
+            future.release()
+            bar.set_postfix_str(student)
+            bar.update()
+    return done, failed
+
+
+def grade_class(root, assignment: str, client=None, students=None, force: bool = False, results_dir=None,
+                progress: bool = True, **options) -> tuple[ClassRun, list, list]:
+    """Grade (and record) the submissions of ``assignment`` that are not graded yet: on ``client``'s Dask
+    cluster, or here one after another without one. ``options``: quick, timeout, jobs, execute.
+    Returns the run, the outcomes recorded and the (student, reason) that could not be graded."""
+    run = ClassRun(root, assignment, students, force, results_dir)
+    tasks = run.tasks(**options)
+    done, failed = run_on_dask(run, tasks, client, progress) if client is not None and tasks \
+        else run_here(run, tasks, progress)
+    return run, done, failed
+
+
+# --------------------------------------------------------------------------------------- the cluster
+def visible_gpus() -> list[str]:
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        return [d.strip() for d in env.split(",") if d.strip() and d.strip() != "-1"]
+    try:
+        import torch
+
+        return [str(i) for i in range(torch.cuda.device_count())]
+    except Exception:  # noqa: BLE001
+        return []
+
+
+def local_cluster(n_workers: int | None = None):
+    """One worker per visible GPU (at most ``n_workers``), or ``n_workers`` (default: one per core)
+    single-threaded worker processes without a GPU. Returns (cluster, description)."""
+    import logging
+
+    from distributed import LocalCluster, Nanny, Scheduler, SpecCluster
+
+    quiet = {"dashboard_address": ":0", "silence_logs": logging.ERROR}
+    gpus = visible_gpus()[:n_workers] if n_workers else visible_gpus()
+    if gpus:
+        try:
+            from dask_cuda import LocalCUDACluster
+
+            return (LocalCUDACluster(CUDA_VISIBLE_DEVICES=",".join(gpus), threads_per_worker=1, **quiet),
+                    f"LocalCUDACluster, {len(gpus)} GPU workers ({','.join(gpus)})")
+        except ImportError:
+            pass
+        workers = {f"gpu{g}": {"cls": Nanny, "options": {"nthreads": 1, "env": {"CUDA_VISIBLE_DEVICES": g},
+                                                         "resources": {"GPU": 1}, "silence_logs": logging.ERROR}}
+                   for g in gpus}
+        scheduler = {"cls": Scheduler, "options": {"dashboard_address": ":0"}}
+        return (SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.ERROR),
+                f"LocalCluster, {len(gpus)} workers, one GPU each ({','.join(gpus)})")
+    n = n_workers or os.cpu_count() or 1
+    return (LocalCluster(n_workers=n, threads_per_worker=1, processes=True, **quiet),
+            f"LocalCluster, {n} CPU worker processes (no GPU)")
+
+
+# ---------------------------------------------------------------------------------------------- CLI
+def add_commands(sub) -> None:
+    def common(p):
+        p.add_argument("assignment")
+        p.add_argument("--student", action="append", metavar="S", help="grade only this student (repeatable)")
+        p.add_argument("--force", action="store_true", help="regrade submissions already graded")
+        p.add_argument("--course", default=".", metavar="DIR", help="the nbgrader course directory (default: .)")
+        p.add_argument("--results", metavar="DIR", help="results folder (default: COURSE/autograder_results/ASSIGNMENT)")
+        p.add_argument("--quick", action="store_true", help="fewer, smaller cases (for tests)")
+        p.add_argument("--timeout", type=float, help="seconds per exercise (default: the exercise's own)")
+        p.add_argument("--no-execute", dest="execute", action="store_false",
+                       help="make the autograded copy without running the notebook (feedback shows the graded "
+                            "report but no other outputs; much faster)")
+
+    a = sub.add_parser("autograde", help="grade submissions in fresh workers and record them in the gradebook")
+    common(a)
+    b = sub.add_parser("batch", help="grade every submission of an assignment as Dask tasks, then a class report")
+    common(b)
+    b.add_argument("--scheduler", metavar="ADDRESS", help="a running Dask scheduler (default: a local cluster)")
+    b.add_argument("--workers", type=int, metavar="N", help="local workers (default: one per GPU, else per core)")
+    b.add_argument("--report", metavar="DIR", help="class report folder (default: COURSE/reports/ASSIGNMENT)")
+
+
+def main(args) -> int:
+    import sys
+
+    try:
+        run = ClassRun(args.course, args.assignment, args.student, args.force, args.results)
+    except CourseError as exc:
+        print(f"autograder: {exc}", file=sys.stderr)
+        return 2
+    if run.skipped:
+        print(f"already graded, skipped (--force regrades): {', '.join(run.skipped)}")
+    if run.recovered:
+        print(f"recorded from the results of an interrupted run: {', '.join(run.recovered)}")
+    quick = True if args.quick else None
+    start = time.perf_counter()
+    try:
+        if args.command == "autograde":
+            tasks = run.tasks(quick=quick, timeout=args.timeout, execute=args.execute)
+            done, failed = run_here(run, tasks)
+            where = "this machine"
+        else:
+            done, failed, where = _batch(run, args, quick)
+    except CourseError as exc:
+        print(f"autograder: {exc}", file=sys.stderr)
+        return 2
+    elapsed = time.perf_counter() - start
+    for outcome in done:
+        print(summary_line(outcome))
+    for student, why in failed:
+        print(f"{student:<20} NOT GRADED: {why}")
+    if done:
+        print(f"{len(done)} submissions graded in {elapsed:.0f} s on {where} "
+              f"({60 * len(done) / elapsed:.1f} per minute); results in {run.results_dir}")
+    if args.command == "batch":
+        from autograder import class_report
+
+        report_dir = Path(args.report) if args.report else run.root / "reports" / run.assignment
+        everyone = gradebook.submitted_students(run.coursedir, run.assignment)  # the class, not just this run
+        paths = class_report.write_report(run.results_dir, report_dir, run.assignment, students=everyone)
+        print(f"class report: {paths['html']} ({paths['csv'].name}, plots)")
+    return 1 if failed else 0
+
+
+def _batch(run: ClassRun, args, quick):
+    from distributed import Client
+
+    if not run.todo:
+        return [], [], "no cluster (nothing to grade)"
+    options = {"quick": quick, "timeout": args.timeout, "execute": args.execute}
+    if args.scheduler:
+        with Client(args.scheduler) as client:
+            n = len(client.scheduler_info()["workers"])
+            done, failed = run_on_dask(run, run.tasks(jobs=1, **options), client)
+            return done, failed, f"the Dask cluster at {args.scheduler} ({n} workers)"
+    cluster, where = local_cluster(args.workers)
+    with cluster, Client(cluster) as client:
+        # the cores left over by the workers go to each task's exercise workers (when nothing is timed)
+        jobs = max(1, (os.cpu_count() or 1) // max(1, len(cluster.workers)))
+        done, failed = run_on_dask(run, run.tasks(jobs=jobs, **options), client)
+        return done, failed, where

@@ -1,0 +1,390 @@
+"""The nbgrader score, computed outside the learner's notebook kernel (DESIGN.md, the trust model).
+
+A hidden test cell runs in the learner's kernel, where a cell can replace ``autograder.nbgrader.grade``
+with ``lambda *a: 10``: a score handed over by that cell proves nothing. So the trusted path is:
+
+1. the grading process (never the learner's) grades each submitted notebook with
+   ``grading.grade_submission`` (every exercise in its own fresh worker);
+2. nbgrader's autograde still runs (in this process, as its formgrader runs it), for the autograded
+   copy that feedback is made from, but in a scratch course (its own copy of the source, the submission and a gradebook holding only this
+   assignment) with ``AUTOGRADER_TRUSTED_RESULT`` set, so the hidden cells only print the report that
+   was already computed (``trusted_feedback``) instead of grading twice;
+3. the course's gradebook gets the submission's records (as nbgrader autograde writes them) with the
+   auto_score of every hidden grading cell taken from step 1, never from the kernel.
+
+Which hidden cell grades which exercise is read from the *source* notebook (``grade("<id>", ...)`` in
+the cell), not from the learner's copy. Only the process that calls ``record`` writes the course's
+gradebook: SQLite wants one writer, and batch grading (autograder.batch) writes from its client.
+"""
+from __future__ import annotations
+
+import ast
+import contextlib
+import datetime
+import hashlib
+import json
+import math
+import os
+import shutil
+import sqlite3
+import tempfile
+from pathlib import Path
+
+TRUSTED_RESULT_ENV = "AUTOGRADER_TRUSTED_RESULT"
+
+
+class CourseError(Exception):
+    """The course directory cannot be graded as asked (one line an instructor can act on)."""
+
+
+# ---------------------------------------------------------------------------------------------- course
+def course_config(root):
+    """The traitlets Config of the course at ``root`` (its nbgrader_config.py), root set if it is not."""
+    from traitlets.config import Config
+    from traitlets.config.loader import PyFileConfigLoader
+
+    root = Path(root).resolve()
+    config = Config()
+    if (root / "nbgrader_config.py").exists():
+        config = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
+    if not config.CourseDirectory.get("root"):
+        config.CourseDirectory.root = str(root)
+    return config
+
+
+def course_directory(root):
+    """nbgrader's CourseDirectory for the course at ``root``, configured by its nbgrader_config.py."""
+    from nbgrader.coursedir import CourseDirectory
+
+    return CourseDirectory(config=course_config(root))
+
+
+def step_dir(coursedir, step: str, student: str, assignment: str) -> Path:
+    """``root/<step>/<student>/<assignment>`` as the course's directory_structure lays it out."""
+    return Path(coursedir.format_path(getattr(coursedir, f"{step}_directory"), student, assignment))
+
+
+def submitted_students(coursedir, assignment: str) -> list[str]:
+    base = Path(coursedir.root) / coursedir.submitted_directory
+    return sorted(p.parent.name for p in base.glob(f"*/{assignment}") if p.is_dir())
+
+
+def grade_cells(notebook_path) -> dict[str, str]:
+    """{grade_id: exercise id} of the hidden cells of a (source) notebook that call ``grade("<id>", ...)``."""
+    nb = json.loads(Path(notebook_path).read_text(encoding="utf-8"))
+    cells = {}
+    for cell in nb.get("cells", []):
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if cell.get("cell_type") != "code" or not meta.get("grade") or meta.get("solution"):
+            continue
+        src = cell.get("source", "")
+        src = "".join(src) if isinstance(src, list) else src
+        exercise = _graded_exercise(src)
+        if exercise is not None:
+            cells[meta["grade_id"]] = exercise
+    return cells
+
+
+def _graded_exercise(source: str) -> str | None:
+    lines = [line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))]
+    try:
+        tree = ast.parse("\n".join(lines))
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+            if name == "grade" and isinstance(node.args[0].value, str):
+                return node.args[0].value
+    return None
+
+
+def assignment_layout(coursedir, assignment: str) -> dict[str, dict[str, str]]:
+    """{notebook name: {grade_id: exercise id}} for every source notebook of the assignment."""
+    source = step_dir(coursedir, "source", ".", assignment)
+    notebooks = sorted(source.glob("*.ipynb"))
+    if not notebooks:
+        raise CourseError(f"no source notebooks in {source}")
+    return {nb.stem: grade_cells(nb) for nb in notebooks}
+
+
+def submission_fingerprint(coursedir, assignment: str, student: str) -> dict[str, str]:
+    """sha256 of every submitted file (notebooks and timestamp.txt): a new submission changes it."""
+    folder = step_dir(coursedir, "submitted", student, assignment)
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file() and ".ipynb_checkpoints" not in p.parts}
+
+
+# ------------------------------------------------------------------------------------- trusted scores
+def trusted_points(notebook_result: dict | None, exercise: str, max_points: float) -> float:
+    """Points for one hidden cell from the grading process's result (0 if it was not graded)."""
+    from autograder.nbgrader import clamp_points
+
+    for ex in (notebook_result or {}).get("exercises", []):
+        if ex["id"] == exercise:
+            return clamp_points(ex["score"] * ex["points"], max_points)
+    return 0.0
+
+
+def plain_json(obj):
+    """Results as strict JSON: non-finite floats (a NaN max error) become None."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {str(k): plain_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [plain_json(v) for v in obj]
+    return obj if obj is None or isinstance(obj, (bool, int, str)) else str(obj)
+
+
+def trusted_feedback(exercise_id: str, notebook_path: str, result_file: str) -> float:
+    """What a hidden cell does during the trusted run: print the report graded outside this kernel.
+
+    The number it returns is for nbgrader's log only; ``record`` overwrites it with the trusted one.
+    """
+    from autograder.report import render_text
+
+    outcome = json.loads(Path(result_file).read_text(encoding="utf-8"))
+    notebooks = outcome.get("notebooks", {})
+    wanted = Path(notebook_path).stem
+    for name in [wanted] + sorted(n for n in notebooks if n != wanted):
+        result = notebooks.get(name)
+        if not result:
+            continue
+        if result.get("error"):
+            print(f"autograder: {result['error']}")
+            return 0.0
+        for ex in result["exercises"]:
+            if ex["id"] == exercise_id:
+                print("Graded outside this notebook's kernel, in fresh worker processes:\n")
+                print(render_text(dict(result, exercises=[ex], total=ex["score"] * ex["points"],
+                                       max_total=ex["points"])))
+                return trusted_points(result, exercise_id, ex["points"])
+    print(f"autograder: {exercise_id!r} was not graded for this submission")
+    return 0.0
+
+
+# --------------------------------------------------------------------------------- nbgrader's records
+def _sqlite_path(db_url: str) -> Path:
+    if not db_url.startswith("sqlite:///"):
+        raise CourseError(f"the gradebook must be SQLite for trusted grading (db_url is {db_url})")
+    return Path(db_url[len("sqlite:///"):])
+
+
+def template_gradebook(coursedir, assignment: str, dest) -> Path:
+    """A gradebook holding only ``assignment`` (its notebooks and cells, as generate_assignment saved
+    them): what a scratch ``nbgrader autograde`` needs, with no other learner's grades in it."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    dest = Path(dest)
+    source = _sqlite_path(coursedir.db_url)
+    if not source.exists():
+        raise CourseError(f"no gradebook at {source}: run `nbgrader generate_assignment {assignment}` first")
+    with Gradebook(coursedir.db_url, coursedir.course_id) as gb:
+        try:
+            gb.find_assignment(assignment)
+        except MissingEntry:
+            raise CourseError(f"the gradebook has no assignment {assignment!r}: run "
+                              f"`nbgrader generate_assignment {assignment}` first") from None
+    with sqlite3.connect(source) as src, sqlite3.connect(dest) as dst:
+        src.backup(dst)  # a consistent copy even while another reader has the file open
+    with Gradebook(f"sqlite:///{dest}", coursedir.course_id) as gb:
+        for other in [a.name for a in gb.assignments if a.name != assignment]:
+            gb.remove_assignment(other)
+        for student in [s.id for s in gb.students]:
+            gb.remove_student(student)  # with their submissions
+    return dest
+
+
+def run_nbgrader_autograde(coursedir, assignment: str, student: str, template_db: Path, result_file: Path,
+                           execute: bool = True) -> dict:
+    """``nbgrader autograde`` of one submission in a scratch course; the autograded copy (its hidden cells
+    showing the trusted report) is moved into the course's autograded/ folder. Returns nbgrader's records
+    for ``record``, or ``{"error": ...}``.
+
+    nbgrader runs in this process, as its formgrader runs it (``NbGraderAPI.autograde``): the learner's
+    code runs only in the kernel it starts, here in scratch/autograded/<student>/<assignment>, away from
+    the course's gradebook and other learners' files. With ``execute=False`` no kernel starts: the hidden
+    cells get the trusted report as their outputs and the other cells stay without outputs.
+    """
+    from nbgrader.api import Gradebook
+    from nbgrader.apps import NbGraderAPI
+
+    with tempfile.TemporaryDirectory(prefix="autograde-") as tmp:
+        scratch = Path(tmp)
+        root = Path(coursedir.root)
+        for step, who in (("source", "."), ("submitted", student)):
+            src = step_dir(coursedir, step, who, assignment)
+            shutil.copytree(src, scratch / src.relative_to(root), ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+        db = scratch / "gradebook.db"
+        shutil.copy(template_db, db)
+        config = course_config(root)
+        config.CourseDirectory.root = str(scratch)
+        config.CourseDirectory.db_url = f"sqlite:///{db}"
+        config.NbGraderAPI.log_level = "WARN"
+        if not execute:
+            config.Autograde.autograde_preprocessors = NO_EXECUTE_PREPROCESSORS
+        with _environ(**{TRUSTED_RESULT_ENV: str(result_file)}):  # the kernel inherits it
+            run = NbGraderAPI(config=config).autograde(assignment, student, force=True, create=True)
+        produced = scratch / step_dir(coursedir, "autograded", student, assignment).relative_to(root)
+        if not run["success"] or not produced.exists():
+            return {"error": "nbgrader autograde failed: " + (run.get("error") or run.get("log") or "")[-3000:]}
+        _rewrite_hidden_outputs(produced, result_file)
+        _replace_dir(produced, step_dir(coursedir, "autograded", student, assignment))
+        with Gradebook(f"sqlite:///{db}", coursedir.course_id) as gb:
+            return _submission_records(gb.find_submission(assignment, student))
+
+
+@contextlib.contextmanager
+def _environ(**values):
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+# Autograde without a kernel: nbgrader's own list with Execute replaced by the trusted report.
+NO_EXECUTE_PREPROCESSORS = [
+    "autograder.gradebook.TrustedOutputs", "nbgrader.preprocessors.IgnorePattern",
+    "nbconvert.preprocessors.ClearMetadataPreprocessor", "nbgrader.preprocessors.LimitOutput",
+    "nbgrader.preprocessors.SaveAutoGrades", "nbgrader.preprocessors.AssignLatePenalties",
+    "nbgrader.preprocessors.CheckCellMetadata",
+]
+
+
+def trusted_outputs(cell, notebook_name: str, result_file) -> bool:
+    """Give a hidden grading cell the trusted report as its outputs (whatever the kernel printed there,
+    the feedback shows what was graded outside it). Returns whether the cell is one."""
+    import io
+
+    from nbformat.v4 import new_output
+
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    if cell.get("cell_type") != "code" or not meta.get("grade") or meta.get("solution"):
+        return False
+    exercise = _graded_exercise(cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"]))
+    if exercise is None:
+        return False
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text):
+        points = trusted_feedback(exercise, notebook_name, str(result_file))
+    cell["outputs"] = [new_output("stream", name="stdout", text=text.getvalue()),
+                       new_output("execute_result", data={"text/plain": repr(points)},
+                                  execution_count=cell.get("execution_count"))]
+    return True
+
+
+def _trusted_outputs_class():
+    from nbconvert.preprocessors import Preprocessor
+    from traitlets import Bool
+
+    class TrustedOutputs(Preprocessor):
+        """Stand-in for nbgrader's Execute (``--no-execute``): no kernel; the hidden grading cells get
+        the trusted report as their outputs, the other cells none."""
+
+        enabled = Bool(True)
+
+        def preprocess_cell(self, cell, resources, index):
+            trusted_outputs(cell, resources["nbgrader"]["notebook"], os.environ[TRUSTED_RESULT_ENV])
+            return cell, resources
+
+    return TrustedOutputs
+
+
+def __getattr__(name):  # nbgrader imports the preprocessor by name; nbconvert stays a lazy import
+    if name == "TrustedOutputs":
+        return _trusted_outputs_class()
+    raise AttributeError(name)
+
+
+def _rewrite_hidden_outputs(folder: Path, result_file: Path):
+    import nbformat
+
+    for path in folder.glob("*.ipynb"):
+        nb = nbformat.read(str(path), as_version=4)
+        if sum([trusted_outputs(cell, path.stem, result_file) for cell in nb.cells]):
+            nbformat.write(nb, str(path))
+
+
+def _replace_dir(src: Path, dest: Path):
+    """Move ``src`` over ``dest``: the old copy is removed only once the new one is in place beside it."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    shutil.copytree(src, staging / "new")
+    old = None
+    if dest.exists():
+        old = staging / "old"
+        os.replace(dest, old)
+    os.replace(staging / "new", dest)
+    shutil.rmtree(staging, ignore_errors=True)
+
+
+def _submission_records(submission) -> dict:
+    ts = submission.timestamp
+    return {"timestamp": ts.isoformat() if ts else None, "notebooks": {
+        nb.name: {"grades": {g.name: g.auto_score for g in nb.grades},
+                  "comments": {c.name: c.auto_comment for c in nb.comments},
+                  "late_submission_penalty": nb.late_submission_penalty}
+        for nb in submission.notebooks}}
+
+
+def record(coursedir, outcome: dict, layout: dict[str, dict[str, str]]) -> dict[str, float]:
+    """Write one graded submission into the course's gradebook; return {grade_id: points} recorded.
+
+    Records as nbgrader autograde keeps them (student, submission, notebooks, a grade per grade cell, a
+    comment per solution cell, late penalty), except that the auto_score of every hidden grading cell
+    is the trusted one. Manual scores already given stay (and flag the cell for review, as nbgrader does).
+    """
+    import warnings
+
+    from nbgrader.api import Gradebook
+    from sqlalchemy.exc import SAWarning
+
+    assignment, student = outcome["assignment"], outcome["student"]
+    nbrec = outcome.get("nbgrader") or {}
+    scores = {}
+    # nbgrader's add_submission warns (SQLAlchemy 2) about its own relationship handling; harmless
+    with warnings.catch_warnings(), Gradebook(coursedir.db_url, coursedir.course_id) as gb:
+        warnings.simplefilter("ignore", SAWarning)
+        gb.update_or_create_student(student)
+        extra = {"timestamp": datetime.datetime.fromisoformat(nbrec["timestamp"])} if nbrec.get("timestamp") else {}
+        submission = gb.update_or_create_submission(assignment, student, **extra)
+        for nb in submission.notebooks:
+            result = outcome["notebooks"].get(nb.name)
+            kept = (nbrec.get("notebooks") or {}).get(nb.name)
+            for grade in nb.grades:
+                exercise = layout.get(nb.name, {}).get(grade.name)
+                if exercise is not None:
+                    grade.auto_score = trusted_points(result, exercise, grade.max_score)
+                elif result is None:
+                    grade.auto_score = 0.0  # notebook not submitted
+                else:
+                    grade.auto_score = (kept or {}).get("grades", {}).get(grade.name)
+                grade.needs_manual_grade = grade.manual_score is not None or grade.auto_score is None
+                scores[grade.name] = grade.auto_score
+            if kept:
+                for comment in nb.comments:
+                    comment.auto_comment = kept["comments"].get(comment.name)
+                nb.late_submission_penalty = kept["late_submission_penalty"]
+        gb.db.commit()
+    return scores
+
+
+def recorded(coursedir, assignment: str, student: str) -> bool:
+    """Whether the gradebook holds a submission of ``assignment`` by ``student``."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    if coursedir.db_url.startswith("sqlite:///") and not _sqlite_path(coursedir.db_url).exists():
+        return False
+    with Gradebook(coursedir.db_url, coursedir.course_id) as gb:
+        try:
+            gb.find_submission(assignment, student)
+        except MissingEntry:
+            return False
+    return True
