@@ -39,11 +39,14 @@ KINDS = (
     (r"calibration\.json", "calibration"),     # tools/gpu_autograde.py: solution and naive speedups
     (r"(.*/)?autograde\.json", "autograde"),   # tools/gpu_autograde.py: calibration rows + nbgrader runs
     (r"(.*/)?summary\.json", "check"),         # tools/gpu_autograder_check.py: expectations and spreads
+    (r"(.*/)?throughput\.json", "throughput"),  # tools/synthetic_class.py: a class graded on 1 and on N GPUs
     (r".*\.json", "grade"),                    # python -m autograder grade --json
     (r".*\.png", "plot"),
     (r".*\.md", "report"),
     (r".*\.(log|txt)", "log"),
     (r".*\.ipynb", "notebook"),               # a notebook a run built and graded (the faults notebook)
+    (r".*\.csv", "table"),                    # a class report's scores (autograder/class_report.py)
+    (r".*\.html", "page"),                    # a class report's leaderboard
     (r".*", "other"),
 )
 # What a file of each kind is, until someone writes better in run.json.
@@ -52,6 +55,8 @@ WHAT = {"bench": "python -m kernels_ref.bench --json", "calibration": "speedups 
         "check": "tools/gpu_autograder_check.py: rows, repeat spreads and expectations",
         "grade": "python -m autograder grade --json", "plot": "a plot of the bench results beside it",
         "report": "what the run showed", "log": "printed output", "notebook": "a notebook the run graded",
+        "throughput": "tools/synthetic_class.py: submissions per minute on 1 and on N GPUs",
+        "table": "a class report's scores per student and exercise", "page": "a class report's leaderboard",
         "other": "a file the run wrote"}
 
 
@@ -119,9 +124,12 @@ def file_kind(relative: str) -> str:
 def index(directory: Path, meta: dict) -> dict:
     """Write directory/run.json: the run's META_KEYS and every file in it: its kind, what it is (what an
     earlier run.json said, else what its kind is), and for a grader report the submission. Returns it."""
-    old = {}
+    old, old_meta = {}, {}
     if (directory / RUN_FILE).exists():
-        old = {f["path"]: f for f in json.loads((directory / RUN_FILE).read_text()).get("files", [])}
+        previous = json.loads((directory / RUN_FILE).read_text())
+        old = {f["path"]: f for f in previous.get("files", [])}
+        # Re-indexing elsewhere (a CPU, later) keeps the machine the run was measured on.
+        old_meta = {k: previous[k] for k in META_KEYS if previous.get(k) is not None}
     files = []
     for path in sorted(p for p in directory.rglob("*") if p.is_file() and p.name != RUN_FILE):
         relative = path.relative_to(directory).as_posix()
@@ -131,7 +139,7 @@ def index(directory: Path, meta: dict) -> dict:
             graded = Path(json.loads(path.read_text()).get("submission") or relative)
             entry["submission"] = f"solution {graded.stem}" if "solutions" in graded.parts else graded.name
         files.append({**entry, **old.get(relative, {}), "kind": kind})
-    info = {**{k: meta.get(k) for k in META_KEYS}, "files": files}
+    info = {**{k: meta.get(k) for k in META_KEYS}, **old_meta, "files": files}
     write_json(directory / RUN_FILE, info)
     return info
 
