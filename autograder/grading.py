@@ -250,7 +250,6 @@ def time_against_baseline(worker, spec, seed: int, reps: int = 50, warmup: int =
     perf = spec.performance
     base_args = perf.inputs(torch.Generator().manual_seed(seed), torch.device("cpu"))
     rng = random.Random(seed ^ 0x5EED)
-    checked_reps = set(rng.sample(range(warmup, warmup + reps), JUDGED_TIMED_CALLS))
     slots = list(range(1, batch + 1))
     shipped = []
     # The baseline runs the identical path: its own worker, in the same kind of sandbox as the submission's.
@@ -263,8 +262,8 @@ def time_against_baseline(worker, spec, seed: int, reps: int = 50, warmup: int =
             for slot in slots[1:]:
                 s.request({"op": "clone", "slot": slots[0], "to": slot})
         times = {(name, empty): [] for name in sessions for empty in (False, True)}
-        start = time.perf_counter()
-        for rep in range(warmup + reps):
+
+        def one_rep(rep_checked: bool, record: bool):
             seeds = [rng.getrandbits(31) for _ in slots]
             checked = rng.randrange(batch)
             for (name, empty), series in times.items():
@@ -273,18 +272,28 @@ def time_against_baseline(worker, spec, seed: int, reps: int = 50, warmup: int =
                     s.request({"op": "jitter", "slot": slot, "seed": call_seed})
                 s.request({"op": "prepare", "poison": False})
                 ms, done = s.timed({"op": "call", "slots": slots, "record": False, "empty": empty})
-                if name == "submission" and not empty and rep in checked_reps:
+                if name == "submission" and not empty and rep_checked:
                     shipped.append((seeds[checked], done,
                                     s.request({"op": "ship", "index": checked}, reply=protocol.Shipped)))
                 else:
                     s.request({"op": "drop"})
-                if rep >= warmup:
+                if record:
                     series.append(ms / batch)
-            if rep >= warmup + 10 and time.perf_counter() - start > max_seconds:
-                break
+
+        start = time.perf_counter()
+        for _ in range(warmup):
+            one_rep(False, False)
+        # The number of repetitions is fixed before the first timed one (as many as fit in max_seconds at the
+        # warm-up's pace, at least 10), and the checked ones are drawn from all of them: a submission that
+        # behaves for a while and then cheats is as likely to be checked late as early.
+        per_rep = (time.perf_counter() - start) / max(warmup, 1)
+        reps = max(min(reps, int(max_seconds / max(per_rep, 1e-6))), 10)
+        checked_reps = set(rng.sample(range(reps), min(JUDGED_TIMED_CALLS, reps)))
+        for rep in range(reps):
+            one_rep(rep in checked_reps, True)
     medians = {name: max(statistics.median(times[(name, False)]) - statistics.median(times[(name, True)]),
                          1e-3) for name in sessions}
-    ok, msg = judge_timed_outputs(spec, base_args, shipped)
+    ok, msg = judge_timed_outputs(spec, base_args, shipped) if shipped else (False, "no timed call was checked")
     if not ok:
         return (None, 0.0, False,
                 ["wrong in a timed call (fresh values, like every call): "
