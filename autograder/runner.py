@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import torch
 
 from autograder import correctness, legality, protocol
+from measure.memory import tensors_in
 
 
 @dataclass
@@ -218,19 +219,11 @@ def null_kernel_check(session, spec, plan: list[PlannedCase]) -> str | None:
         if not done.ok:
             return None  # it failed without its kernels: they do matter
         ok, _, _ = judge_call(spec, p.case, p.a, p.ref_a, done, shipped)
-        empty = all(_trivial(t) for t in _tensors(p.ref_a))
+        empty = all(_trivial(t) for t in tensors_in(p.ref_a))
         if not ok or empty:
             return None
     return ("its outputs stay correct when its Triton kernels are made to do nothing: the results are "
             "computed some other way, not by the kernel the exercise asks for")
-
-
-def _tensors(x):
-    if isinstance(x, torch.Tensor):
-        yield x
-    elif isinstance(x, (tuple, list)):
-        for i in x:
-            yield from _tensors(i)
 
 
 def _trivial(t: torch.Tensor) -> bool:

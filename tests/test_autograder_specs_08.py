@@ -112,7 +112,7 @@ def test_check_shows_the_memory_verdict_in_the_notebook(capsys):
 
 def _judged(ex_id, impl, quick=True):
     from autograder import correctness, specs
-    from autograder.grading import make_plan
+    from autograder.runner import make_plan
     from autograder.specs.base import fresh_seed
 
     spec = specs.get(ex_id)
