@@ -119,6 +119,8 @@ def _result(spec, correct, perf, perf_credit, violations, feedback, cases) -> di
     earned = (spec.correctness_points + spec.performance_points * perf_credit) if correct else 0.0
     if perf is None and spec.performance is not None:
         perf = timing.not_graded_entry(spec.performance)
+    elif perf is None and spec.memory is not None:
+        perf = timing.not_graded_entry_memory(spec.memory)
     return {"id": spec.id, "score": earned / spec.points if spec.points else 0.0, "points": spec.points,
             "correct": bool(correct), "performance": perf, "violations": violations, "feedback": feedback,
             "cases": cases}
@@ -179,6 +181,11 @@ def _grade_in(worker, spec, sub, plan, seed, audit_violations) -> dict:
     correct = verdicts.all_ok and not violations
 
     perf, credit = None, 0.0
+    if spec.memory is not None and correct:  # memory in place of time: counted, so judged on every device
+        perf, credit, lines = runner.judge_memory(spec, verdicts)
+        feedback += lines
+    elif spec.memory is not None:
+        feedback.append("memory not judged: the outputs must be correct first")
     want_time, why_not = timing.should_time(course.ON_GPU, spec.performance)
     if spec.performance is not None and not want_time:
         feedback.append(f"{why_not} (0 of {spec.performance_points:g} performance points)")

@@ -18,6 +18,8 @@ import torch
 
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from measure.memory import fresh_outputs
+
 
 class _LaunchState(threading.local):
     depth = 0
@@ -91,9 +93,10 @@ class OpRecorder(TorchDispatchMode):
             line = self._submission_line()
             key = (func.overloadpacket.__name__, line)
             self.ops[key] = self.ops.get(key, 0) + 1
-            # Memory exercises forbid materializing a large intermediate (the full logits, say): note the
-            # largest tensor any operator hands back, whatever the operator is.
-            numel = max((t.numel() for t in tensors(out)), default=0)
+            # Memory exercises forbid materializing a large intermediate (the full logits, a dequantized
+            # weight): note the largest fresh tensor any operator hands back, whatever the operator is
+            # (a view or an in-place result materializes nothing).
+            numel = max((t.numel() for t, _ in fresh_outputs(args, kwargs, out)), default=0)
             if numel > self.largest[0]:
                 self.largest = [numel, func.overloadpacket.__name__, line]
         return out
@@ -109,14 +112,6 @@ class OpRecorder(TorchDispatchMode):
 
     def records(self) -> list:
         return [[op, line, n] for (op, line), n in sorted(self.ops.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0))]
-
-
-def tensors(out):
-    if isinstance(out, torch.Tensor):
-        yield out
-    elif isinstance(out, (tuple, list)):
-        for item in out:
-            yield from tensors(item)
 
 
 _LIBRARY_MARKERS = ("site-packages", "dist-packages", "/torch/", "/triton/", "/autograder/", "<frozen")

@@ -28,8 +28,8 @@ from autograder.isolation import HEAD_BYTES, Session, WorkerGone, _CappedReader,
 class ForkSession(Session):
     """The call loop in a forked child of this process: it has the learner's function already."""
 
-    def __init__(self, fn, poison: bool, timeout_s: float):
-        self.fn, self.poison, self.timeout_s = fn, poison, timeout_s
+    def __init__(self, fn, poison: bool, timeout_s: float, harness=None):
+        self.fn, self.poison, self.timeout_s, self.harness = fn, poison, timeout_s, harness
         self.pid = None
 
     def __enter__(self):
@@ -41,7 +41,7 @@ class ForkSession(Session):
         if pid == 0:  # the child: never returns
             parent.close()
             os.close(read_fd)
-            _child_main(self.fn, self.poison, child, write_fd)
+            _child_main(self.fn, self.poison, child, write_fd, self.harness)
         child.close()
         os.close(write_fd)
         self.pid, self.sock, self.status = pid, parent, None
@@ -77,7 +77,7 @@ class ForkSession(Session):
         return explain_exit(code, self.output)
 
 
-def _child_main(fn, poison, sock, out_fd):
+def _child_main(fn, poison, sock, out_fd, harness=None):
     """Serve the call loop; the learner's prints go to a pipe the notebook shows."""
     code = 1
     try:
@@ -91,7 +91,7 @@ def _child_main(fn, poison, sock, out_fd):
         torch.set_num_threads(1)  # OpenMP's thread pool does not survive fork(): one thread is safe
         from autograder.worker import Worker, serve
 
-        serve(Worker(fn, None, poison), sock)
+        serve(Worker(fn, None, poison, harness=harness), sock)
         code = 0
     finally:
         os._exit(code)
@@ -100,10 +100,10 @@ def _child_main(fn, poison, sock, out_fd):
 class InProcessSession(Session):
     """The call loop in this very process (on a GPU: CUDA cannot be forked)."""
 
-    def __init__(self, fn, poison: bool, timeout_s: float):
+    def __init__(self, fn, poison: bool, timeout_s: float, harness=None):
         from autograder.worker import Worker
 
-        self.worker = Worker(fn, None, poison)
+        self.worker = Worker(fn, None, poison, harness=harness)
         self.timeout_s = timeout_s
 
     def __enter__(self):
@@ -128,8 +128,8 @@ def local_session(fn, spec):
 
     poison = spec.judged_on_tensors
     if course.ON_GPU or not hasattr(os, "fork"):
-        return InProcessSession(fn, poison, spec.timeout_s)
-    return ForkSession(fn, poison, spec.timeout_s)
+        return InProcessSession(fn, poison, spec.timeout_s, spec.harness)
+    return ForkSession(fn, poison, spec.timeout_s, spec.harness)
 
 
 def check(exercise_id: str, fn, quick: bool = False, show: bool = True) -> bool:
@@ -165,9 +165,18 @@ def check(exercise_id: str, fn, quick: bool = False, show: bool = True) -> bool:
     verdicts = runner.judge_cases(spec, plan, runs, where)
     violations = runner.rule_violations(spec, verdicts, False, where)
     passed = verdicts.all_ok and not violations
+    memory_lines = []
+    if passed and spec.memory is not None:  # deterministic counts: judged here on every device, as graded
+        from autograder.report import memory_line
+
+        entry, credit, memory_lines = runner.judge_memory(spec, verdicts)
+        memory_lines.insert(0, "memory: " + memory_line(entry["memory"], entry["baseline"]))
+        passed = credit >= 1.0
     if show:
         _print_output(session)
         _print_table(exercise_id, verdicts, violations, course.describe())
+        for line in memory_lines:
+            print(f"  {line}")
         if passed and spec.performance is not None:
             _print_performance(spec, fn)
         print("  PASSED" if passed else "  NOT YET: see above")
@@ -212,7 +221,7 @@ def _print_performance(spec, fn):
         return
     perf = spec.performance
     args = perf.inputs(torch.Generator().manual_seed(fresh_seed()), course.DEVICE)
-    med = time_interleaved({"yours": fn, "baseline": perf.baseline}, args, reps=20)
+    med = time_interleaved({"yours": fn, "baseline": perf.baseline_for(args)}, args, reps=20)
     entry = timing.performance_entry(perf, med["yours"], med["baseline"], perf.nbytes(args),
                                      perf.flops(args) if perf.flops else None, timing.get_peaks())
     ach = entry["achieved"]

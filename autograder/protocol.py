@@ -106,6 +106,9 @@ class CallDone:
     ops: list = field(default_factory=list)       # [aten op, learner line, count]: to name lines in feedback
     largest: list = field(default_factory=lambda: [0, None, None])  # [elements, op, line] of the largest tensor
     launches: int = 0                              # Triton launches counted in the call
+    # What the exercise's harness measured around the call (specs.base.Exercise.harness), e.g. the bytes
+    # held between forward and backward; None without a harness.
+    measured: dict | None = None
 
 
 @dataclass

@@ -21,6 +21,15 @@ def _fmt(x, digits=3):
     return "-" if x is None else (f"{x:.{digits}g}" if isinstance(x, float) else str(x))
 
 
+def memory_line(m: dict, baseline: str) -> str:
+    from measure.memory import fmt_bytes
+
+    return (f"held between forward and backward {fmt_bytes(m['held_bytes'])} (limit {fmt_bytes(m['held_limit_bytes'])}; "
+            f"{baseline}: {fmt_bytes(m['baseline_held_bytes'])}, {m['held_case']}); peak of forward + backward "
+            f"{fmt_bytes(m['peak_bytes'])} (allowed {fmt_bytes(m['peak_allowed_bytes'])}; {baseline}: "
+            f"{fmt_bytes(m['baseline_peak_bytes'])}, {m['peak_case']})")
+
+
 def render_text(result: dict, show_cases: bool = True) -> str:
     lines = [f"Submission: {result['submission']}", f"Device:     {result['device']}", ""]
     for ex in result["exercises"]:
@@ -35,7 +44,9 @@ def render_text(result: dict, show_cases: bool = True) -> str:
         for v in ex["violations"]:
             lines.append(f"    violation: {v}")
         perf = ex["performance"]
-        if perf and perf["graded"]:
+        if perf and perf["graded"] and perf.get("memory"):
+            lines.append("    memory: " + memory_line(perf["memory"], perf["baseline"]))
+        elif perf and perf["graded"]:
             ach = perf["achieved"]
             frac = perf["fraction_of_peak"]
             lines.append(f"    performance: {perf['time_ms']:.4g} ms vs {perf['baseline']} {perf['baseline_ms']:.4g} ms "

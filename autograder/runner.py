@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import torch
 
 from autograder import correctness, legality, protocol
+from measure.memory import tensors_in
 
 
 @dataclass
@@ -46,6 +47,7 @@ class Verdicts:
     ops: list = field(default_factory=list)
     launches: list = field(default_factory=list)
     largest: list = field(default_factory=list)
+    measured: list = field(default_factory=list)    # (case, args A, [measured of each call]) per case
 
     @property
     def all_ok(self) -> bool:
@@ -136,6 +138,7 @@ def judge_cases(spec, plan: list[PlannedCase], runs: list[CaseRun], where) -> Ve
         ok = ok_a and ok_b
         v.rows.append({"case": p.case.name, "shape": shape, "dtype": dtype,
                        "max_error": max(errs) if errs else None, "verdict": "ok" if ok else "FAIL"})
+        v.measured.append((p.case, p.a, [done_a.measured, done_b.measured]))
         for done, args in ((done_a, p.a), (done_b, p.b)):
             v.ops.extend(done.ops)
             v.largest.append((*done.largest, intermediate_limit(spec, args)))
@@ -154,7 +157,52 @@ def where_msg(msg: str, where) -> str:
 
 
 def rule_violations(spec, v: Verdicts, kernels_ref: bool, where) -> list[str]:
-    return legality.judge(spec, v.ops, v.launches, kernels_ref, where, v.largest)
+    """The recorder's and launch counter's violations, and the rules a harness saw broken (each once)."""
+    seen = [m["violation"] for _, _, calls in v.measured for m in calls if m and m.get("violation")]
+    return legality.judge(spec, v.ops, v.launches, kernels_ref, where, v.largest) + list(dict.fromkeys(seen))
+
+
+def judge_memory(spec, v: Verdicts) -> tuple[dict, float, list[str]]:
+    """(performance entry, credit, feedback) of a memory exercise (specs.base.Memory), from what the harness
+    measured around each call. The baseline runs through the same harness here, in the judging process, on
+    each case's first inputs (its counts depend only on shapes and dtypes)."""
+    from autograder import timing
+    from autograder.probes import materialize
+    from measure.memory import fmt_bytes
+
+    mem = spec.memory
+    held_worst = peak_worst = None  # (bytes / allowed, bytes, allowed or limit, baseline's bytes, case name)
+    for case, args, calls in v.measured:
+        calls = [m for m in calls if m]
+        if not calls:
+            continue
+        dev_args = materialize(_to_device(args))
+        _, base = spec.call(mem.baseline, dev_args)
+        held, limit = max(m["held_bytes"] for m in calls), mem.held_limit(dev_args)
+        peak = max(m["peak_bytes"] for m in calls)
+        peak_allowed = mem.peak_ratio * base["peak_bytes"] + mem.slack_bytes
+        row = (held / (limit + mem.slack_bytes), held, limit, base["held_bytes"], case.name)
+        held_worst = max(held_worst or row, row)
+        row = (peak / peak_allowed, peak, peak_allowed, base["peak_bytes"], case.name)
+        peak_worst = max(peak_worst or row, row)
+    if held_worst is None:
+        return timing.not_graded_entry_memory(mem), 0.0, ["memory not measured: no call came back"]
+    held_ok, peak_ok = held_worst[0] <= 1.0, peak_worst[0] <= 1.0
+    credit = mem.held_share * held_ok + (1.0 - mem.held_share) * peak_ok
+    lines = []
+    _, held, limit, base_held, name = held_worst
+    if not held_ok:
+        lines.append(f"memory: holds {fmt_bytes(held)} between forward and backward on {name} ({mem.baseline_name} "
+                     f"holds {fmt_bytes(base_held)}); the limit is {mem.held_limit_name} ({fmt_bytes(limit)}): save "
+                     f"only the inputs and recompute the rest in backward ({mem.held_share * spec.performance_points:g} "
+                     "points withheld)")
+    _, peak, allowed, base_peak, name = peak_worst
+    if not peak_ok:
+        lines.append(f"memory: the peak of forward + backward is {fmt_bytes(peak)} on {name}, more than "
+                     f"{mem.peak_ratio:g}x {mem.baseline_name}'s {fmt_bytes(base_peak)}: free each recomputed "
+                     "tensor after its last use (del) and avoid float32 copies of 16-bit activations "
+                     f"({(1 - mem.held_share) * spec.performance_points:g} points withheld)")
+    return timing.memory_entry(mem, held_worst, peak_worst, credit), credit, lines
 
 
 def null_kernel_check(session, spec, plan: list[PlannedCase]) -> str | None:
@@ -171,7 +219,7 @@ def null_kernel_check(session, spec, plan: list[PlannedCase]) -> str | None:
         if not done.ok:
             return None  # it failed without its kernels: they do matter
         ok, _, _ = judge_call(spec, p.case, p.a, p.ref_a, done, shipped)
-        empty = all(_trivial(t) for t in legality.tensors(p.ref_a))
+        empty = all(_trivial(t) for t in tensors_in(p.ref_a))
         if not ok or empty:
             return None
     return ("its outputs stay correct when its Triton kernels are made to do nothing: the results are "

@@ -58,6 +58,26 @@ def not_graded_entry(perf_spec) -> dict:
             "passed": False}
 
 
+def memory_entry(mem_spec, held_worst, peak_worst, credit: float) -> dict:
+    """The JSON ``performance`` object of a memory exercise (specs.base.Memory): DESIGN.md's keys, with
+    no time; ``achieved`` is the bytes held between forward and backward, ``memory`` the details (the
+    worst case for each measure: held against its limit, peak against the baseline's)."""
+    _, held, held_limit, base_held, held_case = held_worst
+    _, peak, peak_allowed, base_peak, peak_case = peak_worst
+    return {"graded": True, "time_ms": None, "baseline": mem_spec.baseline_name, "baseline_ms": None,
+            "speedup": None, "achieved": {"value": held, "unit": "bytes held"}, "fraction_of_peak": None,
+            "threshold": mem_spec.peak_ratio, "passed": credit >= 1.0,
+            "memory": {"held_bytes": held, "held_limit_bytes": held_limit, "baseline_held_bytes": base_held,
+                       "held_case": held_case, "peak_bytes": peak, "peak_allowed_bytes": int(peak_allowed),
+                       "baseline_peak_bytes": base_peak, "peak_case": peak_case}}
+
+
+def not_graded_entry_memory(mem_spec) -> dict:
+    return {"graded": False, "time_ms": None, "baseline": mem_spec.baseline_name, "baseline_ms": None,
+            "speedup": None, "achieved": None, "fraction_of_peak": None, "threshold": mem_spec.peak_ratio,
+            "passed": False}
+
+
 def should_time(on_gpu: bool, perf_spec) -> tuple[bool, str]:
     """Whether to time this exercise here, and why not."""
     if perf_spec is None:

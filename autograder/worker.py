@@ -77,13 +77,16 @@ def poison_free_cuda_memory() -> None:
 class Worker:
     """The code under test and the state the requests act on (argument slots, the last output)."""
 
-    def __init__(self, fn, source_file: str | None, poison: bool):
+    def __init__(self, fn, source_file: str | None, poison: bool, harness=None, prepare=None):
         import course
         import torch
 
         from autograder import legality
 
         self.fn, self.source_file, self.poison = fn, source_file, poison
+        # harness(fn, args) -> (output, measured): how a checked call is made (specs.base.Exercise.harness);
+        # prepare(args) -> args: a baseline's own arguments, made when a slot is loaded (Performance.baseline_args).
+        self.harness, self.prepare = harness, prepare
         self.on_gpu = course.ON_GPU
         self.device = course.DEVICE
         self.slots: dict[int, tuple] = {}
@@ -112,7 +115,8 @@ class Worker:
     def handle(self, req: dict):
         op = req["op"]
         if op == "load":
-            self.slots[req["slot"]] = self._to_device(req["args"])
+            args = self._to_device(req["args"])
+            self.slots[req["slot"]] = self.prepare(args) if self.prepare else args
             self.bases.pop(req["slot"], None)
         elif op == "refill":
             self._refill(req["slot"], req["args"])
@@ -163,7 +167,12 @@ class Worker:
         out = None
         try:
             with rec:
-                out = None if empty else self.fn(*args)
+                if empty:
+                    out = None
+                elif self.harness is None:
+                    out = self.fn(*args)
+                else:
+                    out, done.measured = self.harness(self.fn, args)
             self._sync()
         except BaseException as exc:  # noqa: BLE001  (sys.exit inside the call is the learner's, not ours)
             done.ok, done.error = False, describe_error(exc, self.source_file)
@@ -286,7 +295,13 @@ def main(argv) -> int:
     protocol.send(sock, protocol.to_wire(ready))
     if fn is None:
         return 0
-    worker = Worker(fn, job.get("source_file"), poison=job.get("poison", True))
+    from autograder.specs import get
+
+    spec = get(job["exercise"])
+    if job["code"] == "baseline":
+        worker = Worker(fn, None, poison=job.get("poison", True), prepare=spec.performance.baseline_args)
+    else:
+        worker = Worker(fn, job.get("source_file"), poison=job.get("poison", True), harness=spec.harness)
     serve(worker, sock)
     return 0
 

@@ -69,9 +69,10 @@ NOTEBOOKS: tuple[Notebook, ...] = (
              "tiling + online softmax, causal block skipping, O(N) memory, backward by recomputation",
              ("flash_attention_fwd", "flash_attention_bwd"), ("kernels_ref.flash_attention",)),
     Notebook("08_memory",
-             "activation memory, recomputation, never materializing what you can stream, weight-only "
-             "quantization",
-             ("linear_cross_entropy",), ("kernels_ref.cross_entropy",)),
+             "activation memory measured, recomputation, never materializing what you can stream, buffer "
+             "reuse and mixed precision, weight-only quantization",
+             ("linear_cross_entropy", "checkpointed_mlp", "int8_weight_linear"),
+             ("kernels_ref.cross_entropy", "kernels_ref.checkpoint", "kernels_ref.quant")),
     Notebook("09_capstone",
              "a transformer block from your kernels, profiled end to end; prefill and decode"),
 )

@@ -4,7 +4,10 @@
   repetitions, medians less an empty call's) and the in-process CUDA-event clock; the grader brings a
   clock of its own that runs outside the learner's process (``autograder.timing``).
 - ``measure.tolerance``: the tolerance table per dtype and the float64 comparison that uses it.
-- ``measure.memory``: peak bytes of one call (the CUDA allocator on a GPU, the profiler on the CPU).
+- ``measure.memory``: peak bytes of one call and what it leaves allocated (the CUDA allocator on a GPU, the
+  profiler on the CPU); ``MemoryMeter``, the bytes torch operators return, alive and at peak (deterministic).
+- ``measure.memory_timeline``: every allocation of a call as a stacked timeline (CUDA allocator history or
+  profiler memory events).
 - ``measure.reference``: float64 definitions of the course's operations (GELU, softmax, LayerNorm,
   attention) and shared constants (``LOG2E``).
 - ``measure.ceilings``: this machine's roofs (copy bandwidth, matmul rate), measured and cached.

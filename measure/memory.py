@@ -1,7 +1,27 @@
-"""Peak memory of one call: the CUDA allocator's statistics on a GPU, the profiler's memory events on the CPU."""
+"""Memory of one call, three ways: the allocator's view (``peak_bytes``, ``allocated_during``: the CUDA
+allocator's statistics on a GPU, the profiler's memory events on the CPU) and the operators' view
+(``MemoryMeter``: storage that torch operators return, alive now and at peak; deterministic).
+
+``MemoryMeter`` is a TorchDispatchMode that sees every torch operator while it is active (forward and the
+backward the autograd engine runs for it). It keeps a weak reference to each *fresh* storage an operator
+hands back (one that none of the operator's own inputs lives in: a view or an in-place result is not
+fresh) with its size in bytes, and after every operator adds up the storages still alive:
+- ``live_bytes()``: bytes of fresh storages alive now (a weak reference expires when the last tensor on
+  the storage goes, wherever it was kept: ``ctx.save_for_backward``, an attribute of ``ctx``, a global list);
+- ``peak``: the most bytes alive right after any operator (memory peaks right after an allocation);
+- ``held(output)``: what a call keeps after it returned, beyond its output's own bytes (a storage larger
+  than the output, hiding other data behind it, counts beyond the output's bytes).
+Counted from the operators' outputs, so the numbers are the same on every run and every device, and an
+allocator's caching or rounding plays no part; storage an operator uses only inside itself (a matmul's
+workspace) is not seen. The grader measures ``checkpointed_mlp`` with it; notebook 08 uses all three.
+"""
 from __future__ import annotations
 
+import gc
+
 import torch
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._python_dispatch import TorchDispatchMode
 
 
 def peak_bytes(fn, *args) -> int:
@@ -22,9 +42,108 @@ def peak_bytes(fn, *args) -> int:
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         out = fn(*args)
         del out
+    return _cpu_levels(prof)[1]
+
+
+def _cpu_levels(prof) -> tuple[int, int]:
+    """(bytes allocated at the end, peak) above the start of a CPU profile with profile_memory=True."""
     level = peak = 0
     for e in sorted(prof.events(), key=lambda e: e.time_range.start):
         # Each event's own (self) allocations minus frees; "[memory]" events are those outside any op.
         level += e.self_cpu_memory_usage
         peak = max(peak, level)
-    return int(peak)
+    return int(level), int(peak)
+
+
+def allocated_during(fn, *args):
+    """(fn(*args), bytes still allocated after the call that were not before it, peak bytes above the
+    start), as the allocator counts them: the CUDA allocator's statistics on a GPU, the profiler's memory
+    events on the CPU. What a call leaves allocated beyond its output is what it holds (autograd's saved
+    activations, after a forward)."""
+    from course import ON_GPU
+
+    if ON_GPU:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        out = fn(*args)
+        torch.cuda.synchronize()
+        return out, torch.cuda.memory_allocated() - before, torch.cuda.max_memory_allocated() - before
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        out = fn(*args)
+    return (out, *_cpu_levels(prof))
+
+
+def tensors_in(obj):
+    """Every tensor in a (nested) operator argument or output."""
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, (tuple, list)):
+        for item in obj:
+            yield from tensors_in(item)
+    elif isinstance(obj, dict):
+        for item in obj.values():
+            yield from tensors_in(item)
+
+
+def _storage_key(t: torch.Tensor):
+    try:
+        return StorageWeakRef(t.untyped_storage())
+    except (RuntimeError, NotImplementedError):  # a tensor without storage (meta, sparse): nothing held
+        return None
+
+
+def fresh_outputs(args, kwargs, out):
+    """The tensors of ``out`` on storage that none of the inputs lives in (not views, not in-place)."""
+    inputs = {k for k in map(_storage_key, tensors_in((args, kwargs))) if k is not None}
+    for t in tensors_in(out):
+        key = _storage_key(t)
+        if key is not None and key not in inputs:
+            yield t, key
+
+
+class MemoryMeter(TorchDispatchMode):
+    """Bytes of storage that torch operators allocated while the meter was on, alive now and at peak."""
+
+    def __init__(self):
+        super().__init__()
+        self._live: dict = {}  # StorageWeakRef -> bytes
+        self.peak = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        self._prune()  # before adding: an expired entry must not shadow a new storage
+        for t, key in fresh_outputs(args, kwargs, out):
+            if key not in self._live:
+                self._live[key] = t.untyped_storage().nbytes()
+        self.peak = max(self.peak, sum(self._live.values()))
+        return out
+
+    def _prune(self) -> None:
+        for key in [k for k in self._live if k.expired()]:
+            del self._live[key]
+
+    def live_bytes(self) -> int:
+        gc.collect(1)  # cycles the call just left behind are garbage, not memory it holds (young generations: fast)
+        self._prune()
+        return sum(self._live.values())
+
+    def held(self, output) -> int:
+        """Bytes alive now beyond the output's own: what a call keeps for later (its saved activations)."""
+        total = self.live_bytes()
+        for t in tensors_in(output):
+            key = _storage_key(t)
+            if key is not None and key in self._live:
+                total -= min(self._live[key], t.numel() * t.element_size())
+        return total
+
+
+def fmt_bytes(n: float) -> str:
+    """1536 -> '1.5 KiB' (binary units, as allocators count)."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"

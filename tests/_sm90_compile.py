@@ -21,7 +21,9 @@ import triton  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
-POINTERS_FP32 = {"LSE", "DELTA"}
+POINTERS_FP32 = {"LSE", "DELTA", "scale_ptr"}
+POINTERS_INT8 = {"wq_ptr"}  # kernels_ref.quant's int8 weight
+UNIT_STRIDES = ("stride_ak", "stride_bk", "stride_cn", "stride_xk", "stride_wk")
 
 
 def main(module_name: str, kernel_name: str, head_dim: int) -> None:
@@ -45,12 +47,12 @@ def main(module_name: str, kernel_name: str, head_dim: int) -> None:
         if name in consts:
             signature[name] = "constexpr"
             continue
-        if name.startswith("stride_") and (name.endswith("d") or name in ("stride_ak", "stride_bk", "stride_cn")):
+        if name.startswith("stride_") and (name.endswith("d") or name in UNIT_STRIDES):
             signature[name] = "constexpr"
             consts[name] = 1
             continue
         if is_pointer(name):
-            signature[name] = "*fp32" if name in POINTERS_FP32 else "*bf16"
+            signature[name] = "*fp32" if name in POINTERS_FP32 else "*i8" if name in POINTERS_INT8 else "*bf16"
         elif name == "sm_scale":
             signature[name] = "fp32"
             continue
@@ -65,7 +67,8 @@ def main(module_name: str, kernel_name: str, head_dim: int) -> None:
                               options={"num_warps": configs[0].num_warps, "num_stages": configs[0].num_stages})
     ptx = compiled.asm["ptx"]
     print(json.dumps({"config": str(configs[0]), "shared": compiled.metadata.shared,
-                      "wgmma": "wgmma" in ptx, "cp_async": "cp.async" in ptx}))
+                      "wgmma": "wgmma" in ptx, "mma": "mma.sync" in ptx or "wgmma" in ptx,
+                      "cp_async": "cp.async" in ptx}))
 
 
 if __name__ == "__main__":

@@ -19,7 +19,8 @@ from autograder.submission import load
 ROOT = Path(__file__).resolve().parent.parent
 HONEST_FILES = sorted(ROOT.glob("solutions/*/*.ipynb")) + [
     ROOT / "tests/submissions/good_triton.py", ROOT / "tests/submissions/measure_good.py",
-    ROOT / "tests/submissions/later/good_05_08.py", ROOT / "tests/gpu_submissions/naive_triton.py"]
+    ROOT / "tests/submissions/later/good_05_08.py", ROOT / "tests/submissions/later/good_08.py",
+    ROOT / "tests/gpu_submissions/naive_triton.py"]
 
 
 def rules(source, **kw) -> set:
@@ -533,8 +534,8 @@ def test_cheating_test_submissions_are_reported():
     assert {f.rule for f in found("patches_grader.py", "softmax")} == {"forbidden-import", "patching", "grader-import"}
     assert [f.rule for f in found("uses_kernels_ref.py", "softmax")] == ["reference-import"]
     later = load(ROOT / "tests/submissions/later/uses_torch_ops_05_08.py").source
-    for spec in specs.EXERCISES.values():
-        if spec.notebook.startswith(("05", "06", "07", "08")):
+    for spec in specs.EXERCISES.values():  # (an exercise that allows every torch operator forbids none)
+        if spec.notebook.startswith(("05", "06", "07", "08")) and spec.rules.allowed_ops is not None:
             assert audit(later, forbidden_calls=forbidden_calls_for(spec), entry=spec.entry), spec.id
 
 

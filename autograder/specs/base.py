@@ -111,6 +111,37 @@ class Performance:
     # The version a learner writes before the course (eager, one kernel per operator): calibration times
     # it against the baseline, and the threshold must stay out of its reach (tools/gpu_autograde.py).
     naive: Callable | None = None
+    # The baseline's own arguments, prepared from the inputs once, outside every timed call (e.g. the
+    # dequantized bf16 weight a bf16 matmul multiplies by); None: the baseline takes the inputs as they are.
+    baseline_args: Callable[[tuple], tuple] | None = None
+
+    def baseline_for(self, args: tuple) -> Callable:
+        """The baseline as it is timed on ``args`` (called with the same arguments as the submission)."""
+        if self.baseline_args is None:
+            return self.baseline
+        prepared = self.baseline_args(args)
+        return lambda *_args: self.baseline(*prepared)
+
+
+@dataclass(frozen=True)
+class Memory:
+    """Memory graded in place of time (the performance points of a memory exercise), on every device.
+
+    The exercise's ``harness`` measures each call of the submission in the worker (held_bytes: what the
+    call keeps after returning, beyond its output; peak_bytes: the most alive during the call, e.g. forward
+    + backward), with measure.memory.MemoryMeter, whose counts are deterministic. The grading process
+    runs ``baseline`` through the same harness on the same inputs and judges: ``held_share`` of the points
+    for held_bytes <= held_limit(args) + slack_bytes on every case, the rest for peak_bytes <=
+    peak_ratio * the baseline's peak + slack_bytes on every case. ``slack_bytes`` admits scalars and
+    small bookkeeping tensors on tiny shapes; the larger cases are the ones that decide."""
+
+    baseline: Callable                    # the eager version (measured in the grading process)
+    baseline_name: str
+    held_limit: Callable[[tuple], int]    # bytes a call may keep between forward and backward
+    held_limit_name: str                  # the limit in words ("the bytes of x")
+    peak_ratio: float = 1.25
+    held_share: float = 2 / 3
+    slack_bytes: int = 4096
 
 
 @dataclass
@@ -133,12 +164,25 @@ class Exercise:
     timeout_s: float = 120.0
     signature: str = ""
     check_inputs: bool = True                   # inputs must come back unmodified
+    # How the worker (and check) calls the entry point: harness(fn, args) -> (output, measured), where
+    # measured is a dict of numbers (held_bytes, peak_bytes for ``memory``) and may name a rule the call
+    # broke (measured["violation"]: a sentence). None: output = fn(*args), nothing measured.
+    harness: Callable | None = None
+    memory: Memory | None = None                # memory graded for the performance points (see Memory)
 
     def __post_init__(self):
         if self.kind not in KINDS:
             raise ValueError(f"{self.id}: kind must be one of {KINDS}, not {self.kind!r}")
         if (self.kind == VALUE) != (self.judge is not None):
             raise ValueError(f"{self.id}: a judge is given for VALUE exercises, and for them only")
+        if self.memory is not None and (self.harness is None or self.performance is not None):
+            raise ValueError(f"{self.id}: memory is graded through a harness, in place of a performance part")
+
+    def call(self, fn, args: tuple):
+        """(output, measured or None): one call of the learner's ``fn`` as the exercise makes it."""
+        if self.harness is None:
+            return fn(*args), None
+        return self.harness(fn, args)
 
     @property
     def judged_on_tensors(self) -> bool:

@@ -1,5 +1,11 @@
-"""08_memory: the LM-head loss without materializing the [rows, vocab] logits.
+"""08_memory: what never needs to be held. Three exercises, in the notebook's order:
 
+``linear_cross_entropy``: the LM-head loss without materializing the [rows, vocab] logits.
+``checkpointed_mlp``: an MLP that holds no activation between forward and backward (recomputation).
+``int8_weight_linear``: a linear layer whose int8 weight is dequantized inside the kernel.
+
+linear_cross_entropy
+--------------------
 Semantics (docs/CONTRACTS.md): ``linear_cross_entropy(x, weight, targets)`` with x ``[M, H]``, weight
 ``[V, H]`` (nn.Linear layout), targets ``[M]`` int64 in ``[0, V)``: the mean over rows of
 ``cross_entropy(x @ weight.T, targets)`` as a 0-d float32 tensor.
@@ -12,15 +18,45 @@ Never materializing the logits is judged too: the legality recorder notes the la
 operator hands back in a call, and ``max_intermediate`` bounds it (a full-logits ``x @ weight.T`` is a
 violation that names the operator and line). Tensors a Triton kernel allocates inside itself are not
 torch operators; the peak memory of the performance run on a GPU is not bounded yet.
+
+checkpointed_mlp
+----------------
+``checkpointed_mlp(x, w1, b1, w2, b2) -> y = gelu_tanh(x @ w1.T + b1) @ w2.T + b2`` (01's naive_mlp), x
+``[M, D]``, w1 ``[H, D]``, b1 ``[H]``, w2 ``[D, H]``, b2 ``[D]``, differentiable through the learner's own
+``torch.autograd.Function`` whose forward saves no activation (the backward recomputes the hidden layer).
+A TORCH exercise: any torch operator is allowed, the point is what is kept.
+
+How it is graded. The harness (``forward_backward``) makes the five inputs leaves that require grad,
+calls the entry point under a ``measure.memory.MemoryMeter``, notes the bytes the call holds after
+returning (fresh storage still alive, beyond y's own bytes: whatever the Function saved, as ctx
+attributes or anywhere else), then runs ``y.backward(dy)`` with the case's dy and notes the peak of
+forward + backward. Correctness (7 points): y and the five gradients against float64 autograd. Memory (3
+points, on every device: the counts are deterministic): 2 for holding at most the bytes of x between
+forward and backward on every case (eager autograd of 01's naive_mlp holds ~5 [M, H] tensors: 20x x's
+bytes at H = 4D; keeping just h is 4x), 1 for a peak of forward + backward at most 1.25x eager's (the
+backward rebuilds what eager would have kept, so its peak stays near eager's; a float32 copy of a 16-bit
+activation or recomputed tensors kept past their last use go beyond). y must come from an
+autograd.Function written in the submission (torch.utils.checkpoint is the library doing the exercise).
+
+int8_weight_linear
+------------------
+``int8_weight_linear(x, w_q, w_scale, bias) -> y = x @ (w_q.float() * w_scale[:, None]).T + bias`` with x
+``[M, K]`` (float32/16, bfloat16), w_q int8 ``[N, K]``, w_scale float32 ``[N]``, bias ``[N]`` in x's dtype;
+y ``[M, N]`` in x's dtype. One Triton launch that reads w_q as int8 and dequantizes in registers: no torch
+operator may produce a tensor as large as the weight (``max_intermediate``: w_q.to(bfloat16) is the
+dequantized weight materialized, a violation naming the line). Performance at decode (M = 16, K = 4096,
+N = 16384, bf16) against the bf16 matmul of the already dequantized weight, prepared outside the timed
+calls: half the weight bytes should show as speed.
 """
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
-from autograder.specs._cases import HINT_ODD, HINT_TINY, dtype_name
-from autograder.specs.base import (TOLERANCES, TRITON, Case, Exercise, triton_rules, Performance, as64, float_dtypes,
-                                   pick_shapes, rand)
+from measure.memory import MemoryMeter
+from autograder.specs._cases import HINT_ODD, HINT_STRIDE, HINT_TINY, dtype_name, hint_for, row_strided
+from autograder.specs.base import (TOLERANCES, TORCH, TRITON, Case, Exercise, Memory, Performance, Rules,
+                                   triton_rules, as64, float_dtypes, gelu_tanh, pick_shapes, rand)
 
 NOTEBOOK = "08_memory"
 
@@ -64,7 +100,7 @@ def _shapes(quick):
     # The last CPU shapes have more rows than hidden units (M > H), so the full [M, V] logits are larger
     # than any input and max_intermediate catches a submission that materializes them.
     return pick_shapes(quick, [(1, 16, 1), (5, 16, 97), (40, 8, 300)],
-                       [(1, 16, 1), (5, 16, 97), (33, 64, 1000), (64, 128, 5003), (300, 16, 2000)],
+                       [(1, 16, 1), (5, 16, 97), (33, 64, 1000), (64, 128, 5003), (100, 16, 2000)],
                        [(1, 16, 1), (5, 16, 97), (33, 64, 1000), (1024, 512, 32000), (4096, 1024, 50257)])
 
 
@@ -129,6 +165,200 @@ WHY = {op: _NO_SOFTMAX for op in ("_log_softmax", "log_softmax", "_softmax", "so
                                   "logsumexp", "exp", "log", "amax", "max")}
 WHY["gather"] = "load the target logit in your kernel (logits[row, target[row]])"
 
+# ------------------------------------------------------------------------------------------- checkpointed_mlp
+
+# y and the gradients pass through two matmuls, GELU and its derivative: 16-bit inputs round every
+# intermediate (01's CHAIN_TOL), and dw1, dw2, db1, db2 are sums over the M rows (dy is scaled by
+# 1/sqrt(M) so they stay O(1) whatever M is). float32: sums of M terms drift by ~M ulps of the running sum.
+# A wrong gradient (a missing GELU derivative term, a transposed weight, a bias gradient not summed over
+# rows) is off by O(0.1) or more.
+MLP_TOLERANCES = {torch.float32: (1e-4, 1e-3), torch.float16: (4e-3, 1e-2), torch.bfloat16: (3e-2, 4e-2)}
+
+HINT_GRAD = ("compare your backward with torch.autograd on the same inputs: dw2 = dy.T @ gelu(h), "
+             "dh = (dy @ w2) * gelu'(h), dw1 = dh.T @ x, dx = dh @ w1, and the biases sum over rows")
+HINT_HELD = ("memory: save only the inputs (ctx.save_for_backward(x, w1, b1, w2)) and recompute h = x @ w1.T + b1 "
+             "in backward; nothing [M, H] may stay alive between forward and backward")
+
+
+def _mlp_args(g, m, d, h, dtype):
+    return (rand(g, (m, d), dtype), rand(g, (h, d), dtype, scale=d ** -0.5), rand(g, (h,), dtype),
+            rand(g, (d, h), dtype, scale=h ** -0.5), rand(g, (d,), dtype), rand(g, (m, d), dtype, scale=m ** -0.5))
+
+
+def _mlp_shapes(quick):
+    # (M, D, H) with H = 4D as in a transformer from the fourth shape on: there keeping [M, H] costs 4x x.
+    return pick_shapes(quick, [(1, 1, 1), (5, 24, 40), (64, 32, 128)],
+                       [(1, 1, 1), (5, 24, 40), (17, 33, 65), (64, 32, 128), (100, 48, 192)],
+                       [(1, 1, 1), (5, 24, 40), (17, 33, 65), (64, 32, 128), (512, 256, 1024)])
+
+
+def _mlp_cases(quick):
+    shapes = _mlp_shapes(quick)
+    cases = [Case(f"M={m} D={d} H={h} {dtype_name(dt)}", lambda g, s=(m, d, h), dt=dt: _mlp_args(g, *s, dt),
+                  hint=hint_for((m, d, h), dt) or HINT_GRAD, public=(m, d, h) in shapes[:2])
+             for m, d, h in shapes for dt in float_dtypes()]
+    m, d, h = (64, 32, 128)  # public: check() shows the memory verdict the grade will give
+    cases.append(Case(f"memory M={m} D={d} H={h} float32", lambda g: _mlp_args(g, m, d, h, torch.float32),
+                      hint=HINT_HELD, public=True))
+    return cases
+
+
+def mlp_reference(x, w1, b1, w2, b2, dy):
+    """(y, dx, dw1, db1, dw2, db2) in float64, by autograd through the definition."""
+    leaves = [as64(t).requires_grad_() for t in (x, w1, b1, w2, b2)]
+    with torch.enable_grad():
+        y = gelu_tanh(leaves[0] @ leaves[1].T + leaves[2]) @ leaves[3].T + leaves[4]
+        grads = torch.autograd.grad(y, leaves, as64(dy))
+    return (y.detach(), *grads)
+
+
+def naive_mlp(x, w1, b1, w2, b2):
+    """01's naive_mlp: the eager autograd whose memory checkpointed_mlp is judged against."""
+    return gelu_tanh(x @ w1.T + b1) @ w2.T + b2
+
+
+def _own_function(y) -> str | None:
+    """The name of the autograd.Function (defined outside torch) whose backward produced y's graph."""
+    seen, todo = set(), [y.grad_fn]
+    while todo and len(seen) < 64:
+        node = todo.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        cls = getattr(node, "_forward_cls", None)
+        if cls is not None and not cls.__module__.startswith("torch"):
+            return cls.__name__
+        todo.extend(n for n, _ in node.next_functions)
+    return None
+
+
+def forward_backward(fn, args):
+    """The harness: y = fn(x, w1, b1, w2, b2) on leaves that require grad, then y.backward(dy), both under a
+    MemoryMeter; ((y, dx, dw1, db1, dw2, db2), {held_bytes, peak_bytes})."""
+    *inputs, dy = args
+    leaves = [t.detach().requires_grad_() for t in inputs]
+    with MemoryMeter() as meter:
+        y = fn(*leaves)
+        if not isinstance(y, torch.Tensor):
+            raise TypeError(f"returned {type(y).__name__}; expected the output tensor y")
+        if y.grad_fn is None:
+            raise ValueError("y has no grad_fn: return YourFunction.apply(x, w1, b1, w2, b2), so that autograd "
+                             "calls your backward")
+        held = meter.held(y)
+        y.backward(dy)
+    measured = {"held_bytes": int(held), "peak_bytes": int(meter.peak)}
+    if _own_function(y) is None:
+        measured["violation"] = (f"y comes from {type(y.grad_fn).__name__}, not from a torch.autograd.Function of "
+                                 "yours: write the forward (saving only inputs) and the recomputing backward "
+                                 "yourself")
+    return (y.detach(), *(t.grad for t in leaves)), measured
+
+
+def _x_bytes(args) -> int:
+    return args[0].numel() * args[0].element_size()
+
+
+# ------------------------------------------------------------------------------------------- int8_weight_linear
+
+# float32 x: tl.dot multiplies fp32 operands in TF32 (10-bit mantissa; w_q is exact in it, x is not), so
+# outputs ~O(1) land ~5e-4 from the exact value (06's TF32_TOLERANCES). 16-bit x: the int8 values are
+# exact in x's dtype, products accumulate in float32, one rounding when storing: base.TOLERANCES.
+Q_TOLERANCES = {torch.float32: (2e-3, 2e-3)}
+
+HINT_SCALE = "w_scale has one entry per output row n: y[:, n] = scale[n] * (x @ w_q[n].T) + bias[n]"
+HINT_Q_LOW = ("{dtype}: convert the int8 tile through float32 (w.to(tl.float32).to(x.dtype)), accumulate in a "
+              "float32 tile and cast once when storing")
+
+
+def _q_args(g, m, k, n, dtype, layout="plain"):
+    x = rand(g, (m, k), dtype)
+    w_q = torch.randint(-127, 128, (n, k), generator=g, dtype=torch.int8)
+    # |w_q| ~ 73 on average: scales ~ 1/(73 sqrt(K)) keep y O(1), spread over e^-2..e^2 across rows so
+    # that a scale applied along the wrong axis (per column, per k) shows.
+    spread = torch.exp(torch.empty(n).uniform_(-2.0, 2.0, generator=g))
+    w_scale = spread / (73.0 * k ** 0.5)
+    if layout == "zero rows" and n >= 2:
+        w_q[0], w_scale[1] = 0, 0.0  # an all-zero row, and a row whose scale is 0: both give y = bias
+    bias = rand(g, (n,), dtype)
+    if layout == "row-strided":
+        x = row_strided(x)
+    from course import DEVICE
+
+    return x, w_q.to(DEVICE), w_scale.to(DEVICE), bias
+
+
+def _q_shapes(quick):
+    # (M, K, N) with M well below K and N (decode): the dequantized weight is larger than any other tensor.
+    return pick_shapes(quick, [(1, 1, 1), (5, 33, 17), (16, 64, 96)],
+                       [(1, 1, 1), (5, 33, 17), (16, 64, 96), (3, 100, 65), (16, 256, 384)],
+                       [(1, 1, 1), (5, 33, 17), (16, 64, 96), (3, 1000, 650), (16, 4096, 4096), (33, 1024, 3000)])
+
+
+def _q_hint(m, k, n, dtype):
+    if dtype != torch.float32:
+        return HINT_Q_LOW.format(dtype=dtype_name(dtype))
+    return hint_for((m, k, n), dtype) or HINT_SCALE
+
+
+def _q_cases(quick):
+    shapes = _q_shapes(quick)
+    cases = [Case(f"M={m} K={k} N={n} {dtype_name(d)}", lambda g, s=(m, k, n), d=d: _q_args(g, *s, d),
+                  hint=_q_hint(m, k, n, d), public=(m, k, n) in shapes[:2])
+             for m, k, n in shapes for d in float_dtypes()]
+    m, k, n = shapes[2]  # several blocks of N and of K under the interpreter's 16x16x32 tiles, yet quick there
+    cases.append(Case(f"zero rows and scales M={m} K={k} N={n} float32",
+                      lambda g: _q_args(g, m, k, n, torch.float32, "zero rows"), hint=HINT_SCALE, public=True))
+    cases.append(Case(f"row-strided x M={m} K={k} N={n} bfloat16",
+                      lambda g: _q_args(g, m, k, n, torch.bfloat16, "row-strided"),
+                      hint=HINT_STRIDE + " (pass x.stride(0) and x.stride(1))", public=True))
+    return cases
+
+
+def q_reference(x, w_q, w_scale, bias):
+    return as64(x) @ (w_q.to(torch.float64) * as64(w_scale)[:, None]).T + as64(bias)
+
+
+def q_max_intermediate(args) -> int:
+    """The most elements one torch operator may produce: x, y or a row of the weight's size, never the
+    weight's N*K (every case has M well below K and N, so N*K is larger than each of these)."""
+    x, w_q = args[0], args[1]
+    (m, k), n = x.shape, w_q.shape[0]
+    return max(m * k, m * n, n, k)
+
+
+def dequantize(w_q, w_scale, dtype=torch.bfloat16):
+    return (w_q.float() * w_scale.float()[:, None]).to(dtype)
+
+
+def bf16_linear(x, weight, bias):
+    return F.linear(x, weight, bias)
+
+
+def dequantize_then_linear(x, w_q, w_scale, bias):
+    """What one writes before this notebook: materialize the weight (read N*K, write 2*N*K bytes), then
+    the bf16 matmul reads it again."""
+    return F.linear(x, dequantize(w_q, w_scale, x.dtype), bias)
+
+
+def _q_perf_inputs(g, dev):
+    m, k, n = 16, 4096, 16384  # decode: 16 tokens through a 4096-wide model's MLP up-projection
+    x = rand(g, (m, k), torch.bfloat16, device=dev)
+    w_q = torch.randint(-127, 128, (n, k), generator=g, dtype=torch.int8).to(dev)
+    w_scale = (torch.exp(torch.empty(n).uniform_(-2.0, 2.0, generator=g)) / (73.0 * k ** 0.5)).to(dev)
+    return x, w_q, w_scale, rand(g, (n,), torch.bfloat16, device=dev)
+
+
+def _q_bytes(args) -> int:
+    x, w_q, w_scale, bias = args
+    (m, k), n = x.shape, w_q.shape[0]
+    return n * k + 4 * n + (m * k + m * n + n) * x.element_size()
+
+
+WHY_Q = {op: "a torch matmul multiplies a dequantized weight: read w_q as int8 in your Triton kernel and "
+             "multiply there" for op in ("mm", "addmm", "matmul", "linear", "bmm", "dot", "mv", "addmv")}
+WHY_Q.update({op: "dequantize inside your kernel (scale the float32 sums in its epilogue), not with torch"
+              for op in ("mul", "mul_", "div", "add", "add_")})
+
 EXERCISES = [
     Exercise(
         id="linear_cross_entropy", notebook=NOTEBOOK, entry="linear_cross_entropy",
@@ -147,5 +377,30 @@ EXERCISES = [
             # size) while chunks of logits sized like x stay in L2, so a chunked kernel is no slower: 0.9x
             # leaves room for chunk-size effects on the matmul; tiny chunks (a row at a time) fall below 0.4x.
             threshold=0.9, floor=0.4),
+    ),
+    Exercise(
+        id="checkpointed_mlp", notebook=NOTEBOOK, entry="checkpointed_mlp",
+        signature="checkpointed_mlp(x, w1, b1, w2, b2) -> y (an autograd.Function that recomputes in backward)",
+        correctness_points=7, performance_points=3, cases=_mlp_cases, reference=mlp_reference,
+        tolerances=MLP_TOLERANCES, kind=TORCH, rules=Rules(),  # any torch operator: what is kept is judged
+        harness=forward_backward,
+        memory=Memory(baseline=naive_mlp, baseline_name="eager autograd of naive_mlp", held_limit=_x_bytes,
+                      held_limit_name="the bytes of x", peak_ratio=1.25, held_share=2 / 3),
+    ),
+    Exercise(
+        id="int8_weight_linear", notebook=NOTEBOOK, entry="int8_weight_linear",
+        signature="int8_weight_linear(x, w_q, w_scale, bias) -> x @ (w_q * w_scale[:, None]).T + bias",
+        correctness_points=7, performance_points=3, cases=_q_cases, reference=q_reference,
+        tolerances=Q_TOLERANCES, kind=TRITON, timeout_s=300.0,
+        rules=triton_rules(WHY_Q, max_intermediate=q_max_intermediate),
+        performance=Performance(
+            inputs=_q_perf_inputs, baseline=bf16_linear, baseline_args=lambda a: (a[0], dequantize(a[1], a[2]), a[3]),
+            baseline_name="F.linear(x, w_bf16, bias) (cuBLAS, the weight dequantized beforehand)",
+            nbytes=_q_bytes, naive=dequantize_then_linear,
+            # Awaits GPU calibration. First principles: at M = 16 both are bound by the weight's bytes (16
+            # FLOPs per bf16 weight byte, far below the ridge point): 64 MiB of int8 against 128 MiB of
+            # bf16, so up to 2x; kernels_ref/quant.py aims at 1.5x. Dequantizing in torch first moves 5
+            # bytes per weight element instead of 2: ~0.4x, below the floor.
+            threshold=1.3, floor=0.8),
     ),
 ]

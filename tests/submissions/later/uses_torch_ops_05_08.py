@@ -52,3 +52,7 @@ def flash_attention_bwd(do, q, k, v, o, lse, causal, sm_scale):
 
 def linear_cross_entropy(x, weight, targets):
     return F.cross_entropy((x @ weight.T).float(), targets)  # the full [M, V] logits, log_softmax, nll_loss
+
+
+def int8_weight_linear(x, w_q, w_scale, bias):
+    return F.linear(x, (w_q.float() * w_scale[:, None]).to(x.dtype), bias)  # the weight dequantized, cuBLAS

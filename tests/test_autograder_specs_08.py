@@ -1,0 +1,160 @@
+"""The specs of 08_memory's checkpointed_mlp and int8_weight_linear: a small correct submission earns every
+point the CPU can give (memory is graded on every device: its counts are deterministic), a submission that
+keeps the hidden activation loses the memory points with a message that says so, one that materializes the
+dequantized weight is a violation naming the line, plain eager autograd is a violation, and the hard cases
+fail what they target. CPU, quick cases."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from _autograder_helpers import SUBMISSIONS, graded, text
+
+EXERCISES = ("checkpointed_mlp", "int8_weight_linear")
+
+
+def test_list_and_manifest_order():
+    from autograder import specs
+    from course import manifest
+
+    assert manifest.by_name("08_memory").exercises == ("linear_cross_entropy", "checkpointed_mlp", "int8_weight_linear")
+    assert [e.id for e in specs.for_notebook("08_memory")] == list(manifest.by_name("08_memory").exercises)
+    for ex_id in EXERCISES:
+        spec = specs.get(ex_id)
+        assert (spec.correctness_points, spec.performance_points) == (7, 3)
+        names = [c.name for c in spec.cases(True)]
+        assert len(names) == len(set(names)) and any(c.public for c in spec.cases(True))
+        for dtype in ("float32", "float16", "bfloat16"):
+            assert any(dtype in n for n in names), (ex_id, dtype)
+    assert specs.get("checkpointed_mlp").memory is not None and specs.get("checkpointed_mlp").kind == "torch"
+    q = specs.get("int8_weight_linear")
+    assert q.kind == "triton" and q.rules.max_intermediate is not None and q.rules.max_launches == 1
+    assert q.performance.floor < q.performance.threshold and q.performance.naive is not None
+
+
+def test_correct_submission_earns_every_point_the_cpu_gives():
+    res = graded("later/good_08.py", EXERCISES, 300.0)
+    ckpt = res["checkpointed_mlp"]
+    assert ckpt["correct"] and not ckpt["violations"], text(ckpt)
+    assert ckpt["score"] == pytest.approx(1.0), text(ckpt)  # 7 correctness + 3 memory, on the CPU too
+    mem = ckpt["performance"]["memory"]
+    assert ckpt["performance"]["graded"] and ckpt["performance"]["passed"]
+    assert mem["held_bytes"] == 0 and mem["baseline_held_bytes"] > 4 * mem["held_limit_bytes"]
+    assert mem["peak_bytes"] <= mem["peak_allowed_bytes"]
+    q = res["int8_weight_linear"]
+    assert q["correct"] and not q["violations"], text(q)
+    assert q["score"] * q["points"] == pytest.approx(7)
+    assert any("performance is graded on a GPU" in f for f in q["feedback"])
+
+
+def test_keeping_the_hidden_activation_costs_the_memory_points_and_says_why():
+    ckpt = graded("later/keeps_memory_08.py", EXERCISES, 300.0)["checkpointed_mlp"]
+    assert ckpt["correct"] and not ckpt["violations"], text(ckpt)  # the gradients are right
+    assert ckpt["score"] * ckpt["points"] == pytest.approx(8), text(ckpt)  # 7 + the peak's 1 point
+    msg = next(f for f in ckpt["feedback"] if f.startswith("memory: holds"))
+    assert "the limit is the bytes of x" in msg and "recompute" in msg and "2 points withheld" in msg
+    assert ckpt["performance"]["memory"]["held_bytes"] > ckpt["performance"]["memory"]["held_limit_bytes"]
+
+
+def test_materializing_the_dequantized_weight_is_a_violation_naming_the_line():
+    q = graded("later/keeps_memory_08.py", EXERCISES, 300.0)["int8_weight_linear"]
+    assert q["score"] == 0 and not q["correct"]
+    assert any("aten._to_copy at line 30" in v and "must never hold more than" in v for v in q["violations"]), q["violations"]
+
+
+def test_plain_eager_autograd_is_a_violation(tmp_path):
+    from autograder.grading import grade_submission
+    from autograder.report import to_json, write_json_atomic
+
+    result = grade_submission(SUBMISSIONS / "later/eager_mlp_08.py", ["checkpointed_mlp"], quick=True, timeout=300.0)
+    ex = result["exercises"][0]
+    assert ex["score"] == 0 and not ex["correct"]
+    assert any("not from a torch.autograd.Function of yours" in v for v in ex["violations"]), ex["violations"]
+    assert any("memory not judged" in f for f in ex["feedback"])
+    write_json_atomic(tmp_path / "r.json", to_json(result))  # the memory entry is plain JSON
+    perf = json.loads((tmp_path / "r.json").read_text())["exercises"][0]["performance"]
+    assert set(perf) >= {"graded", "time_ms", "baseline", "baseline_ms", "speedup", "achieved", "fraction_of_peak",
+                         "threshold", "passed"}
+
+
+def test_check_shows_the_memory_verdict_in_the_notebook(capsys):
+    import importlib.util
+
+    from autograder import check
+
+    spec = importlib.util.spec_from_file_location("good_08", SUBMISSIONS / "later/good_08.py")
+    good = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(good)
+
+    class KeepsA(torch.autograd.Function):  # saves gelu(h) as a ctx attribute, not through save_for_backward
+        @staticmethod
+        def forward(ctx, x, w1, b1, w2, b2):
+            h = x @ w1.T + b1
+            ctx.save_for_backward(x, w1, b1, w2)
+            ctx.a = good._gelu(h)
+            return ctx.a @ w2.T + b2
+
+        @staticmethod
+        def backward(ctx, dy):
+            return good.CheckpointedMLP.backward(ctx, dy)
+
+    assert check("checkpointed_mlp", good.checkpointed_mlp, quick=True)
+    out = capsys.readouterr().out
+    assert "memory: held between forward and backward 0 B" in out and "PASSED" in out
+    assert not check("checkpointed_mlp", KeepsA.apply, quick=True)
+    out = capsys.readouterr().out
+    assert "memory: holds" in out and "NOT YET" in out
+
+
+# ------------------------------------------------------------------------------------------- hard cases (no worker)
+
+def _judged(ex_id, impl, quick=True):
+    from autograder import correctness, specs
+    from autograder.runner import make_plan
+    from autograder.specs.base import fresh_seed
+
+    spec = specs.get(ex_id)
+    verdicts = {}
+    for case, a, _b, ref, _ in make_plan(spec, quick, fresh_seed()):
+        out, _ = spec.call(impl, a)
+        verdicts[case.name] = correctness.compare_outputs(out, ref, correctness.expected_dtypes(a, ref, spec),
+                                                          spec, case)[0]
+    return verdicts
+
+
+def test_int8_cases_catch_a_scale_on_the_wrong_axis():
+    def right(x, w_q, s, b):
+        return (x.double() @ (w_q.double() * s.double()[:, None]).T + b.double()).to(x.dtype)
+
+    def scale_per_k(x, w_q, s, b):  # the scale vector applied along K (it only fits when K == N)
+        k = w_q.shape[1]
+        s_k = s[:k] if s.shape[0] >= k else torch.nn.functional.pad(s, (0, k - s.shape[0]), value=1.0)
+        return (x.double() @ (w_q.double() * s_k.double()[None, :]).T + b.double()).to(x.dtype)
+
+    assert all(_judged("int8_weight_linear", right).values())
+    bad = _judged("int8_weight_linear", scale_per_k)
+    assert not any(ok for name, ok in bad.items() if "M=1 " not in name)
+
+
+def test_checkpointed_mlp_cases_catch_a_missing_gelu_derivative_term():
+    from autograder.specs.nb08_memory import naive_mlp
+
+    class Partial(torch.autograd.Function):  # gelu'(h) without the tanh' term: forward right, backward wrong
+        @staticmethod
+        def forward(ctx, x, w1, b1, w2, b2):
+            ctx.save_for_backward(x, w1, b1, w2)
+            return naive_mlp(x, w1, b1, w2, b2)
+
+        @staticmethod
+        def backward(ctx, dy):
+            x, w1, b1, w2 = ctx.saved_tensors
+            h = x @ w1.T + b1
+            t = torch.tanh(0.7978845608 * (h + 0.044715 * h ** 3))
+            dh = (dy @ w2) * 0.5 * (1 + t)
+            a = 0.5 * h * (1 + t)
+            return dh @ w1, dh.T @ x, dh.sum(0), dy.T @ a, dy.sum(0)
+
+    bad = _judged("checkpointed_mlp", Partial.apply)
+    assert not any(ok for name, ok in bad.items() if "M=1 " not in name), bad
