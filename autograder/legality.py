@@ -14,7 +14,6 @@ from __future__ import annotations
 import sys
 import threading
 
-import torch
 
 from torch.utils._python_dispatch import TorchDispatchMode
 
