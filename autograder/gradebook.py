@@ -29,6 +29,13 @@ import shutil
 import sqlite3
 import tempfile
 from pathlib import Path
+import sys
+
+# nbgrader creates and migrates gradebooks with `alembic`, called by name: the tools installed beside this
+# Python must be on PATH even when it was started by its full path (not through `make`).
+_BIN = os.path.dirname(sys.executable)
+if _BIN not in os.environ.get("PATH", "").split(os.pathsep):
+    os.environ["PATH"] = os.pathsep.join([_BIN] + [p for p in os.environ.get("PATH", "").split(os.pathsep) if p])
 
 TRUSTED_RESULT_ENV = "AUTOGRADER_TRUSTED_RESULT"
 
