@@ -28,10 +28,6 @@ if not ON_GPU:
     os.environ["TRITON_INTERPRET"] = "1"
 
 INTERPRET: bool = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-if INTERPRET:  # the interpreter's float32 -> bfloat16 cast truncates; make it round like a GPU
-    from course.triton_compat import round_interpreted_bf16
-
-    round_interpreted_bf16()
 DEVICE: torch.device = torch.device("cuda" if ON_GPU else "cpu")
 
 _size = os.environ.get("COURSE_SIZE", "").lower() or ("large" if ON_GPU else "small")

@@ -6,23 +6,23 @@
   then skip most of the compiling and benchmarking (the first H100 run spent ~9 of 10 minutes there).
 - ``dot(a, b, acc)``: ``tl.dot`` that upcasts operands to float32 under the interpreter, where a bf16
   ``tl.dot`` returns garbage (errors near 1e10); compiled kernels keep the native tensor-core dtype.
-- ``round_interpreted_bf16()`` (run by ``course`` whenever it interprets): the interpreter's
-  ``x.to(tl.bfloat16)`` drops the low 16 bits of a float32 (rounds toward zero, up to 1 ulp off and
-  biased), where compiled kernels round to nearest even; seen here (triton 3.9), it doubled the error of a
-  bf16 transformer block. Patched so the interpreter rounds like the GPU.
+- importing this module while interpreting makes the interpreter's float32 -> bfloat16 cast round like a
+  GPU's (``course.interpreter``).
 """
 from __future__ import annotations
 
 import os
 
-import numpy as np
-import torch
 import triton
 import triton.language as tl
 
 from course.device import INTERPRET
 
 _UPCAST_DOTS = tl.constexpr(INTERPRET)
+if INTERPRET:
+    from course.interpreter import round_interpreted_bf16
+
+    round_interpreted_bf16()
 
 
 def autotune(configs, key, fallback: triton.Config | None = None, **kwargs):
@@ -73,28 +73,3 @@ def dot(a, b, acc):
         b = b.to(tl.float32)
     return tl.dot(a, b, acc)
 
-
-def round_interpreted_bf16() -> bool:
-    """Make the interpreter's float32 -> bfloat16 cast round to nearest even, as compiled kernels do.
-
-    Returns whether the patch is in place (False when this Triton's interpreter is laid out differently:
-    then casts keep its own behaviour)."""
-    try:
-        from triton.runtime import interpreter
-        builder, handle = interpreter.InterpreterBuilder, interpreter.TensorHandle
-    except (ImportError, AttributeError):
-        return False
-    original = builder.cast_impl
-    if getattr(original, "_rounds_bf16", False):
-        return True
-
-    def cast_impl(self, src, dst_type):
-        if src.dtype.scalar == tl.float32 and dst_type.scalar == tl.bfloat16:
-            # torch's cast rounds to nearest even; bfloat16 values live in the interpreter as uint16 bits
-            bits = torch.from_numpy(np.ascontiguousarray(src.data)).to(torch.bfloat16).view(torch.int16)
-            return handle(bits.numpy().view(np.uint16), dst_type.scalar)
-        return original(self, src, dst_type)
-
-    cast_impl._rounds_bf16 = True
-    builder.cast_impl = cast_impl
-    return True

@@ -313,12 +313,13 @@ def decode_case(B, context, D, H, dtype=torch.bfloat16):
 
 
 def bench_cases(quick: bool = False):
-    """Prefill of a 2048-token prompt through a 1024-wide block (B1, and B4 in the full suite; GPT-2 small's
-    768 x 12 heads too) and one decode step after 2048 tokens (B1, and B8 in the full suite), bf16;
-    each against eager PyTorch, torch.compile and, on a GPU, both as CUDA graphs."""
-    cases = [prefill_case(1, 2048, 1024, 16)]
+    """Prefill of 2048-token prompts through a 1024-wide block, B1 (the notebook's claim) and B4 (the shape the
+    grader times: the evidence for its threshold), GPT-2 small's 768 x 12 heads in the full suite; one
+    decode step after 2048 tokens (B1, and B8 in the full suite); bf16, each against eager PyTorch,
+    torch.compile and, on a GPU, both as CUDA graphs."""
+    cases = [prefill_case(1, 2048, 1024, 16), prefill_case(4, 2048, 1024, 16)]
     if not quick:
-        cases += [prefill_case(4, 2048, 1024, 16), prefill_case(1, 1024, 768, 12)]
+        cases.append(prefill_case(1, 1024, 768, 12))
     cases.append(decode_case(1, 2048, 1024, 16))
     if not quick:
         cases.append(decode_case(8, 2048, 1024, 16))

@@ -113,6 +113,25 @@ def test_flash_attention_writes_into_a_transposed_buffer():
         flash_attention_fwd(q, k, v, causal=True, out=torch.empty(B, H, S + 1, d, device=DEV))
 
 
+@pytest.mark.skipif(not course.INTERPRET, reason="the interpreter's cast; compiled kernels round natively")
+def test_the_interpreter_rounds_float32_to_bfloat16_to_nearest_even():
+    import triton
+    import triton.language as tl
+
+    import autograder  # noqa: F401  (importing it makes the interpreter's casts round like a GPU's)
+
+    @triton.jit
+    def cast(x_ptr, y_ptr, N: tl.constexpr):
+        i = tl.arange(0, N)
+        tl.store(y_ptr + i, tl.load(x_ptr + i).to(tl.bfloat16))
+
+    # above halfway (truncation would round these down), and an exact tie (to even: down)
+    x = torch.tensor([1 + 2**-8 + 2**-10, -(1 + 2**-8 + 2**-10), 3 + 0.9 * 2**-6, 1 + 2**-8])
+    y = torch.empty(4, dtype=torch.bfloat16)
+    cast[(1,)](x, y, N=4)
+    assert torch.equal(y, x.to(torch.bfloat16)), (y.tolist(), x.to(torch.bfloat16).tolist())
+
+
 def test_bench_cases_are_well_formed():
     for quick in (True, False):
         cases = T.bench_cases(quick)
