@@ -39,8 +39,9 @@ def compare_outputs(out, ref, dtypes, spec, case=None) -> tuple[bool, float | No
 
 def same_values(before, after) -> bool:
     """True when ``after`` holds exactly ``before``'s values (NaN where NaN): the input was not modified.
-    Containers (a dict of weights, a list) are compared item by item."""
-    if isinstance(before, dict):
+    Containers that hold tensors (a dict of weights, a list) are compared item by item; other values (a
+    number, a probe the worker turned into a function) are not inputs a call could modify."""
+    if isinstance(before, dict) and holds_tensors(before):
         return (isinstance(after, dict) and list(after) == list(before)
                 and all(same_values(before[k], after[k]) for k in before))
     if isinstance(before, (list, tuple)) and holds_tensors(before):
