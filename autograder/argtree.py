@@ -11,9 +11,12 @@ grading process and a worker derive the same values for the same positions.
 """
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from typing import Callable
 
 import torch
+
+# tensors(obj): every tensor in obj, in the walking order (the one walker, shared with measure.memory)
+from measure.memory import tensors_in as tensors
 
 
 def map_tensors(fn: Callable[[torch.Tensor], object], obj):
@@ -25,18 +28,6 @@ def map_tensors(fn: Callable[[torch.Tensor], object], obj):
     if isinstance(obj, (list, tuple)):
         return type(obj)(map_tensors(fn, v) for v in obj)
     return obj
-
-
-def tensors(obj) -> Iterator[torch.Tensor]:
-    """Every tensor in ``obj``, in the walking order."""
-    if isinstance(obj, torch.Tensor):
-        yield obj
-    elif isinstance(obj, dict):
-        for v in obj.values():
-            yield from tensors(v)
-    elif isinstance(obj, (list, tuple)):
-        for v in obj:
-            yield from tensors(v)
 
 
 def holds_tensors(obj) -> bool:
