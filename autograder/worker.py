@@ -127,8 +127,10 @@ class Worker:
         elif op == "prepare":
             self._prepare(poison=req.get("poison", True))
         elif op == "clone":
-            self.slots[req["to"]] = tuple(a.clone() if isinstance(a, self.torch.Tensor) else a
-                                          for a in self.slots[req["slot"]])
+            from autograder.argtree import map_tensors
+
+            # every tensor its own copy, inside an argument dict too: jittering one slot leaves the others be
+            self.slots[req["to"]] = tuple(map_tensors(lambda t: t.clone(), a) for a in self.slots[req["slot"]])
             self.bases.pop(req["to"], None)
         elif op == "call":
             slots = [self.slots[i] for i in req["slots"]]

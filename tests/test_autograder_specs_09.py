@@ -179,10 +179,14 @@ def test_a_dict_argument_is_moved_refilled_and_jittered_in_place():
         assert torch.equal(worker.slots[0][1]["w"], fresh[1]["w"])
         worker.handle({"op": "jitter", "slot": 0, "seed": 3})
         assert torch.equal(worker.slots[0][1]["b"], jittered_args(fresh, 3)[1]["b"])
-        assert worker.handle({"op": "call", "slot": 0})["ok"]
+        assert worker.handle({"op": "call", "slots": [0]})["ok"]
         shipped = worker.handle({"op": "ship"})
         assert shipped["inputs_after"][1]["n_heads"] == 2
         assert torch.equal(shipped["inputs_after"][1]["b"], worker.slots[0][1]["b"])
+        worker.handle({"op": "clone", "slot": 0, "to": 1})   # the timed slots: copies, not shared weights
+        worker.handle({"op": "jitter", "slot": 1, "seed": 5})
+        assert torch.equal(worker.slots[0][1]["b"], jittered_args(fresh, 3)[1]["b"])
+        assert worker.slots[1][1]["b"].data_ptr() != worker.slots[0][1]["b"].data_ptr()
     finally:
         worker.restore()
 
