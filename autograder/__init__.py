@@ -5,6 +5,11 @@ and `autograder.nbgrader.grade(...)` grade in isolated worker processes.
 """
 import course  # noqa: F401  (first: sets TRITON_INTERPRET=1 without a GPU, before any kernel is defined)
 
+if course.INTERPRET:  # interpreted kernels round float32 -> bfloat16 like a GPU (course/interpreter.py)
+    from course.interpreter import round_interpreted_bf16
+
+    round_interpreted_bf16()
+
 
 def check(exercise_id, fn, **kwargs):
     """Run the public cases of ``exercise_id`` on ``fn`` here and print a table; see autograder.notebook."""

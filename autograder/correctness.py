@@ -10,6 +10,7 @@ import math
 
 import torch
 
+from autograder.argtree import holds_tensors
 from measure.tolerance import compare_tensor
 
 
@@ -37,7 +38,15 @@ def compare_outputs(out, ref, dtypes, spec, case=None) -> tuple[bool, float | No
 
 
 def same_values(before, after) -> bool:
-    """True when ``after`` holds exactly ``before``'s values (NaN where NaN): the input was not modified."""
+    """True when ``after`` holds exactly ``before``'s values (NaN where NaN): the input was not modified.
+    Containers that hold tensors (a dict of weights, a list) are compared item by item; other values (a
+    number, a probe the worker turned into a function) are not inputs a call could modify."""
+    if isinstance(before, dict) and holds_tensors(before):
+        return (isinstance(after, dict) and list(after) == list(before)
+                and all(same_values(before[k], after[k]) for k in before))
+    if isinstance(before, (list, tuple)) and holds_tensors(before):
+        return (isinstance(after, (list, tuple)) and len(after) == len(before)
+                and all(same_values(b, a) for b, a in zip(before, after)))
     if isinstance(before, torch.Tensor):
         if not isinstance(after, torch.Tensor) or after.shape != before.shape or after.dtype != before.dtype:
             return False

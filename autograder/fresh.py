@@ -40,5 +40,15 @@ def arg_seed(seed: int, index: int) -> int:
     return (seed * 31 + index) & 0x7FFFFFFF
 
 
+def jittered_tree(base, seed: int):
+    """``jittered`` for every tensor in ``base``; each item of a dict, list or tuple gets its own stream
+    (``autograder.argtree``: a dict of weights gets fresh values like a top-level tensor)."""
+    if isinstance(base, dict):
+        return {k: jittered_tree(v, arg_seed(seed, j)) for j, (k, v) in enumerate(base.items())}
+    if isinstance(base, (list, tuple)):
+        return type(base)(jittered_tree(v, arg_seed(seed, j)) for j, v in enumerate(base))
+    return jittered(base, seed)
+
+
 def jittered_args(bases, seed: int) -> tuple:
-    return tuple(jittered(b, arg_seed(seed, i)) for i, b in enumerate(bases))
+    return tuple(jittered_tree(b, arg_seed(seed, i)) for i, b in enumerate(bases))

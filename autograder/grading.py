@@ -321,6 +321,7 @@ def judge_timed_outputs(spec, base_args, shipped) -> tuple[bool, str]:
     """The checked timed calls' outputs against float64 references on the same fresh values, made here."""
     import course
 
+    from autograder.argtree import to_device
     from autograder.fresh import jittered_args
 
     if not spec.judged_on_tensors or spec.reference is None:
@@ -328,8 +329,7 @@ def judge_timed_outputs(spec, base_args, shipped) -> tuple[bool, str]:
     for call_seed, done, out in shipped:
         if not done.ok:
             return False, f"raised {done.error}"
-        args = tuple(a.to(course.DEVICE) if isinstance(a, torch.Tensor) else a
-                     for a in jittered_args(base_args, call_seed))
+        args = to_device(jittered_args(base_args, call_seed), course.DEVICE)
         with torch.no_grad():
             ref = spec.reference(*args)
         ok, _, msg = correctness.compare_outputs(out.output, ref, correctness.expected_dtypes(args, ref, spec), spec)

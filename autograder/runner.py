@@ -57,7 +57,9 @@ class Verdicts:
 def _to_device(args):
     import course
 
-    return tuple(a.to(course.DEVICE) if isinstance(a, torch.Tensor) else a for a in args)
+    from autograder.argtree import to_device
+
+    return to_device(args, course.DEVICE)
 
 
 def reference(spec, case, args):

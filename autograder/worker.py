@@ -29,6 +29,8 @@ def ship(obj):
         return obj.detach().to("cpu", copy=True)
     if isinstance(obj, (tuple, list)):
         return [ship(o) for o in obj] if isinstance(obj, list) else tuple(ship(o) for o in obj)
+    if isinstance(obj, dict) and all(isinstance(k, str) for k in obj):
+        return {k: ship(v) for k, v in obj.items()}  # e.g. transformer_block's params, shipped back
     if obj is None or isinstance(obj, (bool, int, float, str)):
         return obj
     import numbers
@@ -125,8 +127,10 @@ class Worker:
         elif op == "prepare":
             self._prepare(poison=req.get("poison", True))
         elif op == "clone":
-            self.slots[req["to"]] = tuple(a.clone() if isinstance(a, self.torch.Tensor) else a
-                                          for a in self.slots[req["slot"]])
+            from autograder.argtree import map_tensors
+
+            # every tensor its own copy, inside an argument dict too: jittering one slot leaves the others be
+            self.slots[req["to"]] = tuple(map_tensors(lambda t: t.clone(), a) for a in self.slots[req["slot"]])
             self.bases.pop(req["to"], None)
         elif op == "call":
             slots = [self.slots[i] for i in req["slots"]]
@@ -182,35 +186,35 @@ class Worker:
 
     # ---------------------------------------------------------------- helpers
     def _to_device(self, args) -> tuple:
+        from autograder.argtree import to_device
         from autograder.probes import materialize
 
-        torch = self.torch
-        return tuple(a.to(self.device) if isinstance(a, torch.Tensor) else a for a in materialize(args))
+        return to_device(materialize(args), self.device)
 
     def _refill(self, slot: int, values) -> None:
-        """Same tensors (same pointers, shapes, strides), new values: a cache keyed on them now lies."""
+        """Same tensors (same pointers, shapes, strides; inside containers too), new values: a cache keyed
+        on them now lies."""
+        from autograder.argtree import holds_tensors, tensors
         from autograder.probes import materialize
 
-        torch = self.torch
         fresh = materialize(values)
         old = self.slots[slot]
-        with torch.no_grad():
-            for a, b in zip(old, fresh):
-                if isinstance(a, torch.Tensor):
-                    a.copy_(b)
-        self.slots[slot] = tuple(a if isinstance(a, torch.Tensor) else b for a, b in zip(old, fresh))
+        with self.torch.no_grad():
+            for a, b in zip(tensors(old), tensors(fresh)):
+                a.copy_(b)
+        self.slots[slot] = tuple(a if holds_tensors(a) else b for a, b in zip(old, fresh))
 
     def _jitter(self, slot: int, seed: int) -> None:
         """Fresh values in the slot's own tensors (same pointers), derived from its base and ``seed``."""
+        from autograder.argtree import map_tensors, tensors
         from autograder.fresh import jittered_args
 
-        torch = self.torch
         args = self.slots[slot]
         if slot not in self.bases:
-            self.bases[slot] = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
-        with torch.no_grad():
-            for a, new in zip(args, jittered_args(self.bases[slot], seed)):
-                if isinstance(a, torch.Tensor) and a.is_floating_point():
+            self.bases[slot] = tuple(map_tensors(lambda t: t.clone(), a) for a in args)
+        with self.torch.no_grad():
+            for a, new in zip(tensors(args), tensors(jittered_args(self.bases[slot], seed))):
+                if a.is_floating_point():
                     a.copy_(new)
 
     def _prepare(self, poison: bool = True) -> None:

@@ -74,7 +74,11 @@ NOTEBOOKS: tuple[Notebook, ...] = (
              ("linear_cross_entropy", "checkpointed_mlp", "int8_weight_linear"),
              ("kernels_ref.cross_entropy", "kernels_ref.checkpoint", "kernels_ref.quant")),
     Notebook("09_capstone",
-             "a transformer block from your kernels, profiled end to end; prefill and decode"),
+             "a transformer block from your kernels, profiled end to end against eager and torch.compile; "
+             "prefill, and decode with a KV cache and CUDA graphs",
+             ("transformer_block",),
+             ("kernels_ref.layer_norm", "kernels_ref.matmul", "kernels_ref.flash_attention",
+              "kernels_ref.transformer_block")),
 )
 
 

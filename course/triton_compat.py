@@ -6,6 +6,8 @@
   then skip most of the compiling and benchmarking (the first H100 run spent ~9 of 10 minutes there).
 - ``dot(a, b, acc)``: ``tl.dot`` that upcasts operands to float32 under the interpreter, where a bf16
   ``tl.dot`` returns garbage (errors near 1e10); compiled kernels keep the native tensor-core dtype.
+- importing this module while interpreting makes the interpreter's float32 -> bfloat16 cast round like a
+  GPU's (``course.interpreter``).
 """
 from __future__ import annotations
 
@@ -17,6 +19,10 @@ import triton.language as tl
 from course.device import INTERPRET
 
 _UPCAST_DOTS = tl.constexpr(INTERPRET)
+if INTERPRET:
+    from course.interpreter import round_interpreted_bf16
+
+    round_interpreted_bf16()
 
 
 def autotune(configs, key, fallback: triton.Config | None = None, **kwargs):
@@ -66,3 +72,4 @@ def dot(a, b, acc):
         a = a.to(tl.float32)
         b = b.to(tl.float32)
     return tl.dot(a, b, acc)
+

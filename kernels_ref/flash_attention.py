@@ -433,12 +433,16 @@ def _strides(t: torch.Tensor):
     return t.stride(0), t.stride(1), t.stride(2), t.stride(3)
 
 
-def flash_attention_fwd(q, k, v, causal: bool = False, sm_scale: float | None = None):
-    """``(o, lse)``: o = softmax(q k^T * sm_scale [causal]) v, lse float32 [B, H, S] (natural log)."""
-    _check_qkv(q, k, v)
+def flash_attention_fwd(q, k, v, causal: bool = False, sm_scale: float | None = None, out=None):
+    """``(o, lse)``: o = softmax(q k^T * sm_scale [causal]) v, lse float32 [B, H, S] (natural log).
+
+    ``out``: a ``[B, H, S, D]`` tensor of any strides to write o into (returned as o), e.g. a ``[B, S, H, D]``
+    buffer seen through ``.transpose(1, 2)``: the heads then land side by side in each token's row, the
+    layout the output projection reads, with no copy (``kernels_ref.transformer_block``)."""
+    _check_qkv(q, k, v, **({} if out is None else {"out": out}))
     B, H, S, D = q.shape
     scale = _scale(sm_scale, D)
-    o = torch.empty((B, H, S, D), device=q.device, dtype=q.dtype)
+    o = torch.empty((B, H, S, D), device=q.device, dtype=q.dtype) if out is None else out
     lse = torch.empty((B, H, S), device=q.device, dtype=torch.float32)
     if o.numel() == 0:
         return o, lse

@@ -80,3 +80,34 @@ def attention(q, k, v, causal: bool, sm_scale: float | None = None, do=None):
     if do is None:
         return torch.cat(parts[0]).reshape(B, H, S, D), torch.cat(parts[1]).reshape(B, H, S)
     return tuple(torch.cat(p).reshape(B, H, S, D) for p in parts)
+
+
+BLOCK_PARAMS = ("ln1_weight", "ln1_bias", "w_qkv", "b_qkv", "w_out", "b_out",
+                "ln2_weight", "ln2_bias", "w_fc", "b_fc", "w_proj", "b_proj")
+
+
+def transformer_block(x, params, eps: float = 1e-5, past=None) -> torch.Tensor:
+    """A pre-LayerNorm GPT-2 block on ``x`` ``[B, S, D]``, causal: ``h = x + attn(ln1(x))``,
+    ``y = h + w_proj(gelu_tanh(w_fc(ln2(h))))``. ``params`` holds ``n_heads`` and the tensors named in
+    ``BLOCK_PARAMS`` (nn.Linear layout: ``w_qkv`` ``[3D, D]`` whose rows are q, then k, then v, each head's
+    ``D / n_heads`` features side by side; ``w_out`` ``[D, D]``, ``w_fc`` ``[4D, D]``, ``w_proj`` ``[D, 4D]``).
+
+    ``past``: the keys and values ``[B, H, P, D / H]`` of P earlier positions (a KV cache); x's tokens are
+    then positions P .. P+S-1 and attend to those too (decoding one token: S = 1)."""
+    B, S, D = x.shape
+    H = int(params["n_heads"])
+    p = {name: as64(params[name]) for name in BLOCK_PARAMS}
+    x = as64(x)
+    qkv = layer_norm(x, p["ln1_weight"], p["ln1_bias"], eps) @ p["w_qkv"].T + p["b_qkv"]
+    q, k, v = qkv.view(B, S, 3, H, D // H).permute(2, 0, 3, 1, 4)       # each [B, H, S, D / H]
+    if past is None:
+        o, _ = attention(q, k, v, causal=True)
+    else:
+        k, v = torch.cat([as64(past[0]), k], dim=2), torch.cat([as64(past[1]), v], dim=2)
+        n_past = k.shape[2] - S
+        s = q @ k.transpose(-1, -2) * attention_scale(None, D // H)
+        s = s.masked_fill(torch.ones(S, n_past + S, dtype=torch.bool, device=x.device).triu(n_past + 1),
+                          float("-inf"))                                # token i sees positions <= n_past + i
+        o = torch.softmax(s, dim=-1) @ v
+    h = x + o.transpose(1, 2).reshape(B, S, D) @ p["w_out"].T + p["b_out"]
+    return h + mlp(layer_norm(h, p["ln2_weight"], p["ln2_bias"], eps), p["w_fc"], p["b_fc"], p["w_proj"], p["b_proj"])

@@ -33,7 +33,7 @@ def main(module_name: str, kernel_name: str, head_dim: int) -> None:
     fn = kernel
     while not isinstance(fn, triton.runtime.jit.JITFunction):
         fn = fn.fn
-    consts = {"HAS_BIAS": True, "GELU": True, "CAUSAL": True, "HEAD_DIM": head_dim,
+    consts = {"HAS_BIAS": True, "GELU": True, "HAS_RESIDUAL": False, "CAUSAL": True, "HEAD_DIM": head_dim,
               "EVEN_K": True, "EVEN_M": True, "EVEN_N": True}
     consts.update(configs[0].kwargs)
     signature, attrs = {}, {}

@@ -1,9 +1,12 @@
 """Execute a notebook top to bottom with nbclient and name the cell that failed.
 
     python -m tools.execute_notebook solutions/04_fused_softmax/04_fused_softmax.ipynb [--timeout 600]
+        [--save-to DIR] [--print-output]
 
 Runs in the notebook's own folder (as JupyterLab and nbgrader do), never writes the notebook back,
-and prints how long it took. Used by tests/test_notebooks.py and by the GPU runs.
+and prints how long it took. ``--save-to DIR`` writes the executed copy (outputs and plots) into DIR;
+``--print-output`` prints what its cells printed (a GPU run's log then holds the notebook's own numbers).
+Used by tests/test_notebooks.py and by the GPU runs.
 """
 from __future__ import annotations
 
@@ -61,16 +64,35 @@ def execute(path, timeout: int = 600, kernel_name: str = "python3") -> Executed:
     return Executed(path, time.perf_counter() - start, nb)
 
 
+def printed(nb) -> str:
+    """The text a notebook's code cells printed, each cell's under a '--- cell N ---' line."""
+    parts = []
+    for i, cell in enumerate(nb.cells, start=1):
+        text = "".join(o.get("text", "") for o in cell.get("outputs", [])
+                       if o.get("output_type") == "stream" and o.get("name") == "stdout")
+        if text.strip():
+            parts.append(f"--- cell {i} ---\n{text.rstrip()}")
+    return "\n".join(parts)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("notebooks", nargs="+")
     ap.add_argument("--timeout", type=int, default=600, help="seconds per cell")
+    ap.add_argument("--save-to", metavar="DIR", help="write each executed notebook (with outputs) into DIR")
+    ap.add_argument("--print-output", action="store_true", help="print what each notebook's cells printed")
     args = ap.parse_args(argv)
     failed = 0
     for p in args.notebooks:
         try:
             done = execute(p, timeout=args.timeout)
             print(f"ok    {p}  {done.seconds:.1f} s", flush=True)
+            if args.print_output:
+                print(printed(done.notebook), flush=True)
+            if args.save_to:
+                out = pathlib.Path(args.save_to)
+                out.mkdir(parents=True, exist_ok=True)
+                nbformat.write(done.notebook, out / pathlib.Path(p).name)
         except NotebookFailed as err:
             failed += 1
             print(f"FAIL  {err}", flush=True)

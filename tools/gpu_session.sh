@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Named stages on a GPU machine, in one call from the repository root:
 #   bash tools/gpu_session.sh STAGE [STAGE ...]
-# Stages: env | kernel-tests | bench | bench-quick | bench-matmul | gpu-tests | notebooks | autograde |
+# Stages: env | kernel-tests | bench | bench-quick | bench-matmul | gpu-tests | notebooks | capstone | autograde |
 #         autograder-check | sandbox | batch-throughput
 # OPS=a,b limits bench-quick to those ops; ASSIGNMENTS=05_layer_norm,... limits notebooks and autograde;
 # ONLY=label,... limits autograder-check to those submissions. batch-throughput needs dask in .whl/ too:
@@ -64,6 +64,9 @@ for stage in "$@"; do
         bench) TAIL=120 run_logged bench python3 -m kernels_ref.bench --no-progress --json "$RES/bench.json" ;;
         bench-quick) TAIL=80 run_logged bench-quick python3 -m kernels_ref.bench --quick --no-progress ${OPS:+--ops "$OPS"} --json "$RES/bench-quick.json" ;;
         notebooks) run_logged notebooks python3 -m tools.execute_notebook --timeout 900 $(notebook_sources) ;;
+        # 09 at full size: its measurements and the claims' verdicts in the log, the executed copy beside it.
+        capstone) TAIL=60 run_logged capstone python3 -m tools.execute_notebook --timeout 900 --print-output \
+                      --save-to "$RES" solutions/09_capstone/09_capstone.ipynb ;;
         autograde) TAIL=80 run_logged autograde python3 -m tools.gpu_autograde "$RES/autograder" --calibration "$RES/calibration.json" ${ASSIGNMENTS:+--assignments "$ASSIGNMENTS"} ;;
         # The matmul family alone: both kernels' GPU tests, then the headline shapes (the persistent TMA kernel
         # against eager, torch.compile, cuBLASLt's fused epilogue and the bare cuBLAS matmul).
