@@ -432,6 +432,12 @@ def test_the_checked_timed_calls_are_judged_on_fresh_values_remade_here():
     batch = grading.CALLS_PER_ROUND_TRIP
     assert honest.requests.count("jitter") == batch * honest.requests.count("prepare") == batch * honest.requests.count("call")
     assert honest.requests.count("ship") == 3 and honest.requests.count("drop") == 2 * 14 - 3
+    # A run cut short by its time budget still checks three calls: the number of repetitions is fixed before
+    # the first one (here the minimum, 10), and the checked ones are drawn from all of them.
+    short = _FakeWorker(0.5, lambda x: torch.softmax(x.double(), -1).float())
+    perf, credit, ok, notes = grading.time_against_baseline(
+        short, spec, 7, reps=50, warmup=2, max_seconds=0.0, open_baseline=lambda: _FakeWorker(1.0, lambda x: x))
+    assert ok and short.requests.count("ship") == 3 and short.requests.count("call") == 2 * (2 + 10)
 
 
 def test_only_rejects_an_unknown_submission_and_names_the_known_ones(tmp_path, capsys):
