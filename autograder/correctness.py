@@ -11,6 +11,7 @@ import math
 import torch
 
 from autograder.argtree import holds_tensors
+from autograder.symptoms import NOT_WRITTEN_HINT  # noqa: F401  (the hint for an unwritten exercise)
 from measure.tolerance import compare_tensor
 
 
@@ -63,12 +64,81 @@ def describe_tensor_args(args) -> tuple[str, str]:
     return "-", "-"
 
 
-NOT_WRITTEN_HINT = ("this exercise is not written yet: replace `raise NotImplementedError()` in its cell with "
-                    "your code, run the cell, then check again")
+def judge_raises(case, done) -> tuple[bool, str]:
+    """A case whose input the exercise says to reject: the call must raise ``case.raises`` (by name: the
+    worker reports 'ValueError: message [line N]')."""
+    want = case.raises.__name__
+    if done.ok:
+        return False, f"returned a result; the exercise asks for a {want} on this input"
+    got = (done.error or "").split(":", 1)[0].strip()
+    if got == want:
+        return True, ""
+    return False, f"raised {done.error}; the exercise asks for a {want} on this input"
 
 
-def hint_for(case, message: str) -> str | None:
-    """The hint shown under the first failure: the case's own, unless the exercise was never written."""
-    if message and "NotImplementedError" in message.split(":", 1)[0]:
-        return NOT_WRITTEN_HINT
-    return case.hint
+def symptom_of(out, ref, dtypes, spec, case, args):
+    """The symptom of the first wrong output (autograder.symptoms.diagnose)."""
+    from autograder.symptoms import diagnose
+
+    outs = out if isinstance(ref, (tuple, list)) else (out,)
+    refs = ref if isinstance(ref, (tuple, list)) else (ref,)
+    if not isinstance(outs, (tuple, list)) or len(outs) != len(refs):
+        from autograder.symptoms import Symptom
+
+        return Symptom("type", {"got": type(out).__name__})
+    for o, r, d in zip(outs, refs, dtypes):
+        tol = spec.tolerance(d, case)
+        if not compare_tensor(o, r, d, tol)[0]:
+            return diagnose(o, r, d, tol, args)
+    return None
+
+
+def describe_tolerance(spec, planned, ok: bool) -> str:
+    """The tolerance a case is judged with, in words, for the check table."""
+    case = planned.case
+    if case.raises is not None:
+        return f"raises {case.raises.__name__}"
+    if not spec.judged_on_tensors:
+        return getattr(spec.judge, "tolerance", "")
+    ref = planned.ref_a[0] if isinstance(planned.ref_a, (tuple, list)) else planned.ref_a
+    if not isinstance(ref, torch.Tensor):
+        return ""
+    dtype = expected_dtypes(planned.a, planned.ref_a, spec)[0]
+    atol, rtol = spec.tolerance(dtype, case)
+    return f"{atol:.0e} + {rtol:.0e}|ref|"
+
+
+def case_table(rows: list, indent: str = "  ") -> list[str]:
+    """The table of case verdicts: case, shape, dtype, max error, tolerance, verdict for tensor outputs;
+    case, got, expected, tolerance, verdict for numbers and for inputs that must raise. Case names are
+    never cut: the column is as wide as the longest."""
+    def cell(x, unit=""):
+        if x is None:
+            return "-"
+        if isinstance(x, bool) or not isinstance(x, (int, float)):
+            return str(x)
+        text = f"{x:.4g}" if isinstance(x, float) else str(x)
+        return f"{text} {unit}" if unit else text
+
+    width = max([len("case")] + [len(r["case"]) for r in rows])
+    scalar = [r for r in rows if "got" in r]
+    tensor = [r for r in rows if "got" not in r]
+    lines = []
+    if tensor:
+        shape_w = max([5] + [len(r["shape"]) for r in tensor])
+        tol_w = max([9] + [len(r.get("tolerance", "")) for r in tensor])
+        lines.append(f"{indent}{'case':<{width}}  {'shape':>{shape_w}} {'dtype':>9} {'max error':>10} "
+                     f"{'tolerance':>{tol_w}}  verdict")
+        for r in tensor:
+            lines.append(f"{indent}{r['case']:<{width}}  {r['shape']:>{shape_w}} {r['dtype']:>9} "
+                         f"{cell(r['max_error']):>10} {r.get('tolerance', ''):>{tol_w}}  {r['verdict']}")
+    if scalar:
+        got_w = max([3] + [len(cell(r["got"], r.get("unit", ""))) for r in scalar])
+        exp_w = max([8] + [len(cell(r["expected"], r.get("unit", ""))) for r in scalar])
+        tol_w = max([9] + [len(r.get("tolerance", "")) for r in scalar])
+        lines.append(f"{indent}{'case':<{width}}  {'got':>{got_w}} {'expected':>{exp_w}} {'tolerance':>{tol_w}}  verdict")
+        for r in scalar:
+            unit = r.get("unit", "")
+            lines.append(f"{indent}{r['case']:<{width}}  {cell(r['got'], unit):>{got_w}} "
+                         f"{cell(r['expected'], unit):>{exp_w}} {r.get('tolerance', ''):>{tol_w}}  {r['verdict']}")
+    return lines

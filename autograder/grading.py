@@ -218,11 +218,10 @@ def static_violations(spec, sub: Submission) -> list[str]:
 def _failure_feedback(spec, verdicts) -> list[str]:
     if verdicts.first_fail is None:
         return []
-    case, msg = verdicts.first_fail
-    lines = [f"first failure: {case.name}: {msg}"]
-    hint = correctness.hint_for(case, msg)
-    if hint:
-        lines.append(f"hint: {hint}")
+    fail = verdicts.first_fail
+    lines = [f"first failure: {fail.case.name}: {fail.message}"]
+    if fail.hint:
+        lines.append(f"hint: {fail.hint}")
     return lines
 
 

@@ -190,21 +190,17 @@ def _print_output(session):
 
 
 def _print_table(exercise_id, verdicts, violations, device):
-    from autograder.correctness import hint_for
+    from autograder.correctness import case_table
 
     print(f"check({exercise_id!r}): {len(verdicts.rows)} public cases on {device}")
-    print(f"  {'case':<42} {'shape':>14} {'dtype':>9} {'max error':>10}  verdict")
-    for r in verdicts.rows:
-        e = "-" if r["max_error"] is None else f"{r['max_error']:.3g}"
-        print(f"  {r['case'][:42]:<42} {r['shape'][:14]:>14} {r['dtype']:>9} {e:>10}  {r['verdict']}")
+    print("\n".join(case_table(verdicts.rows)))
     for v in violations:
         print(f"  violation: {v}")
     if verdicts.first_fail:
-        case, msg = verdicts.first_fail
-        print(f"  first failure: {case.name}: {msg}")
-        hint = hint_for(case, msg)
-        if hint:
-            print(f"  hint: {hint}")
+        fail = verdicts.first_fail
+        print(f"  first failure: {fail.case.name}: {fail.message}")
+        if fail.hint:
+            print(f"  hint: {fail.hint}")
 
 
 def _print_performance(spec, fn):

@@ -17,10 +17,6 @@ def to_json(result: dict) -> dict:
             "total": result["total"], "max_total": result["max_total"]}
 
 
-def _fmt(x, digits=3):
-    return "-" if x is None else (f"{x:.{digits}g}" if isinstance(x, float) else str(x))
-
-
 def memory_line(m: dict, baseline: str) -> str:
     from measure.memory import fmt_bytes
 
@@ -37,10 +33,9 @@ def render_text(result: dict, show_cases: bool = True) -> str:
         mark = "PASS" if ex["correct"] else "FAIL"
         lines.append(f"[{mark}] {ex['id']}: {earned:.2f} / {ex['points']:g} points")
         if show_cases and ex.get("cases"):
-            lines.append(f"    {'case':<42} {'shape':>14} {'dtype':>9} {'max error':>10}  verdict")
-            for c in ex["cases"]:
-                lines.append(f"    {c['case'][:42]:<42} {c['shape'][:14]:>14} {c['dtype']:>9} "
-                             f"{_fmt(c['max_error']):>10}  {c['verdict']}")
+            from autograder.correctness import case_table
+
+            lines += case_table(ex["cases"], indent="    ")
         for v in ex["violations"]:
             lines.append(f"    violation: {v}")
         perf = ex["performance"]

@@ -6,7 +6,9 @@ notebook's kernel, or the notebook's own process on a GPU) through every case: l
 ship; re-fill the same tensors with B in place, prepare, call, ship. A result cached by pointer or shape
 answers B with A's output.
 ``judge_cases``: outputs against the references (``measure.tolerance``), inputs unmodified, the rules of
-the exercise from what the calls reported (to name the learner's line), a hint for the first failure.
+the exercise from what the calls reported (to name the learner's line), a hint for the first failure
+chosen from its symptom (``autograder.symptoms``). A case that ``raises`` expects the call to raise that
+exception (an input the exercise says to reject): raising it is the right answer.
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from autograder import correctness, legality, protocol
+from autograder import correctness, legality, protocol, symptoms
 from measure.memory import tensors_in
 
 
@@ -41,9 +43,31 @@ class CaseRun:
 
 
 @dataclass
+class Judged:
+    """The verdict on one call: passed, the largest error, what went wrong, the symptom, and for numbers
+    (VALUE exercises, exception cases) what came back and what was due."""
+
+    ok: bool
+    error: float | None = None
+    message: str = ""
+    symptom: symptoms.Symptom | None = None
+    got: object = None
+    expected: object = None
+
+
+@dataclass
+class Failure:
+    case: object
+    message: str
+    hint: str | None = None
+
+
+@dataclass
 class Verdicts:
-    rows: list = field(default_factory=list)        # {"case", "shape", "dtype", "max_error", "verdict"}
-    first_fail: tuple | None = None                 # (case, message)
+    # {"case", "shape", "dtype", "max_error", "verdict"} and, for scalar answers and exception cases, "got"
+    # and "expected"; "tolerance" in words
+    rows: list = field(default_factory=list)
+    first_fail: Failure | None = None
     ops: list = field(default_factory=list)
     launches: list = field(default_factory=list)
     largest: list = field(default_factory=list)
@@ -63,6 +87,8 @@ def _to_device(args):
 
 
 def reference(spec, case, args):
+    if case.raises is not None:
+        return None  # the input is invalid: the call must raise, there is no answer to compute
     if spec.reference is None:
         return case.expected
     from autograder.probes import materialize
@@ -107,22 +133,32 @@ def intermediate_limit(spec, args) -> int | None:
     return limit(args) if limit is not None else None
 
 
-def judge_call(spec, case, args, ref, done, shipped) -> tuple[bool, float | None, str]:
+def judge_call(spec, case, args, ref, done, shipped) -> Judged:
+    if case.raises is not None:
+        ok, msg = correctness.judge_raises(case, done)
+        got = (done.error or "").split(":", 1)[0] if not done.ok else "a result"
+        return Judged(ok, None, msg, symptoms.diagnose_error(done.error) if not done.ok else None,
+                      got=got, expected=case.raises.__name__)
     if not done.ok:
         from autograder.isolation import plain_error
 
         special = plain_error(done.error or "")
-        return False, None, f"{special}: " * bool(special) + f"raised {done.error}"
+        return Judged(False, None, f"{special}: " * bool(special) + f"raised {done.error}",
+                      symptoms.diagnose_error(done.error))
     out = shipped.output
     if not spec.judged_on_tensors:
         ok, err, msg = spec.judge(out, ref)
-    else:
-        ok, err, msg = correctness.compare_outputs(out, ref, correctness.expected_dtypes(args, ref, spec), spec, case)
-    if ok and spec.check_inputs:
+        return Judged(ok, err, msg, None if ok else symptoms.diagnose_value(out, ref), got=out, expected=ref)
+    dtypes = correctness.expected_dtypes(args, ref, spec)
+    ok, err, msg = correctness.compare_outputs(out, ref, dtypes, spec, case)
+    if not ok:
+        return Judged(False, err, msg, correctness.symptom_of(out, ref, dtypes, spec, case, args))
+    if spec.check_inputs:
         for i, (before, after) in enumerate(zip(args, shipped.inputs_after)):
             if not correctness.same_values(before, after):
-                return False, err, f"modified its input argument {i} (inputs must come back unchanged)"
-    return ok, err, msg
+                return Judged(False, err, f"modified its input argument {i} (inputs must come back unchanged)",
+                              symptoms.Symptom("modified-input"))
+    return Judged(True, err, msg)
 
 
 def judge_cases(spec, plan: list[PlannedCase], runs: list[CaseRun], where) -> Verdicts:
@@ -130,16 +166,22 @@ def judge_cases(spec, plan: list[PlannedCase], runs: list[CaseRun], where) -> Ve
     v = Verdicts()
     for p, run in zip(plan, runs):
         (done_a, ship_a), (done_b, ship_b) = run.calls
-        ok_a, err_a, msg_a = judge_call(spec, p.case, p.a, p.ref_a, done_a, ship_a)
-        ok_b, err_b, msg_b = judge_call(spec, p.case, p.b, p.ref_b, done_b, ship_b)
-        if ok_a and not ok_b and not msg_b.startswith(("raised", "modified")):
-            msg_b = ("wrong on the second call, after the inputs were re-filled in place with new values: "
-                     "a result from an earlier call (cached by pointer or shape?) is returned. " + msg_b)
-        errs = [e for e in (err_a, err_b) if e is not None]
+        a = judge_call(spec, p.case, p.a, p.ref_a, done_a, ship_a)
+        b = judge_call(spec, p.case, p.b, p.ref_b, done_b, ship_b)
+        if (a.ok and not b.ok and p.case.raises is None
+                and (b.symptom is None or b.symptom.name not in ("raised", "not-written", "modified-input"))):
+            b.message = ("wrong on the second call, after the inputs were re-filled in place with new values: "
+                         "a result from an earlier call (cached by pointer or shape?) is returned. " + b.message)
+            b.symptom = symptoms.Symptom("stale")
+        errs = [e for e in (a.error, b.error) if e is not None]
         shape, dtype = correctness.describe_tensor_args(p.a)
-        ok = ok_a and ok_b
-        v.rows.append({"case": p.case.name, "shape": shape, "dtype": dtype,
-                       "max_error": max(errs) if errs else None, "verdict": "ok" if ok else "FAIL"})
+        ok = a.ok and b.ok
+        row = {"case": p.case.name, "shape": shape, "dtype": dtype, "max_error": max(errs) if errs else None,
+               "verdict": "ok" if ok else "FAIL", "tolerance": correctness.describe_tolerance(spec, p, ok)}
+        if not spec.judged_on_tensors or p.case.raises is not None:
+            shown = a if not a.ok or b.ok else b
+            row["got"], row["expected"], row["unit"] = shown.got, shown.expected, spec.unit
+        v.rows.append(row)
         v.measured.append((p.case, p.a, [done_a.measured, done_b.measured]))
         for done, args in ((done_a, p.a), (done_b, p.b)):
             v.ops.extend(done.ops)
@@ -147,7 +189,9 @@ def judge_cases(spec, plan: list[PlannedCase], runs: list[CaseRun], where) -> Ve
             if done.ok:  # a call that raised (out of memory, say) launched nothing worth judging
                 v.launches.append(done.launches)
         if not ok and v.first_fail is None:
-            v.first_fail = (p.case, where_msg(msg_a or msg_b, where))
+            failed = a if not a.ok else b
+            v.first_fail = Failure(p.case, where_msg(failed.message, where),
+                                   symptoms.hint(spec.kind, p.case, failed.symptom, spec.unit))
     return v
 
 
@@ -212,6 +256,7 @@ def null_kernel_check(session, spec, plan: list[PlannedCase]) -> str | None:
     by the learner's kernels. Run on the first cases (the behaviour is what matters, not the size)."""
     from autograder.specs.base import TRITON
 
+    plan = [p for p in plan if p.case.raises is None]
     if spec.kind != TRITON or not plan:
         return None
     session.request({"op": "nullify"})
@@ -220,7 +265,7 @@ def null_kernel_check(session, spec, plan: list[PlannedCase]) -> str | None:
         done, shipped = call_once(session)
         if not done.ok:
             return None  # it failed without its kernels: they do matter
-        ok, _, _ = judge_call(spec, p.case, p.a, p.ref_a, done, shipped)
+        ok = judge_call(spec, p.case, p.a, p.ref_a, done, shipped).ok
         empty = all(_trivial(t) for t in tensors_in(p.ref_a))
         if not ok or empty:
             return None

@@ -36,7 +36,7 @@ def _judge_all(module, ex_id):
     verdicts = []
     for case, a, b, ref_a, ref_b in make_plan(spec, False, 0):
         for args, ref in ((a, ref_a), (b, ref_b)):
-            verdicts.append(judge_call(spec, case, args, ref, CallDone(ok=True), Shipped(fn(*args), list(args)))[0])
+            verdicts.append(judge_call(spec, case, args, ref, CallDone(ok=True), Shipped(fn(*args), list(args))).ok)
     return verdicts
 
 

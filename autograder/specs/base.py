@@ -87,7 +87,11 @@ def torch_rules(why: dict, *, extra_ops=frozenset()) -> Rules:
 class Case:
     """One graded input: ``build(gen)`` makes the argument tuple (called again for the re-filled call).
 
-    ``public`` cases also run in the notebook's ``check``; set where the case is built."""
+    ``public`` cases also run in the notebook's ``check``; set where the case is built. ``family`` names
+    the kind of input the case stands for (``FAMILIES``): every family of an exercise's cases has a public
+    member, so a PASSED ``check`` predicts the grade (tests/test_feedback.py). ``hint`` is advice of this
+    exercise for this family; hints chosen from the symptom (``autograder.symptoms``) come first.
+    ``raises``: the exercise states that this input is invalid, and the call must raise this exception."""
 
     name: str
     build: Callable[[torch.Generator], tuple]
@@ -95,6 +99,33 @@ class Case:
     public: bool = False
     expected: Any = None         # for VALUE exercises judged without a reference function
     tolerances: dict | None = None  # this case's own (atol, rtol) per dtype, when its inputs are ill-conditioned
+    family: str = ""
+    raises: type | None = None
+
+
+# The families of inputs cases stand for. "dtype:<name>" (each 16-bit dtype) is one more per dtype.
+FAMILIES = {
+    "shape": "plain float32 inputs of ordinary shapes (mostly non-powers of two: a ragged last block)",
+    "tiny": "a dimension of 1 (one row, one element)",
+    "long-rows": "rows longer than one block of columns (more than 1024)",
+    "large": "large magnitudes (exp and cubes overflow float32 unless computed stably); for row ops the "
+             "same case has -inf entries and a constant row",
+    "neg-inf-blocks": "rows whose leading blocks are entirely -inf",
+    "constant": "constant rows (variance exactly 0)",
+    "mean-offset": "rows with a large mean (catastrophic cancellation in E[x^2] - E[x]^2)",
+    "strided": "non-contiguous inputs (rows of a wider buffer, transposed operands, other layouts)",
+    "causal": "causal masking",
+    "scale": "an explicit scale argument",
+    "long-k": "a long reduction dimension (accumulator precision)",
+    "edge-values": "values at the ends of their range (targets 0 and V - 1, rows and scales of zero)",
+    "memory": "the memory a call holds between forward and backward, and its peak (08)",
+    "invalid": "inputs the exercise says to reject with an exception",
+    "value": "a scalar question (00, 02): every case is of this family",
+}
+
+
+def known_family(family: str) -> bool:
+    return family in FAMILIES or family.startswith("dtype:")
 
 
 @dataclass
@@ -169,6 +200,7 @@ class Exercise:
     # broke (measured["violation"]: a sentence). None: output = fn(*args), nothing measured.
     harness: Callable | None = None
     memory: Memory | None = None                # memory graded for the performance points (see Memory)
+    unit: str = ""                              # VALUE: the unit of the returned number (shown by check)
 
     def __post_init__(self):
         if self.kind not in KINDS:

@@ -21,7 +21,8 @@ def _launch_cases(quick):
         shape = (rng.randint(1, 300), rng.randint(1, 300))
         cases.append(Case(f"{len(ops)} elementwise ops on {shape}",
                           lambda g, p=ops_probe(ops), s=shape: (p, rand(g, s)),
-                          hint="profile one call with torch.profiler and count the kernels (leaf aten ops on the CPU)", public=True))
+                          hint="profile one call with torch.profiler and count the kernels (leaf aten ops on the CPU)",
+                          family="value", public=True))
     return cases
 
 
@@ -32,7 +33,8 @@ def _memory_cases(quick):
         live, n = rng.randint(1, 4), rng.randint(200_000, 1_000_000)
         cases.append(Case(f"{live} live temporaries of {n} floats", lambda g, p=alloc_probe(live), n=n: (p, rand(g, (n,))),
                           hint="peak minus memory allocated before the call (torch.cuda.max_memory_allocated after "
-                               "reset_peak_memory_stats; on the CPU, the profiler's memory events)", public=True))
+                               "reset_peak_memory_stats; on the CPU, the profiler's memory events)", family="value",
+                          public=True))
     return cases
 
 
@@ -45,7 +47,8 @@ def _classify_cases(quick):
         factor = rng.uniform(2, 50) if i % 2 else 1 / rng.uniform(2, 50)  # never near the ridge
         args = (nbytes * peak_flops / peak_bw * factor, nbytes, peak_flops, peak_bw)
         cases.append(Case(f"intensity {args[0] / nbytes:.3g} flop/byte, ridge {peak_flops / peak_bw:.3g}",
-                          lambda g, a=args: a, hint="compare flops/bytes with the ridge point peak_flops/peak_bandwidth", public=True))
+                          lambda g, a=args: a, hint="compare flops/bytes with the ridge point peak_flops/peak_bandwidth",
+                          family="value", public=True))
     return cases
 
 
@@ -54,13 +57,18 @@ def _judge_str(out, ref):
     return ok, None, "" if ok else f"got {out!r}, expected {ref!r}"
 
 
+_judge_str.tolerance = "exact"
+
+
 EXERCISES = [
     Exercise(id="count_kernel_launches", notebook=NOTEBOOK, entry="count_kernel_launches", kind=VALUE,
              signature="count_kernel_launches(fn, *args) -> int", correctness_points=3, cases=_launch_cases,
+             unit="launches",
              reference=lambda p, *a: count_launches(materialize(p), *a), judge=judge_int, timeout_s=180.0),
     # Allocator rounding and the profiler's own small buffers differ between methods: 10% + 64 KiB.
     Exercise(id="peak_memory_bytes", notebook=NOTEBOOK, entry="peak_memory_bytes", kind=VALUE,
              signature="peak_memory_bytes(fn, *args) -> int", correctness_points=3, cases=_memory_cases,
+             unit="bytes",
              reference=lambda p, *a: peak_memory(materialize(p), *a), judge=judge_close(0.10, 65536.0),
              timeout_s=180.0),
     Exercise(id="classify_bound", notebook=NOTEBOOK, entry="classify_bound", kind=VALUE,

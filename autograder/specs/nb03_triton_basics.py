@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from autograder.specs._cases import HINT_ODD, HINT_TINY, dtype_name, hint_for, row_strided
+from autograder.specs._cases import LONG_ROW, dtype_name, family_of, row_strided
 from autograder.specs.base import (TRITON, Case, triton_rules, Exercise, Performance, as64, float_dtypes,
                                    gelu_tanh, pick_shapes, rand)
 
@@ -18,8 +18,14 @@ def _vector_cases(quick):
         for dtype in float_dtypes():
             cases.append(Case(f"n={n} {dtype_name(dtype)}",
                               lambda g, n=n, d=dtype: (rand(g, (n,), d), rand(g, (n,), d)),
-                              hint=hint_for((n,), dtype, HINT_TINY if n < 4 else HINT_ODD if n & (n - 1) else ""),
-                              public=n in sizes[:2]))
+                              family=family_of((n,), dtype), public=n in sizes[:2]))
+    # The exercise says: raise ValueError unless x and y have the same shape, dtype and device. (y is the
+    # larger one, so a kernel that reads n = x.numel() elements of each stays inside both.)
+    for name, build in (("shapes 5 and 7", lambda g: (rand(g, (5,)), rand(g, (7,)))),
+                        ("dtypes float32 and float16", lambda g: (rand(g, (9,)), rand(g, (9,), torch.float16)))):
+        cases.append(Case(f"{name}: ValueError", build, raises=ValueError, family="invalid", public=True,
+                          hint="the exercise asks vector_add to check that x and y have the same shape, dtype "
+                               "and device, and to raise ValueError otherwise"))
     return cases
 
 
@@ -31,16 +37,21 @@ def _bias_gelu_cases(quick):
         for dtype in float_dtypes():
             cases.append(Case(f"{shape[0]}x{shape[1]} {dtype_name(dtype)}",
                               lambda g, s=shape, d=dtype: (rand(g, s, d, scale=3.0), rand(g, (s[1],), d)),
-                              hint=hint_for(shape, dtype), public=shape in shapes[:2]))
+                              family=family_of(shape, dtype, rows=True), public=shape in shapes[:2]))
+    longest = max(s[1] for s in shapes)
+    if longest > LONG_ROW:  # more than one block of columns per row (GPU shapes)
+        cases.append(Case(f"long rows 2x{longest} float32",
+                          lambda g: (rand(g, (2, longest), scale=3.0), rand(g, (longest,))),
+                          family="long-rows", public=True))
     big = shapes[-1]
     cases.append(Case(f"large magnitudes {big[0]}x{big[1]} float32",
                       lambda g: (rand(g, big, scale=30.0), rand(g, (big[1],), scale=30.0)),
                       hint="large |x|: tanh must saturate to +-1 (an exp-based tanh overflows: use a stable form)",
-                      public=True))
+                      family="large", public=True))
     cases.append(Case(f"row-strided {big[0]}x{big[1]} float32",
                       lambda g: (row_strided(rand(g, big)), rand(g, (big[1],))),
                       hint="non-contiguous rows: step between rows with x.stride(0), not the row length",
-                      public=True))
+                      family="strided", public=True))
     return cases
 
 

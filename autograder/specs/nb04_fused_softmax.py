@@ -4,8 +4,8 @@ from __future__ import annotations
 import torch
 
 from autograder.specs._cases import row_cases
+from autograder.specs.base import TRITON, Case, Exercise, triton_rules, Performance, float_dtypes, pick_shapes, rand
 from measure import reference
-from autograder.specs.base import TRITON, Exercise, triton_rules, Performance, float_dtypes, pick_shapes, rand
 
 NOTEBOOK = "04_fused_softmax"
 WHY = {"_softmax": "this exercise is writing softmax yourself: torch.softmax / F.softmax do it for you",
@@ -31,14 +31,21 @@ def _cases_fits_block(quick):
     shapes = pick_shapes(quick, [(1, 1), (3, 17), (5, 33)],
                          [(1, 1), (3, 17), (37, 129), (64, 1000), (130, 781)],
                          [(1, 1), (3, 17), (37, 129), (1823, 781), (4096, 1000), (517, 4099)])
-    return row_cases(shapes, float_dtypes(), quick)
+    cases = row_cases(shapes, float_dtypes(), quick)
+    # The exercise says: raise ValueError for a non-2-D input or a row longer than one block (65536).
+    for name, shape in (("3-D input 2x3x5", (2, 3, 5)), ("row of 65537", (1, 65537))):
+        cases.append(Case(f"{name}: ValueError", lambda g, s=shape: (rand(g, s),), raises=ValueError,
+                          family="invalid", public=True,
+                          hint="the exercise asks softmax to raise ValueError for a non-2-D input and for rows "
+                               "longer than 65536 (online_softmax's job)"))
+    return cases
 
 
 def _cases_long_rows(quick):
     shapes = pick_shapes(quick, [(1, 1), (3, 1100)],
                          [(1, 1), (3, 17), (5, 3001), (9, 5000)],
                          [(1, 1), (3, 17), (37, 3001), (129, 20000), (1025, 65537)])
-    return row_cases(shapes, float_dtypes(), quick)
+    return row_cases(shapes, float_dtypes(), quick, neg_inf_blocks_case=True)
 
 
 EXERCISES = [

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from measure import reference
-from autograder.specs._cases import HINT_STRIDE, dtype_name, hint_for, row_strided
+from autograder.specs._cases import HINT_STRIDE, LONG_ROW, dtype_name, family_of, row_strided
 from autograder.specs.base import (TRITON, Case, Exercise, triton_rules, Performance, as64, float_dtypes,
                                    pick_shapes, rand)
 
@@ -71,23 +71,33 @@ def _shapes(quick):
                        [(1, 1), (3, 17), (37, 129), (4096, 1000), (1000, 4099)])
 
 
+def _long_rows(shapes, args):
+    """A public case of 2 rows of the longest length, when some shapes have rows longer than a block."""
+    longest = max(s[1] for s in shapes)
+    if longest <= LONG_ROW:
+        return []
+    return [Case(f"long rows 2x{longest} float32", lambda g: args(g, (2, longest), torch.float32),
+                 family="long-rows", public=True)]
+
+
 def _fwd_cases(quick):
     shapes = _shapes(quick)
-    cases = [Case(f"{s[0]}x{s[1]} {dtype_name(d)}", lambda g, s=s, d=d: _fwd_args(g, s, d), hint=hint_for(s, d),
-                  public=s in shapes[:2])
+    cases = [Case(f"{s[0]}x{s[1]} {dtype_name(d)}", lambda g, s=s, d=d: _fwd_args(g, s, d),
+                  family=family_of(s, d, rows=True), public=s in shapes[:2])
              for s in shapes for d in float_dtypes()]
+    cases += _long_rows(shapes, _fwd_args)
     last = shapes[-1] if shapes[-1][0] >= 2 else (3, 17)
     for d in float_dtypes():
         big = 1000.0 if d == torch.float32 else 100.0
         cases.append(Case(f"large and constant rows {last[0]}x{last[1]} {dtype_name(d)}",
                           lambda g, d=d, b=big: _fwd_args(g, last, d, lambda x: _hard(x, b)), hint=HINT_CONST,
-                          public=True))
+                          family="large", public=True))
     cases.append(Case(f"mean 300 {last[0]}x{last[1]} float32",
                       lambda g: _fwd_args(g, last, torch.float32, lambda x: _offset(x, 300.0)),
-                      hint=HINT_MEAN, tolerances=MEAN300_TOL, public=True))
+                      hint=HINT_MEAN, tolerances=MEAN300_TOL, family="mean-offset", public=True))
     cases.append(Case(f"row-strided {last[0]}x{last[1]} float32",
                       lambda g: _fwd_args(g, last, torch.float32, row_strided), hint=HINT_STRIDE,
-                      public=True))
+                      family="strided", public=True))
     return cases
 
 
@@ -140,19 +150,20 @@ def bwd_reference(dy, x, weight, mean, rstd):
 
 def _bwd_cases(quick):
     shapes = _shapes(quick)
-    cases = [Case(f"{s[0]}x{s[1]} {dtype_name(d)}", lambda g, s=s, d=d: _bwd_args(g, s, d), hint=hint_for(s, d),
-                  public=s in shapes[:2])
+    cases = [Case(f"{s[0]}x{s[1]} {dtype_name(d)}", lambda g, s=s, d=d: _bwd_args(g, s, d),
+                  family=family_of(s, d, rows=True), public=s in shapes[:2])
              for s in shapes for d in float_dtypes()]
+    cases += _long_rows(shapes, _bwd_args)
     last = shapes[-1] if shapes[-1][0] >= 2 else (3, 17)
     for d in float_dtypes():
         big = 1000.0 if d == torch.float32 else 100.0
         cases.append(Case(f"large and constant rows {last[0]}x{last[1]} {dtype_name(d)}",
                           lambda g, d=d, b=big: _bwd_args(g, last, d, lambda x: _hard(x, b)),
                           hint="constant rows: rstd = 1/sqrt(eps) is large and xhat = 0; keep every sum in float32",
-                          public=True))
+                          family="large", public=True))
     cases.append(Case(f"row-strided dy and x {last[0]}x{last[1]} float32",
                       lambda g: _bwd_args(g, last, torch.float32, strided=True), hint=HINT_STRIDE,
-                      public=True))
+                      family="strided", public=True))
     return cases
 
 

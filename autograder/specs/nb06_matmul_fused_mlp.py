@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from autograder.specs._cases import HINT_ODD, HINT_STRIDE, HINT_TINY, dtype_name, hint_for, row_strided
+from autograder.specs._cases import HINT_ODD, HINT_STRIDE, HINT_TINY, dtype_name, family_of, row_strided
 from autograder.specs.base import (TRITON, Case, triton_rules, Exercise, Performance, as64, float_dtypes, gelu_tanh,
                                    pick_shapes, rand)
 
@@ -33,7 +33,7 @@ def _hint(m, k, n, dtype):
         return HINT_ACC.format(dtype=dtype_name(dtype))
     if k & (k - 1):
         return HINT_K
-    return hint_for((m, k, n), dtype) or HINT_ODD
+    return HINT_ODD
 
 
 def _label(m, k, n, dtype, extra=""):
@@ -60,18 +60,19 @@ def _mm_shapes(quick):
 
 def _mm_cases(quick):
     shapes = _mm_shapes(quick)
-    cases = [Case(_label(*s, d), lambda g, s=s, d=d: _mm_args(g, *s, d), hint=_hint(*s, d), public=s in shapes[:2])
+    cases = [Case(_label(*s, d), lambda g, s=s, d=d: _mm_args(g, *s, d), hint=_hint(*s, d), family=family_of(s, d),
+                  public=s in shapes[:2])
              for s in shapes for d in float_dtypes()]
     last = shapes[-1]
     for layout in ("b transposed", "row-strided"):
         cases.append(Case(_label(*last, torch.float32, f"{layout} "),
                           lambda g, lay=layout: _mm_args(g, *last, torch.float32, lay),
                           hint=HINT_STRIDE + " (pass a.stride(0), a.stride(1), b.stride(0), b.stride(1))",
-                          public=True))
+                          family="strided", public=True))
     if not quick:  # a long K in fp16: an fp16 accumulator loses ~sqrt(K) ulps, an fp32 one does not
         long_k = (33, 4099, 17)
         cases.append(Case(_label(*long_k, torch.float16, "long K "), lambda g: _mm_args(g, *long_k, torch.float16),
-                          hint=HINT_ACC.format(dtype="float16"), public=True))
+                          hint=HINT_ACC.format(dtype="float16"), family="long-k", public=True))
     return cases
 
 
@@ -111,17 +112,18 @@ def _lbg_args(g, m, k, n, dtype, layout="plain", scale=1.0):
 
 def _lbg_cases(quick):
     shapes = _mm_shapes(quick)
-    cases = [Case(_label(*s, d), lambda g, s=s, d=d: _lbg_args(g, *s, d), hint=_hint(*s, d), public=s in shapes[:2])
+    cases = [Case(_label(*s, d), lambda g, s=s, d=d: _lbg_args(g, *s, d), hint=_hint(*s, d), family=family_of(s, d),
+                  public=s in shapes[:2])
              for s in shapes for d in float_dtypes()]
     last = shapes[-1]
     cases.append(Case(_label(*last, torch.float32, "large magnitudes "),
                       lambda g: _lbg_args(g, *last, torch.float32, scale=6.0),
                       hint="large |x @ w.T + b|: tanh must saturate to +-1 (an exp-based tanh overflows: use a "
-                           "stable form)", public=True))
+                           "stable form)", family="large", public=True))
     cases.append(Case(_label(*last, torch.float32, "row-strided x and weight "),
                       lambda g: _lbg_args(g, *last, torch.float32, "row-strided"),
                       hint=HINT_STRIDE + " (weight.T is read with weight.stride(1), weight.stride(0))",
-                      public=True))
+                      family="strided", public=True))
     return cases
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from autograder.specs._cases import dtype_name
+from autograder.specs._cases import dtype_name, family_of
 from autograder.specs.base import TRITON, Case, Exercise, triton_rules, Performance, float_dtypes, pick_shapes, rand
 from autograder.specs.nb05_layer_norm import GRAD_TOLERANCES
 from autograder.specs.nb06_matmul_fused_mlp import TF32_TOLERANCES
@@ -69,28 +69,31 @@ def _hint(shape, dtype, causal):
 
 
 def _case_specs(quick):
-    """(name, shape, dtype, causal, q scale, layout, sm_scale, hint, public) for every case of either direction.
+    """(name, shape, dtype, causal, q scale, layout, sm_scale, hint, public, family) for every case of either
+    direction.
 
     Public: the two smallest shapes, and every special case (large scores, layout, sm_scale)."""
     shapes = _shapes(quick)
     # quick (tests, instant feedback): each dtype once and each mask in float32, not the whole product
     pairs = [(d, c) for d in float_dtypes() for c in (False, True)
              if not quick or d == torch.float32 or c == (d == torch.bfloat16)]
-    out = [(_name(s, d, c), s, d, c, 1.0, "plain", None, _hint(s, d, c), s in shapes[:2])
+    out = [(_name(s, d, c), s, d, c, 1.0, "plain", None, _hint(s, d, c), s in shapes[:2],
+            "causal" if c and d == torch.float32 else family_of(s[2:], d))
            for s in shapes for d, c in pairs]
     last = shapes[-1]
-    out += [(_name(last, torch.float32, True, "large scores "), last, torch.float32, True, 4.0, "plain", None, HINT_BIG, True),
+    out += [(_name(last, torch.float32, True, "large scores "), last, torch.float32, True, 4.0, "plain", None, HINT_BIG,
+             True, "large"),
             (_name(last, torch.bfloat16, False, "[B,S,H,D] layout "), last, torch.bfloat16, False, 1.0, "bshd", None,
-             HINT_STRIDE, True),
+             HINT_STRIDE, True, "strided"),
             (_name(last, torch.float32, True, "sm_scale=0.3 "), last, torch.float32, True, 1.0, "plain", 0.3,
-             "use the sm_scale argument (None means 1/sqrt(head_dim))", True)]
+             "use the sm_scale argument (None means 1/sqrt(head_dim))", True, "scale")]
     return out
 
 
 def _fwd_cases(quick):
     return [Case(name, lambda g, s=s, d=d, c=c, k=k, lay=lay, sc=sc: (*_qkv(g, s, d, k, lay), c, sc), hint=h,
-                 public=pub)
-            for name, s, d, c, k, lay, sc, h, pub in _case_specs(quick)]
+                 public=pub, family=fam)
+            for name, s, d, c, k, lay, sc, h, pub, fam in _case_specs(quick)]
 
 
 def _bwd_args(g, shape, dtype, causal, scale, layout, sm_scale):
@@ -105,8 +108,8 @@ def _bwd_args(g, shape, dtype, causal, scale, layout, sm_scale):
 
 def _bwd_cases(quick):
     return [Case(name, lambda g, s=s, d=d, c=c, k=k, lay=lay, sc=sc: _bwd_args(g, s, d, c, k, lay, sc), hint=h,
-                 public=pub)
-            for name, s, d, c, k, lay, sc, h, pub in _case_specs(quick)]
+                 public=pub, family=fam)
+            for name, s, d, c, k, lay, sc, h, pub, fam in _case_specs(quick)]
 
 
 # ------------------------------------------------------------------------------------------- performance

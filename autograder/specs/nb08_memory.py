@@ -54,7 +54,7 @@ import torch
 import torch.nn.functional as F
 
 from measure.memory import MemoryMeter
-from autograder.specs._cases import HINT_ODD, HINT_STRIDE, HINT_TINY, dtype_name, hint_for, row_strided
+from autograder.specs._cases import HINT_ODD, HINT_STRIDE, HINT_TINY, dtype_name, family_of, row_strided
 from autograder.specs.base import (TOLERANCES, TORCH, TRITON, Case, Exercise, Memory, Performance, Rules,
                                    triton_rules, as64, float_dtypes, gelu_tanh, pick_shapes, rand)
 
@@ -116,15 +116,16 @@ def _cases(quick):
     shapes = _shapes(quick)
     cases = [Case(f"M={m} H={h} V={v} {dtype_name(d)}", lambda g, s=(m, h, v), d=d: _args(g, *s, d),
                   hint=_hint(m, h, v, d), tolerances={torch.float32: LOSS_TOLERANCES[d]},
-                  public=(m, h, v) in shapes[:2])
+                  family=family_of((m, h, v), d), public=(m, h, v) in shapes[:2])
              for m, h, v in shapes for d in float_dtypes()]
     m, h, v = shapes[-1]
     cases.append(Case(f"large logits M={m} H={h} V={v} float32",
                       lambda g: _args(g, m, h, v, torch.float32, scale=100.0), hint=HINT_BIG,
-                      tolerances=LARGE_TOLERANCES, public=True))
+                      tolerances=LARGE_TOLERANCES, family="large", public=True))
     cases.append(Case(f"targets 0 and V-1 M={m} H={h} V={v} float32",
                       lambda g: _args(g, m, h, v, torch.float32, edge_targets=True), hint=HINT_TARGET,
-                      tolerances={torch.float32: LOSS_TOLERANCES[torch.float32]}, public=True))
+                      tolerances={torch.float32: LOSS_TOLERANCES[torch.float32]}, family="edge-values",
+                      public=True))
     return cases
 
 
@@ -195,11 +196,11 @@ def _mlp_shapes(quick):
 def _mlp_cases(quick):
     shapes = _mlp_shapes(quick)
     cases = [Case(f"M={m} D={d} H={h} {dtype_name(dt)}", lambda g, s=(m, d, h), dt=dt: _mlp_args(g, *s, dt),
-                  hint=hint_for((m, d, h), dt) or HINT_GRAD, public=(m, d, h) in shapes[:2])
+                  hint=HINT_GRAD, family=family_of((m, d, h), dt), public=(m, d, h) in shapes[:2])
              for m, d, h in shapes for dt in float_dtypes()]
     m, d, h = (64, 32, 128)  # public: check() shows the memory verdict the grade will give
     cases.append(Case(f"memory M={m} D={d} H={h} float32", lambda g: _mlp_args(g, m, d, h, torch.float32),
-                      hint=HINT_HELD, public=True))
+                      hint=HINT_HELD, family="memory", public=True))
     return cases
 
 
@@ -297,20 +298,21 @@ def _q_shapes(quick):
 def _q_hint(m, k, n, dtype):
     if dtype != torch.float32:
         return HINT_Q_LOW.format(dtype=dtype_name(dtype))
-    return hint_for((m, k, n), dtype) or HINT_SCALE
+    return HINT_SCALE
 
 
 def _q_cases(quick):
     shapes = _q_shapes(quick)
     cases = [Case(f"M={m} K={k} N={n} {dtype_name(d)}", lambda g, s=(m, k, n), d=d: _q_args(g, *s, d),
-                  hint=_q_hint(m, k, n, d), public=(m, k, n) in shapes[:2])
+                  hint=_q_hint(m, k, n, d), family=family_of((m, k, n), d), public=(m, k, n) in shapes[:2])
              for m, k, n in shapes for d in float_dtypes()]
     m, k, n = shapes[2]  # several blocks of N and of K under the interpreter's 16x16x32 tiles, yet quick there
     cases.append(Case(f"zero rows and scales M={m} K={k} N={n} float32",
-                      lambda g: _q_args(g, m, k, n, torch.float32, "zero rows"), hint=HINT_SCALE, public=True))
+                      lambda g: _q_args(g, m, k, n, torch.float32, "zero rows"), hint=HINT_SCALE,
+                      family="edge-values", public=True))
     cases.append(Case(f"row-strided x M={m} K={k} N={n} bfloat16",
                       lambda g: _q_args(g, m, k, n, torch.bfloat16, "row-strided"),
-                      hint=HINT_STRIDE + " (pass x.stride(0) and x.stride(1))", public=True))
+                      hint=HINT_STRIDE + " (pass x.stride(0) and x.stride(1))", family="strided", public=True))
     return cases
 
 

@@ -1,0 +1,194 @@
+"""Feedback a learner can trust: a PASSED ``check`` predicts the grader's correctness verdict, hints follow
+the symptom, and rules stated in an exercise are graded.
+
+- every family of inputs the hidden grading uses has a public case (``check`` runs it), for every exercise
+  of every notebook, in each size regime (quick, CPU, GPU);
+- the symptom hints (``autograder.symptoms``), one test per symptom;
+- a case may expect an exception (an input the exercise says to reject).
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import course
+from autograder import specs
+from autograder.specs.base import known_family
+
+
+def _cases(spec, regime, monkeypatch):
+    if regime == "gpu-shapes":  # the GPU's case list, built without a GPU (building cases touches no device)
+        monkeypatch.setattr(course, "ON_GPU", True)
+        from autograder import probes
+
+        monkeypatch.setattr(probes, "gpu_ms_per_cycle", lambda: 1e-6)
+    return spec.cases(regime == "quick")
+
+
+@pytest.mark.parametrize("regime", ["quick", "cpu", "gpu-shapes"])
+def test_every_hidden_family_has_a_public_case(regime, monkeypatch):
+    missing = {}
+    for spec in specs.EXERCISES.values():
+        cases = _cases(spec, regime, monkeypatch)
+        assert all(c.family and known_family(c.family) for c in cases), \
+            (spec.id, [c.name for c in cases if not known_family(c.family)])
+        public = {c.family for c in cases if c.public}
+        hidden = {c.family for c in cases} - public
+        if hidden:
+            missing[spec.id] = sorted(hidden)
+    assert not missing, f"families graded without a public case ({regime}): {missing}"
+
+
+# --------------------------------------------------------------------------- hints from the symptom
+
+from autograder import symptoms  # noqa: E402
+from autograder.specs._cases import neg_inf_blocks, row_strided  # noqa: E402
+from autograder.specs.base import TORCH, TRITON, VALUE, Case  # noqa: E402
+from measure import reference  # noqa: E402
+
+TOL32 = (1e-5, 1e-4)
+TRITON_WORDS = ("tl.", "mask", "grid", "program", "BLOCK", "kernel")
+
+
+def _case(family="shape", hint=""):
+    return Case("a case", lambda g: (), hint=hint, family=family)
+
+
+def _hint(kind, out, ref, args, family="shape", case_hint="", dtype=torch.float32):
+    found = symptoms.diagnose(out, ref, dtype, TOL32, args)
+    return found, symptoms.hint(kind, _case(family, case_hint), found)
+
+
+def _tanh_overflowing(h):
+    e = torch.exp(2 * h)  # inf past h = 44: inf / inf = NaN
+    return (e - 1) / (e + 1)
+
+
+def test_nan_only_at_large_magnitudes_is_an_overflow_not_a_mask():
+    x = torch.randn(3, 17) * 3
+    x[0, 0] = 60.0  # one element past exp's range
+    u = 0.7978845608028654 * (x + 0.044715 * x ** 3)
+    out = 0.5 * x * (1 + _tanh_overflowing(u))
+    found, text = _hint(TRITON, out, reference.gelu_tanh(x.double()), (x,))
+    assert found.name == "overflow" and "overflow" in text and "masked" not in text
+
+
+def test_nan_in_rows_with_leading_neg_inf_blocks_asks_for_a_safe_max():
+    x = neg_inf_blocks(torch.randn(3, 300))
+    m = x.amax(-1, keepdim=True)
+    out = torch.exp(x - m) / torch.exp(x - m).sum(-1, keepdim=True)
+    out[0, :4] = float("nan")  # what -inf - (-inf) in the first block leaves behind
+    found, text = _hint(TRITON, out, reference.softmax(x.double()), (x,), family="neg-inf-blocks")
+    assert found.name == "neg-inf" and "safe max" in text
+
+
+def test_only_the_last_partial_block_wrong_points_at_masks_and_the_grid():
+    x = torch.randn(3, 17)
+    out = x.clone()
+    out[:, 16] = float("nan")  # the last column never written
+    found, text = _hint(TRITON, out, x.double(), (x,))
+    assert found.name == "tail-columns" and found.numbers["first"] == 16
+    assert "partial block" in text and "cdiv" in text
+    _, torch_text = _hint(TORCH, out, x.double(), (x,))
+    assert not any(w in torch_text for w in TRITON_WORDS)
+
+
+def test_only_strided_inputs_wrong_points_at_the_row_stride():
+    x = row_strided(torch.randn(5, 33))
+    contiguous_rows = x.as_strided(x.shape, (x.shape[1], 1))  # what a kernel stepping by n_cols reads
+    found, text = _hint(TRITON, contiguous_rows.clone(), x.double(), (x,), family="strided")
+    assert found.name in ("tail-rows", "nonfinite") and "stride(0)" in text
+
+
+def test_unbiased_variance_is_off_by_the_square_root_of_n_over_n_minus_1():
+    x, w, b = torch.randn(3, 17), torch.randn(17), torch.randn(17)
+    unbiased = (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, keepdim=True) + 1e-5) * w + b
+    found, text = _hint(TORCH, unbiased, reference.layer_norm(x.double(), w.double(), b.double(), 1e-5), (x, w, b))
+    assert found.name == "n-minus-1" and "N - 1" in text and not any(w_ in text for w_ in TRITON_WORDS)
+
+
+@pytest.mark.filterwarnings("ignore:var")
+def test_nan_on_one_element_rows_in_torch_is_a_division_by_n_minus_1():
+    x = torch.randn(1, 1)
+    out = (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, keepdim=True) + 1e-5)
+    found, text = _hint(TORCH, out, torch.zeros(1, 1, dtype=torch.float64), (x,), family="tiny")
+    assert found.name == "nan-on-one-element" and "N - 1" in text and "grid" not in text
+    _, triton_text = _hint(TRITON, torch.full((1, 1), float("nan")), torch.zeros(1, 1, dtype=torch.float64), (x,),
+                           family="tiny")
+    assert "grid" in triton_text
+
+
+def test_right_values_wrong_dtype():
+    x = torch.randn(4, 8, dtype=torch.bfloat16)
+    found = symptoms.diagnose(x.float(), x.double(), torch.bfloat16, (8e-3, 1.6e-2), (x,))
+    assert found.name == "dtype" and found.numbers["values_right"]
+    text = symptoms.hint(TORCH, _case("dtype:bfloat16"), found)
+    assert "values are right" in text and ".to(x.dtype)" in text
+    assert "element_ty" in symptoms.hint(TRITON, _case("dtype:bfloat16"), found)
+
+
+def test_nothing_written_is_named_for_triton():
+    ref = torch.randn(4, 8, dtype=torch.float64)
+    found, text = _hint(TRITON, torch.full((4, 8), float("nan")), ref, ())
+    assert found.name == "all-nan" and "nothing was written" in text
+
+
+def test_every_value_off_by_one_factor():
+    ref = torch.rand(4, 8, dtype=torch.float64)
+    found, text = _hint(TRITON, (ref * 1.1).float(), ref, ())
+    assert found.name == "scale" and "1.1" in text
+
+
+def test_a_number_off_by_a_power_of_1000_is_a_unit():
+    found = symptoms.diagnose_value(2.5, 2.5e-3)
+    assert found.name == "units"
+    assert "seconds" in symptoms.hint(VALUE, _case("value"), found, unit="s")
+    assert symptoms.diagnose_value(2.6, 2.5) is None
+
+
+def test_torch_exercises_never_get_triton_advice():
+    for family in ("tiny", "shape", "dtype:bfloat16", "strided", "large", "long-rows", "mean-offset"):
+        for name, numbers in (("values", {}), ("raised", {}), ("nonfinite", {"count": 1, "of": 2}),
+                              ("tail-rows", {"first": 1, "n": 3}), ("tail-columns", {"first": 1, "n": 3}),
+                              ("all-nan", {}), ("overflow", {}), ("neg-inf", {})):
+            text = symptoms.hint(TORCH, _case(family), symptoms.Symptom(name, numbers)) or ""
+            assert not any(w in text for w in TRITON_WORDS), (family, name, text)
+
+
+# --------------------------------------------------------------------------- rules stated in exercises
+
+def test_a_case_that_expects_an_exception_passes_only_on_that_exception():
+    from autograder.protocol import CallDone, Shipped
+    from autograder.runner import judge_call
+
+    spec = specs.get("vector_add")
+    case = next(c for c in spec.cases(True) if c.raises is not None)
+    args = case.build(torch.Generator().manual_seed(0))
+    shipped = Shipped(None, list(args))
+    assert judge_call(spec, case, args, None, CallDone(ok=False, error="ValueError: shapes differ [line 4]"), shipped).ok
+    wrong = judge_call(spec, case, args, None, CallDone(ok=False, error="RuntimeError: size mismatch"), shipped)
+    assert not wrong.ok and "asks for a ValueError" in wrong.message
+    silent = judge_call(spec, case, args, None, CallDone(ok=True), Shipped(args[0], list(args)))
+    assert not silent.ok and "returned a result" in silent.message
+
+
+def test_rules_the_notebooks_state_are_graded_cases():
+    """Each 'raise ValueError' sentence of an exercise's text has cases that expect it (and only those)."""
+    import json
+    import re
+
+    from course import manifest
+
+    stated = set()
+    for nb in manifest.NOTEBOOKS:
+        if not nb.released:
+            continue
+        cells = json.load(open(nb.source))["cells"]
+        for i, cell in enumerate(cells):
+            text = "".join(cell["source"])
+            if cell["cell_type"] == "markdown" and re.search(r"ValueError", text):
+                exercise = re.findall(r"Exercise `(\w+)`", text)
+                assert exercise, f"{nb.name}: a ValueError rule outside an exercise's text: {text[:80]!r}"
+                stated.add(exercise[-1])
+    with_cases = {ex_id for ex_id, spec in specs.EXERCISES.items() if any(c.raises for c in spec.cases(True))}
+    assert stated == with_cases
