@@ -105,7 +105,12 @@ def describe_tolerance(spec, planned, ok: bool) -> str:
         return ""
     dtype = expected_dtypes(planned.a, planned.ref_a, spec)[0]
     atol, rtol = spec.tolerance(dtype, case)
-    return f"{atol:.0e} + {rtol:.0e}|ref|"
+    return f"{_short(atol)} + {_short(rtol)}|ref|"
+
+
+def _short(x: float) -> str:
+    """1e-05, 1.6e-02: a tolerance as short as it can be written exactly enough."""
+    return f"{x:.1e}".replace(".0e", "e")
 
 
 def case_table(rows: list, indent: str = "  ") -> list[str]:

@@ -86,6 +86,9 @@ def _child_main(fn, poison, sock, out_fd, harness=None):
         # The notebook's own stdout talks to Jupyter over sockets this child must not touch.
         sys.stdout = open(1, "w", buffering=1, closefd=False)
         sys.stderr = open(2, "w", buffering=1, closefd=False)
+        import faulthandler
+
+        faulthandler.enable(file=sys.stderr, all_threads=False)  # a crash shows the learner's line, above
         import torch
 
         torch.set_num_threads(1)  # OpenMP's thread pool does not survive fork(): one thread is safe
@@ -184,9 +187,26 @@ def check(exercise_id: str, fn, quick: bool = False, show: bool = True) -> bool:
 
 
 def _print_output(session):
-    out = session.output.strip()
+    out = _without_grader_frames(session.output.strip())
     if out:
         print(f"your function printed:\n{out[-HEAD_BYTES:]}")
+
+
+def _without_grader_frames(out: str) -> str:
+    """A crash dump (faulthandler) keeps its first line and the learner's frames: the grader's and the
+    libraries' frames and the list of extension modules say nothing to the learner."""
+    from autograder.legality import _is_library
+
+    if "Fatal Python error" not in out:
+        return out
+    kept = []
+    for line in out.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("Extension modules:") or (stripped.startswith("File \"") and
+                                                         _is_library(stripped.split('"')[1])):
+            continue
+        kept.append(line)
+    return "\n".join(kept).strip()
 
 
 def _print_table(exercise_id, verdicts, violations, device):

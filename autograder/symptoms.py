@@ -34,6 +34,8 @@ def diagnose_error(error: str) -> Symptom:
     """A call that raised: was the exercise ever written?"""
     if "NotImplementedError" in (error or "").split(":", 1)[0]:
         return Symptom("not-written")
+    if "OutOfBounds" in (error or ""):  # course.bounds: an unmasked access under the interpreter
+        return Symptom("out-of-bounds")
     return Symptom("raised")
 
 
@@ -248,6 +250,9 @@ def _symptom_hint(kind, s, n, unit) -> str | None:
                if triton else "return the result in the input's dtype (`.to(x.dtype)`)")
         values = "the values are right but " if n.get("values_right") else ""
         return f"{values}the output's dtype is {n['got']}, expected {n['expected']}: {fix}"
+    if s.name == "out-of-bounds":
+        return ("a load or store reached past the end of a tensor: mask every tl.load and tl.store of the "
+                "last, partial block (mask=offsets < n, with other= for loads)")
     if s.name == "shape":
         return f"the output has shape {n['got']}, expected {n['expected']}: return one value per input element"
     if s.name == "nan-on-one-element":

@@ -6,6 +6,9 @@ Triton's interpreter. Everything device-dependent in notebooks, kernels and test
 
     from course import DEVICE, ON_GPU, INTERPRET, SIZE, pick
     x = torch.randn(pick(small=(64, 100), large=(16384, 4096)), device=DEVICE)
+
+Under the interpreter, a load or store outside a kernel's tensors raises ``course.bounds.OutOfBounds``
+(instead of corrupting the process's memory: a notebook's kernel would abort or hang).
 """
 from course.device import (  # noqa: F401
     DEVICE,
@@ -16,3 +19,8 @@ from course.device import (  # noqa: F401
     pick,
     synchronize,
 )
+
+if INTERPRET:
+    from course import bounds as _bounds
+
+    _bounds.install()

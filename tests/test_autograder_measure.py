@@ -36,7 +36,11 @@ def _judge_all(module, ex_id):
     verdicts = []
     for case, a, b, ref_a, ref_b in make_plan(spec, False, 0):
         for args, ref in ((a, ref_a), (b, ref_b)):
-            verdicts.append(judge_call(spec, case, args, ref, CallDone(ok=True), Shipped(fn(*args), list(args))).ok)
+            try:  # as the worker reports a call: its output, or the exception it raised
+                done, out = CallDone(ok=True), fn(*args)
+            except Exception as exc:  # noqa: BLE001
+                done, out = CallDone(ok=False, error=f"{type(exc).__name__}: {exc}"), None
+            verdicts.append(judge_call(spec, case, args, ref, done, Shipped(out, list(args))).ok)
     return verdicts
 
 

@@ -192,3 +192,47 @@ def test_rules_the_notebooks_state_are_graded_cases():
                 stated.add(exercise[-1])
     with_cases = {ex_id for ex_id, spec in specs.EXERCISES.items() if any(c.raises for c in spec.cases(True))}
     assert stated == with_cases
+
+
+# --------------------------------------------------------------------------- a kernel that writes out of bounds
+
+def test_an_unmasked_store_raises_a_clear_error_instead_of_corrupting_memory():
+    """Under the interpreter (course.bounds) the store is refused before it writes: no abort, no hang."""
+    import sys
+
+    from course.bounds import OutOfBounds
+    from _autograder_helpers import SUBMISSIONS
+
+    if not course.INTERPRET:
+        pytest.skip("the bounds guard is the interpreter's; a GPU reports an illegal memory access")
+    sys.path.insert(0, str(SUBMISSIONS))
+    try:
+        import unmasked_store
+    finally:
+        sys.path.remove(str(SUBMISSIONS))
+    with pytest.raises(Exception) as err:
+        unmasked_store.vector_add(torch.randn(17), torch.randn(17))
+    assert isinstance(err.value.__cause__, OutOfBounds) or "OutOfBounds" in str(err.value)
+    assert "past the end of the tensor passed as out_ptr" in str(err.value) and "mask" in str(err.value)
+    found = symptoms.diagnose_error(f"InterpreterError: {err.value!r}")
+    assert found.name == "out-of-bounds"
+    assert "mask every tl.load and tl.store" in symptoms.hint(TRITON, _case("tiny"), found)
+
+
+def test_check_survives_a_crashing_kernel_and_names_the_likely_cause(capsys):
+    """On the CPU check() runs the calls in a forked child: a kernel that aborts the process (as memory
+    corrupted by an unmasked store does) ends the child, and the notebook's process carries on."""
+    import faulthandler
+
+    from autograder import check
+
+    if course.ON_GPU:
+        pytest.skip("on a GPU the calls run in the notebook's process (CUDA cannot be forked)")
+
+    def vector_add(x, y):
+        faulthandler._sigabrt()  # what glibc does on a corrupted heap: "malloc(): ... detected", SIGABRT
+
+    assert check("vector_add", vector_add) is False
+    out = capsys.readouterr().out
+    assert "check('vector_add') stopped: crashed (aborted)" in out and "masked" in out
+    assert check("softmax_bytes", lambda shape, dtype: 0, show=False) is False  # this process is fine

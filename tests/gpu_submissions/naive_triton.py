@@ -42,6 +42,8 @@ def softmax_into(x, y):
 
 
 def softmax(x):
+    if x.dim() != 2 or x.shape[1] > 65536:  # the exercise's rule: longer rows are online_softmax's job
+        raise ValueError(f"softmax needs a 2-D input with rows of at most 65536, got {tuple(x.shape)}")
     y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     return softmax_into(x, y)
 

@@ -13,6 +13,8 @@ def _sync():
 
 
 def time_floor(flops, nbytes, peak_flops, peak_bandwidth):
+    if flops < 0 or nbytes < 0 or peak_flops <= 0 or peak_bandwidth <= 0:
+        raise ValueError("work must be non-negative and peaks positive")
     return max(flops / peak_flops, nbytes / peak_bandwidth)
 
 
