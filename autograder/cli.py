@@ -13,7 +13,7 @@ import sys
 def _parser():
     p = argparse.ArgumentParser(prog="python -m autograder", description="Grade course notebooks.")
     sub = p.add_subparsers(dest="command", required=True)
-    sub.add_parser("list", help="list exercises (id, notebook, points)")
+    sub.add_parser("list", help="list exercises (id, notebook, points, signature)")
     g = sub.add_parser("grade", help="grade a notebook (.ipynb) or a Python file (.py)")
     g.add_argument("path")
     g.add_argument("--exercise", action="append", metavar="ID", help="grade only this exercise (repeatable)")
@@ -31,9 +31,10 @@ def main(argv=None) -> int:
     from autograder import specs
 
     if args.command == "list":
-        print(f"{'id':<24}{'notebook':<22}{'points':>7}  (correctness + performance)")
+        print(f"{'id':<24}{'notebook':<22}{'points':>7}  {'(correct. + perf.)':<20}signature")
         for e in specs.EXERCISES.values():
-            print(f"{e.id:<24}{e.notebook:<22}{e.points:>7g}  ({e.correctness_points:g} + {e.performance_points:g})")
+            split = f"({e.correctness_points:g} + {e.performance_points:g})"
+            print(f"{e.id:<24}{e.notebook:<22}{e.points:>7g}  {split:<20}{e.signature}")
         return 0
     if args.command in ("autograde", "batch"):
         from autograder import batch

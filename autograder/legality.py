@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import types
 
 
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -137,6 +138,31 @@ class KernelsRefWatch:
 
     def imported(self) -> bool:
         return bool(self.seen) or any(m == "kernels_ref" or m.startswith("kernels_ref.") for m in sys.modules)
+
+
+def reaches_kernels_ref(fn) -> bool:
+    """Whether ``fn`` is, or names (through its globals, transitively), something from kernels_ref: what
+    ``check`` can see in the learner's own process, where the grader's import watch is not running."""
+    seen, todo = set(), [fn]
+    while todo:
+        obj = todo.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        module = obj.__name__ if isinstance(obj, types.ModuleType) else getattr(obj, "__module__", None)
+        if isinstance(module, str) and (module == "kernels_ref" or module.startswith("kernels_ref.")):
+            return True
+        inner = getattr(obj, "fn", None) if not hasattr(obj, "__code__") else obj  # a Triton kernel's function
+        code, glob = getattr(inner, "__code__", None), getattr(inner, "__globals__", {})
+        if code is None:
+            continue
+        names, codes = set(), [code]
+        while codes:
+            c = codes.pop()
+            names.update(c.co_names)
+            codes.extend(k for k in c.co_consts if hasattr(k, "co_names"))
+        todo.extend(glob[n] for n in names if n in glob)
+    return False
 
 
 def judge(spec, ops_records, launch_counts, used_kernels_ref: bool, where, largest=()) -> list[str]:

@@ -166,7 +166,9 @@ def check(exercise_id: str, fn, quick: bool = False, show: bool = True) -> bool:
             print("  NOT YET: see above")
         return False
     verdicts = runner.judge_cases(spec, plan, runs, where)
-    violations = runner.rule_violations(spec, verdicts, False, where)
+    from autograder.legality import reaches_kernels_ref
+
+    violations = runner.rule_violations(spec, verdicts, reaches_kernels_ref(fn), where)
     passed = verdicts.all_ok and not violations
     memory_lines = []
     if passed and spec.memory is not None:  # deterministic counts: judged here on every device, as graded

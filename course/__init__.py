@@ -10,7 +10,14 @@ Triton's interpreter. Everything device-dependent in notebooks, kernels and test
 Under the interpreter, a load or store outside a kernel's tensors raises ``course.bounds.OutOfBounds``
 (instead of corrupting the process's memory: a notebook's kernel would abort or hang).
 """
-from course.device import (  # noqa: F401
+import os as _os
+
+# torch.profiler's library (Kineto) prints two log lines to stderr for every profile ("USDT: ...
+# profiler_start", "profiler_stop"): a notebook that profiles in a loop shows a hundred of them. Level 6
+# is above all of Kineto's levels; set KINETO_LOG_LEVEL yourself to see them.
+_os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+
+from course.device import (  # noqa: E402,F401
     DEVICE,
     INTERPRET,
     ON_GPU,

@@ -8,6 +8,7 @@
   profiler on the CPU); ``MemoryMeter``, the bytes torch operators return, alive and at peak (deterministic).
 - ``measure.memory_timeline``: every allocation of a call as a stacked timeline (CUDA allocator history or
   profiler memory events).
+- ``measure.launches``: which profiler events launch no kernel (one list for notebook 02 and the grader).
 - ``measure.reference``: float64 definitions of the course's operations (GELU, softmax, LayerNorm,
   attention) and shared constants (``LOG2E``).
 - ``measure.ceilings``: this machine's roofs (copy bandwidth, matmul rate), measured and cached.

@@ -13,7 +13,10 @@ How one run is timed is the *clock*, and it is separate from the protocol:
 - the grader's clock (``autograder.timing``) times a call in another process, from outside, through the
   same protocol, so that a learner's code cannot touch the clock that times it.
 - ``wall_clock``: ``time.perf_counter`` around the call, on the CPU (no flush: the interpreter's time is
-  all Python).
+  all Python); ``cold_wall_clock(flush)``: the same after writing a buffer twice the size of the CPU's
+  last-level cache (``cold=True``), so that data a previous call left in the cache is read from DRAM
+  again, as a GPU benchmark flushes L2. A roofline's points must be measured cold: a small input that
+  stays in cache moves faster than DRAM's bandwidth, above the roof.
 
 ``median_ms(fn, *args)`` is the one-line use: the protocol with one candidate on this machine's clock.
 """
@@ -61,6 +64,44 @@ def wall_clock(run) -> tuple[float, object]:
     return (time.perf_counter() - t0) * 1e3, out
 
 
+def cpu_cache_bytes() -> int:
+    """The CPU's largest cache in bytes (Linux sysfs, macOS sysctl); 64 MiB where it cannot be read."""
+    import glob
+    import subprocess
+
+    sizes = []
+    for path in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*/size"):
+        try:
+            text = open(path).read().strip().upper()
+            sizes.append(int(text[:-1]) * {"K": 1 << 10, "M": 1 << 20}[text[-1]] if text[-1] in "KM" else int(text))
+        except (OSError, ValueError):
+            pass
+    if not sizes:
+        try:
+            out = subprocess.run(["sysctl", "-n", "hw.l3cachesize", "hw.l2cachesize"], capture_output=True,
+                                 text=True, timeout=5).stdout.split()
+            sizes = [int(v) for v in out if v.isdigit()]
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return max(sizes) if sizes and max(sizes) > 0 else 64 << 20
+
+
+def cpu_flush_buffer():
+    """A CPU buffer twice the size of the largest cache (at least 32 MiB): writing it evicts a call's data."""
+    import torch
+
+    return torch.empty(max(2 * cpu_cache_bytes(), 32 << 20) // 4, dtype=torch.int32)
+
+
+def cold_wall_clock(flush) -> Callable[[Callable[[], object]], tuple[float, object]]:
+    """The wall clock after evicting the CPU's caches (writing ``flush``, outside the timed window)."""
+    def timed(run):
+        flush.zero_()
+        return wall_clock(run)
+
+    return timed
+
+
 def poison_output(out) -> None:
     """Overwrite a call's floating-point output(s) with NaN in place, so that memory holds no answer."""
     import torch
@@ -99,12 +140,12 @@ def _empty(*_args):
 
 
 def time_interleaved(fns: dict, args: tuple = (), reps: int = 50, warmup: int = 5, max_seconds: float = 20.0,
-                     poison_outputs: bool = False, clock=None) -> dict[str, float]:
+                     poison_outputs: bool = False, clock=None, cold: bool = False) -> dict[str, float]:
     """Median ms per call of each ``fn(*args)`` in this process, by the protocol above.
 
-    ``clock`` defaults to CUDA events on a GPU and the wall clock on the CPU. ``poison_outputs``: every
-    output is overwritten with NaN after its run (outside the timed window), so no call can hand back
-    memory a previous call left holding the right answer."""
+    ``clock`` defaults to CUDA events on a GPU (L2 flushed) and the wall clock on the CPU (caches flushed
+    too with ``cold``). ``poison_outputs``: every output is overwritten with NaN after its run (outside the
+    timed window), so no call can hand back memory a previous call left holding the right answer."""
     import torch
 
     flush = None
@@ -112,6 +153,9 @@ def time_interleaved(fns: dict, args: tuple = (), reps: int = 50, warmup: int = 
         if torch.cuda.is_available():
             flush = l2_flush_buffer()
             clock = event_clock(flush)
+        elif cold:
+            flush = cpu_flush_buffer()
+            clock = cold_wall_clock(flush)
         else:
             clock = wall_clock
 
@@ -131,6 +175,8 @@ def time_interleaved(fns: dict, args: tuple = (), reps: int = 50, warmup: int = 
         del flush
 
 
-def median_ms(fn: Callable, *args, reps: int = 50, warmup: int = 5, max_seconds: float = 10.0) -> float:
-    """Median milliseconds of ``fn(*args)`` on this machine, by the course's protocol."""
-    return time_interleaved({"fn": fn}, args, reps=reps, warmup=warmup, max_seconds=max_seconds)["fn"]
+def median_ms(fn: Callable, *args, reps: int = 50, warmup: int = 5, max_seconds: float = 10.0,
+              cold: bool = False) -> float:
+    """Median milliseconds of ``fn(*args)`` on this machine, by the course's protocol (``cold``: the CPU's
+    caches flushed before every call too; a GPU's L2 always is)."""
+    return time_interleaved({"fn": fn}, args, reps=reps, warmup=warmup, max_seconds=max_seconds, cold=cold)["fn"]

@@ -22,13 +22,15 @@ def run_cli(*args, cwd=None):
 
 # --------------------------------------------------------------------------- CLI
 
-def test_list_shows_every_exercise_with_notebook_and_points():
+def test_list_shows_every_exercise_with_notebook_points_and_signature():
+    from autograder import specs
+
     out = run_cli("list")
     assert out.returncode == 0
     for ex_id, nb in (("softmax", "04_fused_softmax"), ("bias_gelu", "03_triton_basics"),
                       ("time_floor", "00_measure"), ("classify_bound", "02_profiling")):
         line = next(l for l in out.stdout.splitlines() if l.startswith(ex_id + " "))
-        assert nb in line
+        assert nb in line and specs.get(ex_id).signature in line
 
 
 @pytest.mark.parametrize("make, message", [

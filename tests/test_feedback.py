@@ -236,3 +236,58 @@ def test_check_survives_a_crashing_kernel_and_names_the_likely_cause(capsys):
     out = capsys.readouterr().out
     assert "check('vector_add') stopped: crashed (aborted)" in out and "masked" in out
     assert check("softmax_bytes", lambda shape, dtype: 0, show=False) is False  # this process is fine
+
+
+# --------------------------------------------------------------------------- a PASSED check predicts the grade
+
+# Submissions whose mistakes check() is for: honest ones (tests/submissions; the correct ones included).
+# Left out: attacks on the grader (escapes/, patches_grader.py: check runs in the learner's own process and
+# trusts it), a hang (it only costs check's time limit; test_autograder_guarantees covers it), code that
+# cannot be imported, and a flood of output (a correct softmax).
+NOT_FOR_CHECK = {"patches_grader.py", "hangs.py", "raises_at_import.py", "floods_output.py"}
+EARLY = [ex for nb in ("00_measure", "01_naive_ops", "02_profiling", "03_triton_basics", "04_fused_softmax")
+         for ex in specs.for_notebook(nb)]
+
+
+def _known_submissions():
+    from _autograder_helpers import SUBMISSIONS
+
+    return sorted(p.name for p in SUBMISSIONS.glob("*.py") if p.name not in NOT_FOR_CHECK)
+
+
+def _load(name):
+    import importlib.util
+    import sys
+
+    from _autograder_helpers import SUBMISSIONS
+
+    sys.path.insert(0, str(SUBMISSIONS))  # submissions import each other's kernels (good_triton)
+    try:
+        spec = importlib.util.spec_from_file_location(f"submission_{name[:-3]}", SUBMISSIONS / name)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(SUBMISSIONS))
+    return module
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", _known_submissions())
+def test_a_passed_check_means_full_correctness_points(name):
+    """For every exercise of 00-04 the submission defines: check() passes exactly when the grader gives
+    every correctness point (quick cases for both; the same families, tests above)."""
+    from _autograder_helpers import graded, text
+
+    from autograder import check
+
+    module = _load(name)
+    exercises = tuple(ex.id for ex in EARLY if callable(getattr(module, ex.entry, None)))
+    assert exercises, f"{name} defines no entry point of notebooks 00-04"
+    grades = graded(name, exercises)
+    disagree = []
+    for ex_id in exercises:
+        passed = check(ex_id, getattr(module, specs.get(ex_id).entry), quick=True, show=False)
+        if passed != grades[ex_id]["correct"]:
+            disagree.append(f"{ex_id}: check {'PASSED' if passed else 'failed'}, grade "
+                            f"{'correct' if grades[ex_id]['correct'] else 'not correct: ' + text(grades[ex_id])}")
+    assert not disagree, disagree
