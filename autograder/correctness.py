@@ -99,7 +99,8 @@ def describe_tolerance(spec, planned, ok: bool) -> str:
     if case.raises is not None:
         return f"raises {case.raises.__name__}"
     if not spec.judged_on_tensors:
-        return getattr(spec.judge, "tolerance", "")
+        tol = getattr(spec.judge, "tolerance", "")
+        return f"{tol} {spec.unit}" if spec.unit and tol[-1:].isdigit() else tol
     ref = planned.ref_a[0] if isinstance(planned.ref_a, (tuple, list)) else planned.ref_a
     if not isinstance(ref, torch.Tensor):
         return ""

@@ -38,6 +38,7 @@ def roofline(kernels: dict, peaks: dict | None = None, ax=None, title: str | Non
     import matplotlib.pyplot as plt
     import numpy as np
     import torch
+    from matplotlib.ticker import EngFormatter
 
     from measure.timer import median_ms
 
@@ -49,7 +50,7 @@ def roofline(kernels: dict, peaks: dict | None = None, ax=None, title: str | Non
     bw = peaks["copy_gbps"] * 1e9
     compute = peaks["matmul_tflops"] * 1e12
     if ax is None:
-        fig, ax = plt.subplots(figsize=(7, 4.5))
+        fig, ax = plt.subplots(figsize=(10, 4.5))
     else:
         fig = ax.figure
     points = []
@@ -61,21 +62,25 @@ def roofline(kernels: dict, peaks: dict | None = None, ax=None, title: str | Non
             flops, nbytes, seconds = spec
         intensity = max(flops, 1.0) / nbytes  # memory-bound kernels with ~0 FLOPs sit at the far left
         points.append((name, intensity, max(flops, 1.0) / seconds, nbytes / seconds))
-    lo = min([p[1] for p in points] + [compute / bw]) / 10
-    hi = max([p[1] for p in points] + [compute / bw]) * 10
+    ridge = compute / bw
+    lo = min([p[1] for p in points] + [ridge]) / 10
+    hi = max([p[1] for p in points] + [ridge]) * 10
     x = np.logspace(np.log10(lo), np.log10(hi), 200)
     ax.loglog(x, np.minimum(x * bw, compute), color="black", lw=2, label="roofline")
-    ax.axvline(compute / bw, color="gray", ls=":", lw=1)
-    ax.text(compute / bw, compute * 1.15, f" ridge {compute / bw:.0f} FLOP/B", fontsize=8, color="gray")
-    ax.text(lo * 1.2, lo * bw * 1.4, _rate(bw, "B/s"), fontsize=8, rotation=20)
-    ax.text(hi / 8, compute * 1.15, _rate(compute, "FLOP/s"), fontsize=8)
     for name, intensity, rate, gbps in points:
         ax.plot(intensity, rate, "o", ms=8, label=f"{name}: {_rate(gbps, 'B/s')}, {_rate(rate, 'FLOP/s')}")
+    ax.set_ylim(min([p[2] for p in points] + [lo * bw]) / 3, compute * 3)
+    bottom = ax.get_ylim()[0]
+    # Roof labels where no point is: the ridge's along its line, the roofs' just above them.
+    ax.axvline(ridge, color="gray", ls=":", lw=1)
+    ax.text(ridge * 1.1, bottom * 1.3, f"ridge {ridge:.3g} FLOP/B", fontsize=8, color="gray", rotation=90, va="bottom")
+    ax.text(lo * 1.2, lo * 1.2 * bw * 4, _rate(bw, "B/s"), fontsize=8)
+    ax.text(ridge * 1.5, compute * 1.25, _rate(compute, "FLOP/s"), fontsize=8)
+    ax.yaxis.set_major_formatter(EngFormatter(unit="FLOP/s"))
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
-    ax.set_ylabel("FLOP/s")
     ax.set_title(title or f"Roofline ({label})", fontsize=10)
     # The legend sits outside the axes: names never overlap the points or each other.
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
-    fig.tight_layout()
     ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
     return fig

@@ -19,6 +19,7 @@ from autograder.submission import load
 ROOT = Path(__file__).resolve().parent.parent
 HONEST_FILES = sorted(ROOT.glob("solutions/*/*.ipynb")) + [
     ROOT / "tests/submissions/good_triton.py", ROOT / "tests/submissions/measure_good.py",
+    ROOT / "tests/submissions/good_naive.py",
     ROOT / "tests/submissions/later/good_05_08.py", ROOT / "tests/submissions/later/good_08.py",
     ROOT / "tests/gpu_submissions/naive_triton.py"]
 
@@ -512,7 +513,7 @@ def test_aten_names_from_the_spec_match_torch_paths_and_spellings():
     assert "@" not in forbidden_calls_for(specs.get("linear_cross_entropy"))
     assert "@" in forbidden_calls_for(specs.get("matmul"))
     assert forbidden_calls_for(specs.get("benchmark")) == {}       # allowed_ops None: any operator
-    assert "softmax" not in forbidden_calls_for(specs.get("naive_attention"))  # 01's attention may use it
+    assert "softmax" in forbidden_calls_for(specs.get("naive_attention"))  # 01's attention: "use your naive_softmax"
     assert set(SPELLINGS) <= set(forbidden_calls_for(specs.get("vector_add"))) | set(SPELLINGS)
 
 
@@ -531,6 +532,7 @@ def test_cheating_test_submissions_are_reported():
     assert {f.line for f in found("uses_torch_softmax.py", "softmax")} == {7}
     assert {f.line for f in found("uses_torch_softmax.py", "bias_gelu")} == {11}
     assert {f.line for f in found("uses_torch_softmax.py", "naive_softmax")} == {15}
+    assert {f.line for f in found("attention_calls_softmax.py", "naive_attention")} == {13}  # "use naive_softmax"
     assert {f.rule for f in found("patches_grader.py", "softmax")} == {"forbidden-import", "patching", "grader-import"}
     assert [f.rule for f in found("uses_kernels_ref.py", "softmax")] == ["reference-import"]
     later = load(ROOT / "tests/submissions/later/uses_torch_ops_05_08.py").source

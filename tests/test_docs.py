@@ -14,3 +14,21 @@ def test_guarantees_cite_existing_tests_and_modules():
     assert named and not [n for n in named if f"def {n}(" not in tests]
     paths = set(re.findall(r"`((?:autograder|measure|tools|tests)/[\w/]+\.py)", doc))
     assert paths and not [p for p in paths if not (ROOT / p).exists()]
+
+
+def test_every_document_a_notebook_or_the_readme_names_exists():
+    """A learner sent to `docs/X.md` (or any .md file) by the README, docs/ or a notebook finds it here."""
+    import subprocess
+
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    basenames = {pathlib.PurePosixPath(p).name for p in tracked}
+    sources = [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(ROOT / "solutions").glob("*/*.ipynb"),
+               *(ROOT / "notebooks").glob("*/*.ipynb")]
+    missing = []
+    for src in sources:
+        text = re.sub(r"https?://\S+", "", src.read_text())  # links to other sites are not the repository's
+        for name in set(re.findall(r"[\w./-]*\w\.md\b", text)):
+            found = (ROOT / name).exists() or (src.parent / name).exists() if "/" in name else name in basenames
+            if not found:
+                missing.append(f"{src.relative_to(ROOT)} names {name}")
+    assert not missing, missing
