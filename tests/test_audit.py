@@ -529,9 +529,9 @@ def test_cheating_test_submissions_are_reported():
         source = load(ROOT / "tests/submissions" / name).source
         return audit(source, forbidden_calls=forbidden_calls_for(spec), entry=spec.entry)
 
-    assert {f.line for f in found("uses_torch_softmax.py", "softmax")} == {7}
-    assert {f.line for f in found("uses_torch_softmax.py", "bias_gelu")} == {11}
-    assert {f.line for f in found("uses_torch_softmax.py", "naive_softmax")} == {15}
+    assert {f.line for f in found("uses_torch_softmax.py", "softmax")} == {10}
+    assert {f.line for f in found("uses_torch_softmax.py", "bias_gelu")} == {14}
+    assert {f.line for f in found("uses_torch_softmax.py", "naive_softmax")} == {18}
     assert {f.line for f in found("attention_calls_softmax.py", "naive_attention")} == {13}  # "use naive_softmax"
     assert {f.rule for f in found("patches_grader.py", "softmax")} == {"forbidden-import", "patching", "grader-import"}
     assert [f.rule for f in found("uses_kernels_ref.py", "softmax")] == ["reference-import"]

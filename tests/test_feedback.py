@@ -338,3 +338,10 @@ def test_cold_cpu_timing_flushes_the_last_level_cache(monkeypatch):
         pytest.skip("the GPU clock always flushes L2")
     timer.median_ms(lambda: None, reps=3, warmup=1, cold=True)
     assert len(flushed) == 2 * (3 + 1)  # before every call, the empty call's included
+
+
+def test_the_operators_notebook_01_forbids_are_forbidden_in_every_exercise():
+    """01's rules: no torch.softmax / F.softmax, F.gelu, F.layer_norm, F.scaled_dot_product_attention."""
+    named = {"_softmax", "gelu", "native_layer_norm", "_scaled_dot_product_flash_attention_for_cpu"}
+    for spec in specs.for_notebook("01_naive_ops"):
+        assert not named & spec.rules.allowed_ops, (spec.id, named & spec.rules.allowed_ops)
