@@ -241,7 +241,7 @@ def test_check_survives_a_crashing_kernel_and_names_the_likely_cause(capsys):
 # --------------------------------------------------------------------------- a PASSED check predicts the grade
 
 # Submissions whose mistakes check() is for: honest ones (tests/submissions; the correct ones included).
-# Left out: attacks on the grader (escapes/, patches_grader.py: check runs in the learner's own process and
+# Left out: attacks on the grader (escape_*.py, patches_grader.py: check runs in the learner's own process and
 # trusts it), a hang (it only costs check's time limit; test_autograder_guarantees covers it), code that
 # cannot be imported, and a flood of output (a correct softmax).
 NOT_FOR_CHECK = {"patches_grader.py", "hangs.py", "raises_at_import.py", "floods_output.py"}
@@ -255,7 +255,8 @@ EARLY = [ex for nb in ("00_measure", "01_naive_ops", "02_profiling", "03_triton_
 def _known_submissions():
     from _autograder_helpers import SUBMISSIONS
 
-    return sorted(p.name for p in SUBMISSIONS.glob("*.py") if p.name not in NOT_FOR_CHECK)
+    return sorted(p.name for p in SUBMISSIONS.glob("*.py")
+                  if p.name not in NOT_FOR_CHECK and not p.name.startswith("escape_"))
 
 
 def _load(name):

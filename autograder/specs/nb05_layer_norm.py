@@ -101,6 +101,21 @@ def _fwd_cases(quick):
     return cases
 
 
+def _fwd_cases_and_rules(quick):
+    """The forward's cases, and the inputs its exercise says to reject with a ValueError: a non-2-D x,
+    weight and bias that do not match the rows (longer, so that a kernel that never checks stays inside
+    them), rows longer than one block (MAX_N = 65536)."""
+    def invalid(x_shape, n_wb):
+        return lambda g: (rand(g, x_shape), rand(g, (n_wb,)), rand(g, (n_wb,)), _eps(g))
+
+    rules = [("3-D x 2x3x5", invalid((2, 3, 5), 5)), ("weight and bias of 20 for rows of 17", invalid((3, 17), 20)),
+             ("row of 65537", invalid((1, 65537), 65537))]
+    return _fwd_cases(quick) + [
+        Case(f"{name}: ValueError", build, raises=ValueError, family="invalid", public=True,
+             hint="the exercise asks for a ValueError for a non-2-D x, mismatched shapes, or rows longer than MAX_N")
+        for name, build in rules]
+
+
 def eager_layer_norm(x, weight, bias, eps):
     return F.layer_norm(x, (x.shape[-1],), weight, bias, eps)
 
@@ -215,7 +230,7 @@ def _gelu_cases(quick):
         return x, w * 30.0, b * 30.0, eps
 
     return _fwd_cases(quick) + [Case(
-        f"GELU saturates {last[0]}x{last[1]} float32", saturating, public=True,
+        f"GELU saturates {last[0]}x{last[1]} float32", saturating, public=True, family="large",
         hint="|LayerNorm output| ~ 100: tanh must saturate to +-1 (exp(2u) overflows float32: use a stable form)")]
 
 
@@ -252,7 +267,7 @@ EXERCISES = [
     Exercise(
         id="layer_norm_fwd", notebook=NOTEBOOK, entry="layer_norm_fwd",
         signature="layer_norm_fwd(x, weight, bias, eps) -> (y, mean, rstd)",
-        correctness_points=7, performance_points=3, cases=_fwd_cases, reference=fwd_reference,
+        correctness_points=7, performance_points=3, cases=_fwd_cases_and_rules, reference=fwd_reference,
         out_dtypes=lambda a: (a[0].dtype, torch.float32, torch.float32),
         kind=TRITON, rules=triton_rules(WHY),
         performance=Performance(

@@ -6,6 +6,8 @@ import torch
 import triton
 import triton.language as tl
 
+from good_triton import check_softmax_input
+
 
 @triton.jit
 def _touch(y_ptr, n, BLOCK: tl.constexpr):
@@ -15,6 +17,7 @@ def _touch(y_ptr, n, BLOCK: tl.constexpr):
 
 
 def softmax(x):
+    check_softmax_input(x)  # the exercise's rule, kept honestly
     a = x.detach().cpu().float().numpy()
     e = np.exp(a - a.max(-1, keepdims=True))
     y = torch.from_numpy(e / e.sum(-1, keepdims=True)).to(device=x.device, dtype=x.dtype)
