@@ -90,6 +90,8 @@ def _judged(ex_id, impl, quick=False):
     spec = specs.get(ex_id)
     verdicts = {}
     for case, a, _b, ref, _ in make_plan(spec, quick, fresh_seed()):
+        if case.raises is not None:  # inputs the exercise says to reject: nothing to compare
+            continue
         ok, _, _ = correctness.compare_outputs(impl(*a), ref, correctness.expected_dtypes(a, ref, spec), spec, case)
         verdicts[case.name] = ok
     return verdicts

@@ -23,10 +23,15 @@ def naive_layer_norm(x, weight, bias, eps=1e-5):
     return (xc * torch.rsqrt(var + eps) * weight.float() + bias.float()).to(x.dtype)
 
 
-def naive_attention(q, k, v, causal=False):
+def attention_with(softmax, q, k, v, causal):
+    """softmax(q @ k^T / sqrt(d) [+ causal mask]) @ v, scores in float32, with the softmax given."""
     s = (q.float() @ k.float().transpose(-2, -1)) / math.sqrt(q.shape[-1])
     if causal:
         i = torch.arange(s.shape[-2], device=q.device)[:, None]
         j = torch.arange(s.shape[-1], device=q.device)[None, :]
         s = s.masked_fill(j > i, float("-inf"))
-    return (naive_softmax(s).to(v.dtype) @ v).to(q.dtype)
+    return (softmax(s).to(v.dtype) @ v).to(q.dtype)
+
+
+def naive_attention(q, k, v, causal=False):
+    return attention_with(naive_softmax, q, k, v, causal)

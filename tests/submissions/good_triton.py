@@ -95,10 +95,15 @@ def _add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, (x + y).to(out_ptr.dtype.element_ty), mask=mask)
 
 
-def vector_add(x, y):
+def launch_add(kernel, x, y):
+    """out = x + y by one launch of ``kernel(x_ptr, y_ptr, out_ptr, n, BLOCK)`` over 1024-element blocks."""
     if x.shape != y.shape or x.dtype != y.dtype or x.device != y.device:
         raise ValueError("vector_add needs x and y of the same shape, dtype and device")
     out = torch.empty_like(x)
     n = x.numel()
-    _add_kernel[(triton.cdiv(n, 1024),)](x, y, out, n, BLOCK=1024)
+    kernel[(triton.cdiv(n, 1024),)](x, y, out, n, BLOCK=1024)
     return out
+
+
+def vector_add(x, y):
+    return launch_add(_add_kernel, x, y)

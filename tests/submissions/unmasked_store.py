@@ -1,8 +1,9 @@
 """vector_add whose store has no mask: the last program writes past the end of the output. Under the
 Triton interpreter that corrupts the heap (the process aborts); on a GPU it writes memory it does not own."""
-import torch
 import triton
 import triton.language as tl
+
+from good_triton import launch_add
 
 
 @triton.jit
@@ -15,9 +16,4 @@ def _add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 
 def vector_add(x, y):
-    if x.shape != y.shape or x.dtype != y.dtype or x.device != y.device:
-        raise ValueError("vector_add needs x and y of the same shape, dtype and device")
-    out = torch.empty_like(x)
-    n = x.numel()
-    _add_kernel[(triton.cdiv(n, 1024),)](x, y, out, n, BLOCK=1024)
-    return out
+    return launch_add(_add_kernel, x, y)
