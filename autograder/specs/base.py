@@ -103,7 +103,8 @@ class Case:
     raises: type | None = None
 
 
-# The families of inputs cases stand for. "dtype:<name>" (each 16-bit dtype) is one more per dtype.
+# The families of inputs cases stand for. "dtype:<name>" (each 16-bit dtype) and "head-dim:<d>" (each head
+# dimension of a transformer block, 09) are one more per value.
 FAMILIES = {
     "shape": "plain float32 inputs of ordinary shapes (mostly non-powers of two: a ragged last block)",
     "tiny": "a dimension of 1 (one row, one element)",
@@ -119,13 +120,14 @@ FAMILIES = {
     "long-k": "a long reduction dimension (accumulator precision)",
     "edge-values": "values at the ends of their range (targets 0 and V - 1, rows and scales of zero)",
     "memory": "the memory a call holds between forward and backward, and its peak (08)",
+    "heads": "many attention heads (09)",
     "invalid": "inputs the exercise says to reject with an exception",
     "value": "a scalar question (00, 02): every case is of this family",
 }
 
 
 def known_family(family: str) -> bool:
-    return family in FAMILIES or family.startswith("dtype:")
+    return family in FAMILIES or family.startswith(("dtype:", "head-dim:"))
 
 
 @dataclass

@@ -14,7 +14,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from autograder.specs._cases import dtype_name
+from autograder.specs._cases import dtype_name, family_of
 from autograder.specs.base import (TRITON, Case, Exercise, Performance, float_dtypes, pick_shapes, rand,
                                    triton_rules)
 from autograder.specs.nb05_layer_norm import WHY as WHY_LN
@@ -112,15 +112,30 @@ def _hint(shape, dtype):
     return HINT_ODD
 
 
+def _family(shape, dtype):
+    """A head dimension other than the public shapes' 16 is a family of its own (a kernel may hold one)."""
+    B, S, D, H = shape
+    if dtype == torch.float32 and S > 1 and D // H != 16:
+        return f"head-dim:{D // H}"
+    return family_of((S, D), dtype)
+
+
 def _cases(quick):
     shapes = _shapes(quick)
-    cases = [Case(_name(s, d), lambda g, s=s, d=d: _args(g, s, d), hint=_hint(s, d), public=s in shapes[:2])
+    cases = [Case(_name(s, d), lambda g, s=s, d=d: _args(g, s, d), hint=_hint(s, d), public=s in shapes[:2],
+                  family=_family(s, d))
              for s in shapes for d in float_dtypes()]
+    for head_dim in sorted({D // H for _, S, D, H in shapes[2:] if S > 1 and D // H != 16}):
+        small = (1, 9, 2 * head_dim, 2)  # each head dimension the grade uses, at a few tokens
+        cases.append(Case(_name(small, torch.float32, f"head dim {head_dim} "),
+                          lambda g, s=small: _args(g, s, torch.float32), hint=HINT_HEAD_DIM.format(d=head_dim),
+                          public=True, family=f"head-dim:{head_dim}"))
     many_heads, odd = (1, 9, 192, 12), shapes[1]
     cases.append(Case(_name(many_heads, torch.float32, "many heads "),
-                      lambda g: _args(g, many_heads, torch.float32), hint=HINT_HEADS, public=True))
+                      lambda g: _args(g, many_heads, torch.float32), hint=HINT_HEADS, public=True, family="heads"))
     cases.append(Case(_name(odd, torch.bfloat16, "x sequence-first [S, B, D] "),
-                      lambda g: _args(g, odd, torch.bfloat16, "sbd"), hint=HINT_STRIDE, public=True))
+                      lambda g: _args(g, odd, torch.bfloat16, "sbd"), hint=HINT_STRIDE, public=True,
+                      family="strided"))
     return cases
 
 
