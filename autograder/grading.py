@@ -142,24 +142,58 @@ def grade_exercise(spec, sub: Submission, source_file: Path, workdir: Path, quic
     if spec.entry not in sub.defined:
         return _result(spec, False, None, 0.0, [],
                        [f"{spec.entry}() is not defined in the submission (expected {spec.signature})"], [])
+    clock = Stopwatch()
+    session = WorkerSession(submission_job(spec, sub, source_file), timeout_s, cwd=str(sub.path.parent),
+                            scratch=str(workdir)).start()
+    # A timed exercise's baseline worker starts beside the submission's (its start overlaps the cases; it
+    # only waits, idle, until the timing): nothing of either runs inside the other's timed window.
+    baseline = (WorkerSession(baseline_job(spec), timeout_s, scratch=str(workdir) + "-baseline").start()
+                if timing.should_time(_on_gpu(), spec.performance)[0] else None)
     seed = fresh_seed()
     plan = runner.make_plan(spec, quick, seed)
     audit_violations = static_violations(spec, sub)
-    session = WorkerSession(submission_job(spec, sub, source_file), timeout_s, cwd=str(sub.path.parent),
-                            scratch=str(workdir))
+    clock.lap("references and audit")
     try:
         with session as worker:
-            result = _grade_in(worker, spec, sub, plan, seed, audit_violations)
+            clock.lap("worker start")
+            result = _grade_in(worker, spec, sub, plan, seed, audit_violations, baseline, clock)
         result["feedback"] = _output_notes(session) + result["feedback"]  # the whole output, read to the end
-        return result
     except WorkerGone as gone:
         feedback = [str(gone)] + _output_notes(session) + _last_output(session)
-        return _result(spec, False, None, 0.0, audit_violations, feedback, [])
+        result = _result(spec, False, None, 0.0, audit_violations, feedback, [])
+    finally:
+        if baseline is not None:
+            baseline.close()
+    result["seconds"] = clock.laps()
+    return result
 
 
-def _grade_in(worker, spec, sub, plan, seed, audit_violations) -> dict:
+class Stopwatch:
+    """Where one exercise's grading time goes: named laps in seconds (the report's ``seconds``)."""
+
+    def __init__(self):
+        self.start = self.last = time.perf_counter()
+        self.parts: dict[str, float] = {}
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.parts[name] = round(self.parts.get(name, 0.0) + now - self.last, 3)
+        self.last = now
+
+    def laps(self) -> dict[str, float]:
+        return {**self.parts, "total": round(time.perf_counter() - self.start, 3)}
+
+
+def _on_gpu() -> bool:
     import course
 
+    return course.ON_GPU
+
+
+def _grade_in(worker, spec, sub, plan, seed, audit_violations, baseline=None, clock=None) -> dict:
+    import course
+
+    clock = clock or Stopwatch()
     feedback = []
     if worker.sandbox_note:
         feedback.append(worker.sandbox_note)
@@ -175,7 +209,10 @@ def _grade_in(worker, spec, sub, plan, seed, audit_violations) -> dict:
 
         return _result(spec, False, None, 0.0, violations, [plain_error(msg) or text] + feedback, [])
 
-    verdicts = runner.judge_cases(spec, plan, runner.run_cases(worker, plan), sub.where)
+    runs = runner.run_cases(worker, plan)
+    clock.lap("cases")
+    verdicts = runner.judge_cases(spec, plan, runs, sub.where)
+    clock.lap("judging")
     violations += runner.rule_violations(spec, verdicts, False, sub.where)
     feedback += _failure_feedback(spec, verdicts)
     correct = verdicts.all_ok and not violations
@@ -190,7 +227,9 @@ def _grade_in(worker, spec, sub, plan, seed, audit_violations) -> dict:
     if spec.performance is not None and not want_time:
         feedback.append(f"{why_not} (0 of {spec.performance_points:g} performance points)")
     elif want_time and correct:
-        perf, credit, timed_ok, notes = time_against_baseline(worker, spec, seed + 2)
+        perf, credit, timed_ok, notes = time_against_baseline(
+            worker, spec, seed + 2, open_baseline=(lambda: baseline) if baseline is not None else None)
+        clock.lap("timing")
         feedback += notes
         correct = correct and timed_ok
     elif want_time:
@@ -198,6 +237,7 @@ def _grade_in(worker, spec, sub, plan, seed, audit_violations) -> dict:
 
     if correct:  # last: after it no call of the learner's code may be trusted to compute anything
         null = runner.null_kernel_check(worker, spec, plan)
+        clock.lap("null-kernel check")
         if null:
             violations.append(null)
             correct = False
@@ -240,7 +280,7 @@ def _output_notes(session) -> list[str]:
 
 # ------------------------------------------------------------------------------------------- performance
 
-def time_against_baseline(worker, spec, seed: int, reps: int = 50, warmup: int = 5, max_seconds: float = 20.0,
+def time_against_baseline(worker, spec, seed: int, reps: int = 50, warmup: int = 5, max_seconds: float = 10.0,
                           open_baseline=None, batch: int = CALLS_PER_ROUND_TRIP):
     """(performance entry, credit, whether every checked timed output was right, feedback lines).
 
@@ -274,9 +314,8 @@ def time_against_baseline(worker, spec, seed: int, reps: int = 50, warmup: int =
             checked = rng.randrange(batch)
             for (name, empty), series in times.items():
                 s = sessions[name]
-                for slot, call_seed in zip(slots, seeds):
-                    s.request({"op": "jitter", "slot": slot, "seed": call_seed})
-                s.request({"op": "prepare", "poison": False})
+                s.request({"op": "prepare", "poison": False, "jitter": [[slot, call_seed] for slot, call_seed
+                                                                        in zip(slots, seeds)]})
                 ms, done = s.timed({"op": "call", "slots": slots, "record": False, "empty": empty})
                 if name == "submission" and not empty and rep_checked:
                     shipped.append((seeds[checked], done,
@@ -286,13 +325,16 @@ def time_against_baseline(worker, spec, seed: int, reps: int = 50, warmup: int =
                 if record:
                     series.append(ms / batch)
 
-        start = time.perf_counter()
+        paces = []
         for _ in range(warmup):
+            start = time.perf_counter()
             one_rep(False, False)
+            paces.append(time.perf_counter() - start)
         # The number of repetitions is fixed before the first timed one (as many as fit in max_seconds at the
         # warm-up's pace, at least 10), and the checked ones are drawn from all of them: a submission that
-        # behaves for a while and then cheats is as likely to be checked late as early.
-        per_rep = (time.perf_counter() - start) / max(warmup, 1)
+        # behaves for a while and then cheats is as likely to be checked late as early. The pace is the
+        # warm-up's median repetition: the first ones may compile or autotune.
+        per_rep = statistics.median(paces) if paces else 0.0
         reps = max(min(reps, int(max_seconds / max(per_rep, 1e-6))), 10)
         checked_reps = set(rng.sample(range(reps), min(JUDGED_TIMED_CALLS, reps)))
         for rep in range(reps):

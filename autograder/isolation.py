@@ -118,7 +118,8 @@ class Session:
             raise WorkerGone(timeout_message(self.timeout_s))
         try:
             self.sock.settimeout(remaining)
-            protocol.send(self.sock, req)
+            if req is not None:  # None: only the answer to what was sent before (a job sent by ``start``)
+                protocol.send(self.sock, req)
             msg = protocol.recv(self.sock)
         except (TimeoutError, OSError, protocol.ChannelClosed) as exc:
             timed_out = isinstance(exc, TimeoutError) or time.monotonic() >= self.deadline
@@ -130,7 +131,7 @@ class Session:
             # later CUDA call fail, copying the output back included): say what it was, in plain words.
             error = str(msg.get("error"))
             self.stop()
-            raise WorkerGone(plain_error(error) or f"the worker failed while serving {req.get('op')!r}: {error}")
+            raise WorkerGone(plain_error(error) or f"the worker failed while serving {(req or {}).get('op', 'its job')!r}: {error}")
         if reply is None:
             return msg
         got = protocol.from_wire(msg)
@@ -183,7 +184,10 @@ class WorkerSession(Session):
         self.job, self.timeout_s, self.cwd, self.scratch = job, timeout_s, cwd, scratch
         self.proc = None
 
-    def __enter__(self):
+    def start(self) -> "WorkerSession":
+        """Start the worker and hand it its job without waiting for it: its start (a fresh Python importing
+        torch) then overlaps other work, e.g. a baseline's worker starting while the submission is graded.
+        ``with`` (``__enter__``) waits for its answer; a started session must be entered or ``close``d."""
         import socket
 
         from autograder import protocol
@@ -205,13 +209,34 @@ class WorkerSession(Session):
         self.reader = _CappedReader(self.proc.stdout)
         self.reader.start()
         try:
-            self.ready = self.request(self.job, reply=protocol.Ready)
+            self.sock.settimeout(self.timeout_s)
+            protocol.send(self.sock, self.job)  # buffered by the socket until the worker reads it
+        except OSError:
+            pass  # the worker is already gone: __enter__'s wait for its answer says why
+        return self
+
+    def __enter__(self):
+        from autograder import protocol
+
+        if self.proc is None:
+            self.start()
+        try:
+            self.ready = self.request(None, reply=protocol.Ready)
         except BaseException:
             self.__exit__(None, None, None)
             raise
         return self
 
+    def close(self) -> None:
+        """Stop a worker that was started and not (or no longer) in use; nothing to do otherwise."""
+        if self.sock is not None:
+            self.stop()
+            self.sock.close()
+            self.sock = None
+
     def __exit__(self, *exc):
+        if self.sock is None:
+            return False
         try:
             if self.proc.poll() is None:
                 self.say_bye()
@@ -221,6 +246,7 @@ class WorkerSession(Session):
         finally:
             self.stop()
             self.sock.close()
+            self.sock = None
         return False
 
     def stop(self):

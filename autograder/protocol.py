@@ -16,7 +16,8 @@ Requests (grading process -> worker):
 - ``jitter``  {"slot", "seed"}: give the slot's float tensors fresh values in place, derived from their
   current ones and ``seed`` by ``autograder.fresh`` (the grading process can derive the same on its side).
 - ``clone``   {"slot", "to"}: a second argument slot holding a copy of the first (new tensors).
-- ``prepare`` {"poison"}: make the device ready for a call: L2 flushed, free cached memory poisoned (not
+- ``prepare`` {"poison", "jitter"}: make the device ready for a call: ``jitter`` ([[slot, seed], ...]) done
+  first, as ``jitter`` requests would, then L2 flushed, free cached memory poisoned (not
   before timed calls: their fresh values already make any memory left from an earlier call wrong),
   every stream idle; replies when done. Outside any timed window.
 - ``call``    {"slots", "record", "empty"}: call the entry point (or nothing, for the empty call) on each

@@ -125,6 +125,8 @@ class Worker:
         elif op == "jitter":
             self._jitter(req["slot"], req["seed"])
         elif op == "prepare":
+            for slot, seed in req.get("jitter", ()):  # fresh values first: the L2 flush then evicts them too
+                self._jitter(slot, seed)
             self._prepare(poison=req.get("poison", True))
         elif op == "clone":
             from autograder.argtree import map_tensors

@@ -367,7 +367,7 @@ class _FakeWorker:
         from autograder.fresh import jittered_args
 
         self.ms, self.answer, self.timeout_s, self.args, self.jittered = ms, answer, timeout_s, None, jittered_args
-        self.seeds, self.requests = {}, []
+        self.seeds, self.requests, self.jitter_counts = {}, [], set()
 
     def __enter__(self):
         return self
@@ -379,10 +379,12 @@ class _FakeWorker:
         from autograder.protocol import Shipped
 
         self.requests.append(req["op"])
+        if req["op"] == "prepare":
+            self.jitter_counts.add(len(req.get("jitter", ())))
         if req["op"] == "load":
             self.args = req["args"]
-        elif req["op"] == "jitter":
-            self.seeds[req["slot"]] = req["seed"]
+        elif req["op"] == "prepare":
+            self.seeds.update(dict(req.get("jitter", ())))
         elif req["op"] == "ship":
             slot = sorted(self.seeds)[req["index"]]
             return Shipped(self.answer(*self.jittered(self.args, self.seeds[slot])), [])
@@ -430,7 +432,8 @@ def test_the_checked_timed_calls_are_judged_on_fresh_values_remade_here():
     assert ok and abs(perf["speedup"] - 0.99 / 0.49) < 1e-6 and credit == 1.0
     # Every timed request was prepared and every call given fresh values; three were shipped, the rest dropped.
     batch = grading.CALLS_PER_ROUND_TRIP
-    assert honest.requests.count("jitter") == batch * honest.requests.count("prepare") == batch * honest.requests.count("call")
+    assert honest.requests.count("prepare") == honest.requests.count("call") == 2 * 14
+    assert honest.jitter_counts == {batch}  # each prepare gave every slot of the call fresh values
     assert honest.requests.count("ship") == 3 and honest.requests.count("drop") == 2 * 14 - 3
     # A run cut short by its time budget still checks three calls: the number of repetitions is fixed before
     # the first one (here the minimum, 10), and the checked ones are drawn from all of them.

@@ -154,6 +154,34 @@ def test_an_exception_at_import_is_reported_with_its_line():
     assert "breaks at import" in text(ex) and "line 9" in text(ex)
 
 
+def test_a_started_worker_is_stopped_whether_it_was_used_or_not():
+    """A baseline's worker starts beside the submission's and is stopped by the grader in every case."""
+    from autograder.isolation import WorkerSession
+    from autograder.protocol import Shipped
+    from autograder.worker import Worker
+
+    job = {"code": "baseline", "exercise": "softmax", "poison": False}
+    unused = WorkerSession(job, 60).start()
+    unused.close()
+    assert unused.proc.poll() is not None and unused.sock is None
+    unused.close()  # twice is harmless
+    used = WorkerSession(job, 60).start()
+    with used as worker:
+        assert worker.ready.status == "ok"
+        x = torch.randn(3, 5)
+        worker.request({"op": "load", "slot": 1, "args": (x,)})
+        # fresh values and the device's preparation in one request, as the timing loop sends them
+        worker.request({"op": "prepare", "poison": False, "jitter": [[1, 7]]})
+        worker.request({"op": "call", "slots": [1], "record": False, "empty": False})
+        got = worker.request({"op": "ship", "index": 0}, reply=Shipped)
+    used.close()
+    assert used.proc.poll() is not None
+    local = Worker(lambda t: t, None, poison=False)
+    local.handle({"op": "load", "slot": 1, "args": (x,)})
+    local.handle({"op": "jitter", "slot": 1, "seed": 7})
+    assert torch.allclose(got.output, torch.softmax(local.slots[1][0], -1))  # the baseline on the fresh values
+
+
 def test_worker_output_is_capped_in_memory(tmp_path):
     import io
 

@@ -2,14 +2,18 @@
 
     python -m tools.gpu_autograde OUT_DIR [--assignments 03_triton_basics,04_fused_softmax] [--skip-nbgrader]
 
-1. Calibration (GPU only): for every exercise with a performance part, time the *naive* PyTorch version
-   (what a learner would write before the course, below) against the exercise's baseline with the
-   autograder's own timer, and grade the solution notebook with the autograder (its speedup). A
-   threshold is right when the solution clears it by 15% or more and the naive version falls short.
-2. nbgrader, in a scratch copy of the course: `generate_assignment`, then `autograde` of two students,
-   `solution` (the source notebook) and `untouched` (the released notebook as a learner receives it),
-   the gradebook read back per assignment, every error cell of an autograded solution named, and the
-   seconds each notebook takes to execute and grade.
+1. nbgrader, in a scratch copy of the course: `generate_assignment`, then the trusted autograde
+   (`python -m autograder autograde`: graded in fresh workers outside the learner's kernel, recorded in
+   nbgrader's gradebook) of two students: `solution` (the source notebook, executed by nbgrader for its
+   feedback copy: the whole notebook run at this machine's size) and `untouched` (the released notebook as a
+   learner receives it, `--no-execute`). The gradebook is read back per assignment, every error cell of
+   the executed solution named, and the seconds each part takes recorded (per exercise: worker start,
+   cases, timing; the notebook's execution).
+2. Calibration (GPU only): for every exercise with a performance part, the solution's speedup from that
+   grading, and the *naive* PyTorch version (what a learner would write before the course) timed against
+   the exercise's baseline with the autograder's own timer. A threshold is right when the solution clears it
+   by 15% or more and the naive version falls short. With --skip-nbgrader the solution is graded by
+   `python -m autograder grade` instead.
 
 Prints a table last and writes OUT_DIR/autograde.json (both parts, as they finish) and, on a GPU,
 the calibration record `calibration.json` (--calibration FILE; the format of results/README.md: exercise
@@ -37,7 +41,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 MARGIN = results.MARGIN  # the solution must clear its threshold by this factor
 
 CALIBRATION_METHOD = (
-    "solution: the solution notebook graded with `python -m autograder grade` (the speedup of its "
+    "solution: the solution notebook graded by the trusted autograde in a scratch nbgrader course (the speedup of its "
     "performance part); naive: the spec's naive eager version (Performance.naive in autograder/specs) timed "
     "against the same baseline by the grader's own protocol (autograder.grading.time_against_baseline: "
     "each in its own sandboxed worker, timed from the grading process, fresh values every call, interleaved, "
@@ -72,15 +76,10 @@ def time_naive(spec) -> dict:
     return {"naive": entry["time_ms"], "baseline": entry["baseline_ms"]}
 
 
-def calibrate(out: pathlib.Path, assignments: list[str]) -> list[dict]:
-    from autograder import specs
-
-    rows = []
-    perf_exercises = [e for e in specs.EXERCISES.values() if e.performance is not None and e.notebook in assignments]
-    if not course.ON_GPU:
-        return [{"id": e.id, "note": "calibration needs a GPU"} for e in perf_exercises]
+def grade_solutions(out: pathlib.Path, assignments: list[str]) -> dict:
+    """{exercise id: graded entry} of each solution notebook, by ``python -m autograder grade``."""
     graded = {}
-    for nb in sorted({e.notebook for e in perf_exercises}):
+    for nb in assignments:
         report = out / f"solution-{nb}.json"
         report.unlink(missing_ok=True)  # never read a report left by an earlier run
         t0 = time.perf_counter()
@@ -90,12 +89,28 @@ def calibrate(out: pathlib.Path, assignments: list[str]) -> list[dict]:
         if report.exists():
             results.stamp(report, {**results.this_machine(), "method": "python -m autograder grade --json"})
             graded.update({e["id"]: e for e in json.loads(report.read_text())["exercises"]})
+    return graded
+
+
+def calibrate(graded: dict, assignments: list[str]) -> list[dict]:
+    """One row per timed exercise of ``assignments``: the solution's speedup (``graded``: exercise id ->
+    the grader's entry) and the naive version's, timed here."""
+    from autograder import specs
+
+    rows = []
+    perf_exercises = [e for e in specs.EXERCISES.values() if e.performance is not None and e.notebook in assignments]
+    if not course.ON_GPU:
+        return [{"id": e.id, "note": "calibration needs a GPU"} for e in perf_exercises]
     for e in perf_exercises:
         perf = e.performance
         if perf.naive is None:
             rows.append({"id": e.id, "note": "the spec names no naive version to calibrate against"})
             continue
-        medians = time_naive(e)
+        try:
+            medians = time_naive(e)
+        except Exception as exc:  # noqa: BLE001  (one exercise's failure is its row, the others go on)
+            rows.append({"id": e.id, "note": f"naive version not timed: {type(exc).__name__}: {exc}"[:300]})
+            continue
         naive_speedup = medians["baseline"] / medians["naive"]
         sol = (graded.get(e.id) or {}).get("performance") or {}
         sol_speedup = sol.get("speedup")
@@ -110,6 +125,7 @@ def calibrate(out: pathlib.Path, assignments: list[str]) -> list[dict]:
             row["suggested_threshold"] = suggested_threshold(sol_speedup, naive_speedup)
             row["ok"] = row["margin"] >= MARGIN and naive_speedup < perf.threshold
         rows.append(row)
+        print(f"calibrated {e.id}: solution {sol_speedup}, naive {naive_speedup:.3f}", flush=True)
     return rows
 
 
@@ -135,7 +151,25 @@ def _error_cells(path: pathlib.Path) -> list[str]:
     return found
 
 
-def run_nbgrader(out: pathlib.Path, assignments: list[str], save=lambda rows: None) -> list[dict]:
+def _trusted_autograde(work: pathlib.Path, assignment: str, student: str, execute: bool) -> tuple[int, float, str]:
+    args = ["-m", "autograder", "autograde", assignment, "--course", str(work), "--student", student, "--force"]
+    env = {**os.environ, "PATH": f"{pathlib.Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    t0 = time.perf_counter()
+    # from the repository root: the scratch course holds a folder `course` (the manifest) that would shadow
+    # the real package
+    res = subprocess.run([sys.executable, *args] + ([] if execute else ["--no-execute"]), cwd=ROOT, env=env,
+                         capture_output=True, text=True)
+    return res.returncode, time.perf_counter() - t0, (res.stdout + res.stderr)[-3000:]
+
+
+def _outcome(work: pathlib.Path, assignment: str, student: str) -> dict:
+    path = work / "autograder_results" / assignment / f"{student}.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def run_nbgrader(out: pathlib.Path, assignments: list[str], save=lambda rows: None,
+                 execute: bool = True) -> tuple[list[dict], dict]:
+    """(one row per assignment and student, {exercise id: the solution's graded entry})."""
     from nbgrader.api import Gradebook
 
     work = out / "course"
@@ -145,7 +179,7 @@ def run_nbgrader(out: pathlib.Path, assignments: list[str], save=lambda rows: No
     (work / "course").mkdir()
     shutil.copy(ROOT / "course" / "manifest.py", work / "course")  # nbgrader_config.py reads it
     shutil.copytree(ROOT / "solutions", work / "solutions")
-    rows = []
+    rows, graded = [], {}
     for a in assignments:
         rc, secs, log = _nbgrader(work, "generate_assignment", a, "--force")
         if rc:
@@ -156,8 +190,16 @@ def run_nbgrader(out: pathlib.Path, assignments: list[str], save=lambda rows: No
             dest = work / "submitted" / student / a
             dest.mkdir(parents=True, exist_ok=True)
             shutil.copy(src, dest / f"{a}.ipynb")
-            rc, secs, log = _nbgrader(work, "autograde", a, "--student", student, "--force")
+            # The solution's notebook is executed (nbgrader's feedback copy: the notebook at this machine's
+            # size, top to bottom); the untouched one is only graded.
+            rc, secs, log = _trusted_autograde(work, a, student, execute=execute and student == "solution")
+            outcome = _outcome(work, a, student)
+            exercises = (outcome.get("notebooks", {}).get(a) or {}).get("exercises", [])
+            if student == "solution":
+                graded.update({e["id"]: e for e in exercises})
             rows.append({"assignment": a, "student": student, "autograde_rc": rc, "autograde_s": round(secs, 1),
+                         "seconds": outcome.get("seconds", {}),
+                         "exercise_seconds": {e["id"]: e.get("seconds", {}) for e in exercises},
                          "errors": _error_cells(work / "autograded" / student / a / f"{a}.ipynb") if student == "solution" else [],
                          "log": log if rc else ""})
             print(f"autograde {a} {student}: exit {rc} in {secs:.0f} s", flush=True)
@@ -173,7 +215,7 @@ def run_nbgrader(out: pathlib.Path, assignments: list[str], save=lambda rows: No
                     row["assignment"], row["assignment"], row["student"]).grades}
             except Exception as exc:  # noqa: BLE001  (a missing submission is reported, not fatal)
                 row["score"], row["max_score"], row["error"] = None, None, str(exc)
-    return rows
+    return rows, graded
 
 
 def table(calibration: list[dict], nbgrader_rows: list[dict]) -> str:
@@ -197,6 +239,17 @@ def table(calibration: list[dict], nbgrader_rows: list[dict]) -> str:
         score = "-" if r.get("score") is None else f"{r['score']:.2f}/{r['max_score']:.0f}"
         lines.append(f"{r['assignment']:20s} {r['student']:10s} {score:>12s} {r['autograde_s']:>8.1f}  "
                      f"{'; '.join(r['errors'])[:150] or ('exit ' + str(r['autograde_rc']) if r['autograde_rc'] else '')}")
+    timed = [r for r in nbgrader_rows if r.get("student") == "solution" and r.get("exercise_seconds")]
+    if timed:
+        parts = ("worker start", "cases", "judging", "timing", "null-kernel check", "total")
+        lines += ["", "grading time of the solutions, seconds (the notebook's whole grading and nbgrader's run last)"]
+        lines.append(f"{'exercise':22s} " + " ".join(f"{p[:12]:>12s}" for p in parts))
+        for r in timed:
+            for ex, sec in r["exercise_seconds"].items():
+                lines.append(f"{ex:22s} " + " ".join(f"{sec.get(p, 0.0):12.1f}" for p in parts))
+            whole = r.get("seconds", {})
+            lines.append(f"{r['assignment']:22s} grading {whole.get('grading', 0):.1f} s, nbgrader (executing "
+                         f"the notebook) {whole.get('nbgrader', 0):.1f} s")
     return "\n".join(lines)
 
 
@@ -208,6 +261,8 @@ def main(argv=None) -> int:
     ap.add_argument("--assignments", default=",".join(nbgrader_config.RELEASED))
     ap.add_argument("--skip-nbgrader", action="store_true")
     ap.add_argument("--skip-calibration", action="store_true")
+    ap.add_argument("--no-execute", dest="execute", action="store_false",
+                    help="grade the solution without nbgrader executing it (calibration only: much faster)")
     ap.add_argument("--calibration", metavar="FILE", help="where the calibration record goes "
                     "(default OUT/calibration.json; a run folder of results/ keeps it at its top)")
     args = ap.parse_args(argv)
@@ -221,16 +276,18 @@ def main(argv=None) -> int:
         result.update(parts)
         results.write_json(out / "autograde.json", result)
 
-    calibration = [] if args.skip_calibration else calibrate(out, assignments)
+    nbgrader_rows, graded = ([], {}) if args.skip_nbgrader else run_nbgrader(
+        out, assignments, lambda rows: save(nbgrader=rows), execute=args.execute)
+    save(nbgrader=nbgrader_rows)
+    if args.skip_nbgrader and course.ON_GPU and not args.skip_calibration:
+        graded = grade_solutions(out, assignments)
+    calibration = [] if args.skip_calibration else calibrate(graded, assignments)
     save(calibration=calibration)
     if course.ON_GPU and calibration:
         from autograder.timing import PROTOCOL
 
         record = results.calibration_record(calibration, {**meta, "method": CALIBRATION_METHOD}, protocol=PROTOCOL)
         results.write_json(pathlib.Path(args.calibration or out / results.CALIBRATION_FILE), record)
-    print(table(calibration, []), flush=True)
-    nbgrader_rows = [] if args.skip_nbgrader else run_nbgrader(out, assignments, lambda rows: save(nbgrader=rows))
-    save(nbgrader=nbgrader_rows)
     print(table(calibration, nbgrader_rows))
     return 0
 

@@ -4,7 +4,8 @@
 # Stages: env | kernel-tests | bench | bench-quick | bench-matmul | gpu-tests | notebooks | capstone | autograde |
 #         autograder-check | sandbox | batch-throughput
 # OPS=a,b limits bench-quick to those ops; ASSIGNMENTS=05_layer_norm,... limits notebooks and autograde;
-# ONLY=label,... limits autograder-check to those submissions. batch-throughput needs dask in .whl/ too:
+# ONLY=label,... limits autograder-check to those submissions; AUTOGRADE_FLAGS=--no-execute grades without
+# executing the notebooks (calibration only). batch-throughput needs dask in .whl/ too:
 # bash ../shared/tools/gpu-wheels.sh "dask[distributed]==2026.8.0"
 # Carried wheels (.whl, e.g. nbgrader and nbclient for a GPU image that has only torch and triton) are
 # installed first. Everything lands in one run folder laid out like results/ (results/README.md):
@@ -67,7 +68,7 @@ for stage in "$@"; do
         # 09 at full size: its measurements and the claims' verdicts in the log, the executed copy beside it.
         capstone) TAIL=60 run_logged capstone python3 -m tools.execute_notebook --timeout 900 --print-output \
                       --save-to "$RES" solutions/09_capstone/09_capstone.ipynb ;;
-        autograde) TAIL=80 run_logged autograde python3 -m tools.gpu_autograde "$RES/autograder" --calibration "$RES/calibration.json" ${ASSIGNMENTS:+--assignments "$ASSIGNMENTS"} ;;
+        autograde) TAIL=80 run_logged autograde python3 -m tools.gpu_autograde "$RES/autograder" --calibration "$RES/calibration.json" ${ASSIGNMENTS:+--assignments "$ASSIGNMENTS"} ${AUTOGRADE_FLAGS:-} ;;
         # The matmul family alone: both kernels' GPU tests, then the headline shapes (the persistent TMA kernel
         # against eager, torch.compile, cuBLASLt's fused epilogue and the bare cuBLAS matmul).
         bench-matmul) run_logged matmul-tests env COURSE_AUTOTUNE_MAX=${COURSE_AUTOTUNE_MAX:-2} python3 -m pytest -m gpu tests/test_kernels_matmul.py -q -p no:cacheprovider --timeout 600
