@@ -20,10 +20,12 @@ Requests (grading process -> worker):
   first, as ``jitter`` requests would, then L2 flushed, free cached memory poisoned (not
   before timed calls: their fresh values already make any memory left from an earlier call wrong),
   every stream idle; replies when done. Outside any timed window.
-- ``call``    {"slots", "record", "empty"}: call the entry point (or nothing, for the empty call) on each
+- ``call``    {"slots", "record", "empty", "config"}: call the entry point (or nothing, for the empty call) on each
   slot's arguments in turn, back to back as a program would, then wait for every stream and reply
   ``CallDone``. ``record``: under the operator recorder (one slot; checked calls, to name the learner's
   lines). The grading process times this request from outside: the worker's own clocks are never read.
+  ``config`` (checked calls): every ``triton.autotune`` kernel new to these arguments runs its config number
+  ``config`` (modulo how many it has) instead of benchmarking them all (``worker.AutotunePin``).
 - ``ship``    {"index"}: send that call's output and the inputs as they are after it (``Shipped``).
 - ``drop``    {}: forget the last call's output.
 - ``bye``     {}: exit.
@@ -110,6 +112,9 @@ class CallDone:
     # What the exercise's harness measured around the call (specs.base.Exercise.harness), e.g. the bytes
     # held between forward and backward; None without a harness.
     measured: dict | None = None
+    # The configurations autotuned kernels ran with when the call pinned one (``call``'s "config"): named
+    # in feedback when the call was wrong.
+    autotune: list = field(default_factory=list)
 
 
 @dataclass

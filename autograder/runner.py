@@ -108,21 +108,23 @@ def make_plan(spec, quick: bool, seed: int, public_only: bool = False) -> list[P
     return plan
 
 
-def call_once(session, slot: int = 0) -> tuple:
-    """(CallDone, Shipped) of one call on the slot's arguments, prepared like every other call."""
+def call_once(session, slot: int = 0, config: int | None = None) -> tuple:
+    """(CallDone, Shipped) of one call on the slot's arguments, prepared like every other call; autotuned
+    kernels run their config number ``config`` (worker.AutotunePin) unless it is None."""
     session.request({"op": "prepare"})
-    done = session.request({"op": "call", "slots": [slot], "record": True}, reply=protocol.CallDone)
+    done = session.request({"op": "call", "slots": [slot], "record": True, "config": config},
+                           reply=protocol.CallDone)
     shipped = session.request({"op": "ship", "index": 0}, reply=protocol.Shipped)
     return done, shipped
 
 
 def run_cases(session, plan: list[PlannedCase]) -> list[CaseRun]:
     runs = []
-    for p in plan:
+    for number, p in enumerate(plan):  # case k runs each autotuned kernel's config k (mod their count)
         session.request({"op": "load", "slot": 0, "args": p.a})
-        first = call_once(session)
+        first = call_once(session, config=number)
         session.request({"op": "refill", "slot": 0, "args": p.b})
-        second = call_once(session)
+        second = call_once(session, config=number)
         runs.append(CaseRun([first, second]))
     return runs
 
@@ -190,6 +192,9 @@ def judge_cases(spec, plan: list[PlannedCase], runs: list[CaseRun], where) -> Ve
                 v.launches.append(done.launches)
         if not ok and v.first_fail is None:
             failed = a if not a.ok else b
+            pinned = (done_a if not a.ok else done_b).autotune
+            if pinned:
+                failed.message += f" (autotuned kernels ran with {'; '.join(pinned)})"
             v.first_fail = Failure(p.case, where_msg(failed.message, where),
                                    symptoms.hint(spec.kind, p.case, failed.symptom, spec.unit))
     return v
@@ -260,9 +265,9 @@ def null_kernel_check(session, spec, plan: list[PlannedCase]) -> str | None:
     if spec.kind != TRITON or not plan:
         return None
     session.request({"op": "nullify"})
-    for p in plan[:2]:
+    for number, p in enumerate(plan[:2]):
         session.request({"op": "load", "slot": 0, "args": p.a})
-        done, shipped = call_once(session)
+        done, shipped = call_once(session, config=number)
         if not done.ok:
             return None  # it failed without its kernels: they do matter
         ok = judge_call(spec, p.case, p.a, p.ref_a, done, shipped).ok

@@ -76,6 +76,59 @@ def poison_free_cuda_memory() -> None:
     del held
 
 
+class AutotunePin:
+    """Checked calls run each ``triton.autotune`` kernel with one of its own configs, chosen by the grader,
+    rather than compiling and benchmarking every config for every new shape (that is most of a matmul
+    exercise's grading time: configs x shapes compilations). The cases rotate through the configs, so each
+    config a submission lists is exercised on some case; timed calls autotune as the learner's program
+    would, and the config they pick is checked in the timed calls."""
+
+    index: int | None = None
+    used: list = []
+    _original = None
+
+    @classmethod
+    def install(cls) -> None:
+        try:
+            from triton.runtime.autotuner import Autotuner
+        except ImportError:
+            return
+        if cls._original is not None:
+            return
+        cls._original = original = Autotuner.prune_configs
+
+        def prune_configs(self, kwargs):
+            configs = original(self, kwargs)
+            if cls.index is None or len(configs) <= 1:
+                return configs
+            chosen = configs[cls.index % len(configs)]
+            cls.used.append(f"{getattr(self.base_fn, '__name__', 'kernel')}: {chosen}")
+            return [chosen]
+
+        Autotuner.prune_configs = prune_configs
+
+    @classmethod
+    def uninstall(cls) -> None:
+        if cls._original is not None:
+            from triton.runtime.autotuner import Autotuner
+
+            Autotuner.prune_configs, cls._original = cls._original, None
+
+    @classmethod
+    def pinned(cls, index: int | None):
+        import contextlib
+
+        @contextlib.contextmanager
+        def scope():
+            cls.index, cls.used = index, []
+            try:
+                yield cls.used
+            finally:
+                cls.index = None
+
+        return scope()
+
+
 class Worker:
     """The code under test and the state the requests act on (argument slots, the last output)."""
 
@@ -97,6 +150,7 @@ class Worker:
         self.flush = None
         self.torch, self.legality = torch, legality
         legality.install_launch_counter()
+        AutotunePin.install()
         import torch.utils.deterministic
 
         self._saved = (torch.are_deterministic_algorithms_enabled(),
@@ -112,6 +166,7 @@ class Worker:
 
         self.torch.use_deterministic_algorithms(self._saved[0], warn_only=True)
         torch.utils.deterministic.fill_uninitialized_memory = self._saved[1]
+        AutotunePin.uninstall()
 
     # ---------------------------------------------------------------- requests
     def handle(self, req: dict):
@@ -137,7 +192,7 @@ class Worker:
         elif op == "call":
             slots = [self.slots[i] for i in req["slots"]]
             if req.get("record", True):
-                return protocol.to_wire(self.call(slots[0], empty=req.get("empty", False)))
+                return protocol.to_wire(self.call(slots[0], empty=req.get("empty", False), config=req.get("config")))
             return protocol.to_wire(self.call_many(slots, empty=req.get("empty", False)))
         elif op == "ship":
             out, args = self.last[req.get("index", 0)]
@@ -165,14 +220,15 @@ class Worker:
         self.last = list(zip(outs, slots))
         return done
 
-    def call(self, args: tuple, empty: bool = False) -> protocol.CallDone:
-        """A checked call: under the operator recorder and the launch counter (to name lines in feedback)."""
+    def call(self, args: tuple, empty: bool = False, config: int | None = None) -> protocol.CallDone:
+        """A checked call: under the operator recorder and the launch counter (to name lines in feedback),
+        autotuned kernels pinned to their config number ``config`` (``AutotunePin``) unless it is None."""
         rec = self.legality.OpRecorder(self.source_file)
         self.legality.reset_launches()
         done = protocol.CallDone(ok=True)
         out = None
         try:
-            with rec:
+            with rec, AutotunePin.pinned(config) as used:
                 if empty:
                     out = None
                 elif self.harness is None:
@@ -183,6 +239,7 @@ class Worker:
         except BaseException as exc:  # noqa: BLE001  (sys.exit inside the call is the learner's, not ours)
             done.ok, done.error = False, describe_error(exc, self.source_file)
         done.ops, done.largest, done.launches = rec.records(), list(rec.largest), self.legality.launches()
+        done.autotune = list(dict.fromkeys(used))
         self.last = [(out, args)]
         return done
 

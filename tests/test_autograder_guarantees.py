@@ -154,6 +154,13 @@ def test_an_exception_at_import_is_reported_with_its_line():
     assert "breaks at import" in text(ex) and "line 9" in text(ex)
 
 
+def test_cases_rotate_through_an_autotuners_configs_and_name_the_one_that_failed():
+    ex = graded("autotune_one_bad_config.py", ("vector_add",))["vector_add"]
+    assert not ex["correct"]
+    assert "autotuned kernels ran with _add_kernel: BIAS: 1" in text(ex), text(ex)
+    assert any(row["verdict"] == "ok" for row in ex["cases"])  # the other configs pass their cases
+
+
 def test_a_started_worker_is_stopped_whether_it_was_used_or_not():
     """A baseline's worker starts beside the submission's and is stopped by the grader in every case."""
     from autograder.isolation import WorkerSession

@@ -17,10 +17,12 @@ NOTEBOOK = "06_matmul_fused_mlp"
 
 # Operands are scaled so every output is O(1) (b ~ N(0, 1/K)): errors are then absolute and comparable
 # across K. float32: tl.dot multiplies fp32 operands in TF32 by default (10-bit mantissa, the tensor-core
-# path the notebook teaches), which puts each output ~2^-11 * sqrt(K) / sqrt(K) ~ 5e-4 from the exact
-# value; 2e-3 admits TF32 and still fails a kernel that drops a K tile or reads a wrong stride (O(0.1)).
+# path the notebook teaches), which puts each output ~2^-11 * sqrt(K) / sqrt(K) ~ 5e-4 (one standard
+# deviation) from the exact value, and the largest of a million outputs five deviations out: an H100 ran
+# the solution's fused kernel 3.7e-3 off at M = K = N = 1000 (torch 2.11, triton 3.6). 8e-3 admits TF32
+# and still fails a kernel that drops a K tile or reads a wrong stride (errors of 0.1 and more).
 # fp16/bf16: fp32 accumulation and one rounding of the output: base.TOLERANCES as they are.
-TF32_TOLERANCES = {torch.float32: (2e-3, 2e-3)}
+TF32_TOLERANCES = {torch.float32: (8e-3, 8e-3)}
 
 HINT_K = "K not a multiple of BLOCK_K: mask the K tail of both tiles with other=0.0 (or NaN/garbage adds in)"
 HINT_ACC = "{dtype}: accumulate in a float32 tile (tl.zeros(..., tl.float32)) and cast once when storing"
