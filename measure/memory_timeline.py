@@ -6,9 +6,12 @@ Two recorders, one picture (notebook 08 draws both):
   ``free_completed`` by address and names it by the innermost Python frame outside torch (allocations
   made by the autograd engine's C++ threads in backward have no Python frame: "backward");
 - on the CPU, the profiler's memory events: ``torch.profiler.profile(profile_memory=True)``;
-  ``from_profile`` reads each ``[memory]`` event (+bytes allocated, -bytes freed, in time order), pairs
-  a free with the latest live allocation of the same size, and names it by the outermost operator
-  running at that moment (``aten::mm``, ``TanhBackward0``, ...).
+  ``from_profile`` reads each ``[memory]`` event of the profiler's exported trace (+bytes allocated,
+  -bytes freed, with the address, in time order), pairs a free with the allocation at its address, and
+  names it by the outermost operator running at that moment (``aten::mm``, ``TanhBackward0``, ...).
+  Each free counts where it happens, also inside an operator (the autograd engine frees the tensors a
+  backward function saved inside ``evaluate_function``): ``peak(from_profile(prof))`` is exact where
+  summing each operator's net ``self_cpu_memory_usage`` is not.
 
 ``plot(blocks)`` stacks the live blocks at every event in allocation order, as PyTorch's memory_viz does:
 when a block is freed, those above it drop down. The top of the stack is the memory allocated at that
@@ -49,23 +52,38 @@ def _frame_label(frames: list) -> str:
     return "backward" if not frames else frames[0].get("name", "?")
 
 
+def trace_events(prof) -> list[dict]:
+    """The events of a finished ``torch.profiler.profile`` as its public export writes them
+    (``prof.export_chrome_trace``, the file chrome://tracing and Perfetto read): operators are complete
+    events (``"ph": "X"``, ``ts`` and ``dur`` in microseconds); with ``profile_memory=True`` every
+    allocation and free is an event named ``[memory]`` whose ``args`` hold ``Bytes`` (+ allocated,
+    - freed), ``Addr`` and ``Device Type`` (0: the CPU)."""
+    import json
+    import os
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="memory-timeline-") as folder:
+        path = os.path.join(folder, "trace.json")
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            trace = json.load(f)
+    return trace["traceEvents"] if isinstance(trace, dict) else trace
+
+
 def from_profile(prof) -> list[Block]:
     """Blocks from a ``torch.profiler.profile(profile_memory=True)`` run on the CPU."""
-    from torch.autograd import DeviceType
-
-    events = list(prof.profiler.kineto_results.events())
-    memory = sorted((e.start_ns(), e.nbytes()) for e in events
-                    if e.name() == "[memory]" and e.device_type() == DeviceType.CPU)
-    ops = sorted((e.start_ns(), -e.end_ns(), e.name()) for e in events
-                 if e.name() != "[memory]" and e.end_ns() > e.start_ns() and _is_op(e.name()))
-    blocks, live = [], defaultdict(list)  # size -> blocks alive, latest last
-    for i, (t, nbytes) in enumerate(memory):
+    events = trace_events(prof)
+    memory = sorted((e["ts"], e["args"]["Bytes"], e["args"].get("Addr")) for e in events
+                    if e.get("name") == "[memory]" and e.get("args", {}).get("Device Type", 0) == 0)
+    ops = sorted((e["ts"], -(e["ts"] + e["dur"]), e["name"]) for e in events
+                 if e.get("ph") == "X" and e.get("dur", 0) > 0 and _is_op(e.get("name", "")))
+    blocks, live = [], {}  # address -> the block allocated there
+    for i, (t, nbytes, addr) in enumerate(memory):
         if nbytes > 0:
-            block = Block(i, None, nbytes, _op_at(ops, t))
-            live[nbytes].append(block)
-            blocks.append(block)
-        elif live[-nbytes]:
-            live[-nbytes].pop().end = i
+            live[addr] = Block(i, None, nbytes, _op_at(ops, t))
+            blocks.append(live[addr])
+        elif addr in live:  # a free of memory allocated before the recording started is not drawn
+            live.pop(addr).end = i
     return blocks
 
 

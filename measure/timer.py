@@ -19,6 +19,8 @@ How one run is timed is the *clock*, and it is separate from the protocol:
   stays in cache moves faster than DRAM's bandwidth, above the roof.
 
 ``median_ms(fn, *args)`` is the one-line use: the protocol with one candidate on this machine's clock.
+The notebooks time with ``bench(fn, *args)`` (one function) and ``bench_interleaved({name: fn}, *args)``
+(several compared in one cell): the same protocol, with repetitions sized for the machine (few on the CPU).
 """
 from __future__ import annotations
 
@@ -180,3 +182,22 @@ def median_ms(fn: Callable, *args, reps: int = 50, warmup: int = 5, max_seconds:
     """Median milliseconds of ``fn(*args)`` on this machine, by the course's protocol (``cold``: the CPU's
     caches flushed before every call too; a GPU's L2 always is)."""
     return time_interleaved({"fn": fn}, args, reps=reps, warmup=warmup, max_seconds=max_seconds, cold=cold)["fn"]
+
+
+def bench(fn: Callable, *args, reps: int | None = None, warmup: int | None = None, cold: bool = False) -> float:
+    """Median ms of ``fn(*args)`` for a notebook cell: ``median_ms`` with repetitions sized for the machine
+    (``course.pick``: 3 after 1 warm-up on the CPU, where the Triton interpreter is slow; 50 after 5 on a
+    GPU). To compare several functions, time them together with ``bench_interleaved``."""
+    return bench_interleaved({"fn": fn}, *args, reps=reps, warmup=warmup, cold=cold)["fn"]
+
+
+def bench_interleaved(fns: dict, *args, reps: int | None = None, warmup: int | None = None,
+                      cold: bool = False) -> dict[str, float]:
+    """Median ms of each ``fns[name](*args)`` for a notebook cell, the candidates taking turns in every
+    repetition (``time_interleaved``): all of them see the same clocks, temperature and neighbours, so
+    their ratio means more than that of two ``bench`` calls made one after the other."""
+    from course import pick
+
+    return time_interleaved(fns, args, reps=pick(small=3, large=50) if reps is None else reps,
+                            warmup=pick(small=1, large=5) if warmup is None else warmup,
+                            max_seconds=pick(small=5.0, large=10.0), cold=cold)

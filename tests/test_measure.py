@@ -1,0 +1,50 @@
+"""measure's helpers for the notebooks: the timer they call, and the CPU memory timeline."""
+from __future__ import annotations
+
+import time
+
+import course  # noqa: F401  (the device switch, before torch work)
+import torch
+
+
+def test_bench_interleaved_times_each_candidate_in_turns():
+    from measure.timer import EMPTY, bench, bench_interleaved
+
+    calls = []
+
+    def slow():
+        calls.append("slow")
+        time.sleep(0.004)
+
+    def fast():
+        calls.append("fast")
+
+    ms = bench_interleaved({"slow": slow, "fast": fast}, reps=4, warmup=1)
+    assert list(ms) == ["slow", "fast"] and EMPTY not in ms
+    assert ms["slow"] > 3.0 and ms["fast"] < ms["slow"]
+    assert calls[2:] == ["slow", "fast"] * 4  # after one warm-up each, the candidates take turns
+    assert bench(lambda x: x + 1, torch.ones(4)) > 0
+
+
+def test_memory_timeline_counts_frees_inside_operators():
+    """Backward frees what the forward saved inside the autograd engine's operators: the timeline (from the
+    profiler's exported trace) pairs each free with its allocation, so its peak is what was alive at once."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from measure import memory_timeline
+
+    x = torch.randn(64, 128)
+    w1, w2 = torch.randn(256, 128, requires_grad=True), torch.randn(128, 256, requires_grad=True)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        h = torch.tanh(x @ w1.t())
+        ((h @ w2.t()) ** 2).sum().backward()
+        del h
+    blocks = memory_timeline.from_profile(prof)
+    sizes = [b.size for b in blocks]
+    assert 64 * 256 * 4 in sizes and 256 * 128 * 4 in sizes  # h, and w1's gradient
+    assert all(b.end is None or b.end > b.start for b in blocks)
+    kept = [b for b in blocks if b.end is None]  # the two gradients outlive the recording
+    assert sorted(b.size for b in kept) == sorted([w1.numel() * 4, w2.numel() * 4])
+    # At the peak: both gradients' worth, at least, and never more than everything allocated.
+    assert 2 * 256 * 128 * 4 <= memory_timeline.peak(blocks) < sum(sizes)
+    assert {b.label for b in blocks} & {"mm", "matmul", "tanh", "MmBackward0", "TanhBackward0"}
