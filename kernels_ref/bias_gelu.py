@@ -57,8 +57,11 @@ def _bias_gelu_kernel(x_ptr, b_ptr, y_ptr, M, N, stride_xm, stride_ym,
     tl.store(y_ptr + rows64[:, None] * stride_ym + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
-def bias_gelu(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    """gelu(x + bias) for x [M, N], bias [N]; output in x's dtype; computed in fp32."""
+def bias_gelu(x: torch.Tensor, bias: torch.Tensor, *, config: dict | None = None) -> torch.Tensor:
+    """gelu(x + bias) for x [M, N], bias [N]; output in x's dtype; computed in fp32.
+
+    ``config``: explicit launch parameters {BLOCK_M, BLOCK_N, num_warps, num_stages} instead of the
+    autotuner's choice (tools/probe_kernel_configs.py times them one by one)."""
     check_tensor("x", x, ndim=2)
     check_tensor("bias", bias, ndim=1)
     check_same("bias", bias, "x", x)
@@ -70,7 +73,8 @@ def bias_gelu(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     if x.numel() == 0:
         return y
     grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]), triton.cdiv(N, meta["BLOCK_N"]))  # noqa: E731
-    _bias_gelu_kernel[grid](x, bias, y, M, N, x.stride(0), y.stride(0))
+    kernel = _bias_gelu_kernel if config is None else _bias_gelu_kernel.fn  # .fn: the kernel beneath autotune
+    kernel[grid](x, bias, y, M, N, x.stride(0), y.stride(0), **(config or {}))
     return y
 
 
