@@ -29,12 +29,15 @@ def bias_gelu_torch(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     return reference.gelu_tanh(x + bias)
 
 
+CONFIGS = [  # what the autotuner chooses from
+    triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
+    for bm, bn, w in [(8, 512, 4), (8, 1024, 8), (16, 512, 8), (4, 1024, 4), (16, 1024, 8), (32, 256, 8)]
+    for s in (1, 2)
+]
+
+
 @autotune(
-    configs=[
-        triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
-        for bm, bn, w in [(8, 512, 4), (8, 1024, 8), (16, 512, 8), (4, 1024, 4), (16, 1024, 8), (32, 256, 8)]
-        for s in (1, 2)
-    ],
+    configs=CONFIGS,
     key=["M", "N"],
     fallback=triton.Config({"BLOCK_M": 4, "BLOCK_N": 64}, num_warps=4),
 )
