@@ -30,7 +30,7 @@ def test_quick_run_prints_and_writes_json(tmp_path, capsys):
     path = tmp_path / "probe-configs.json"
     assert probe.main(["--quick", "--ops", "bias_gelu,layer_norm_bwd", "--json", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "best variant per op" in out and "== bias_gelu 40x96 bf16" in out
+    assert "== summary" in out and "== bias_gelu 40x96 bf16" in out
     data = json.loads(path.read_text())
     assert set(META_KEYS) <= set(data) and file_kind(path.name) == "probe"
     assert list(data["ops"]) == ["bias_gelu", "layer_norm_bwd"]

@@ -414,14 +414,29 @@ def table(op: str, shape: dict) -> str:
     return "\n".join(lines)
 
 
-def summary(results: dict) -> str:
-    lines = ["== best variant per op (headline shape; x current on the other shapes)",
-             f"{'op':<16}{'variant':<44}{'ms':>9}{'copy':>7}{'1GiB':>7}{'x cur':>7}{'x eag':>7}  elsewhere"]
+def summary(results: dict, top: int = 3) -> str:
+    """Per op on the headline shape: the current kernel, eager, the fastest few variants and the best (*),
+    each with its speed relative to the current kernel on the other shapes where it was timed there."""
+    lines = ["== summary, headline shape (copy: a torch copy of the same bytes timed alongside; 1GiB: the bench's "
+             "ceiling); * = best: fastest, and nowhere slower than current",
+             f"{'op':<16}{'variant':<40}{'ms':>8}{'GB/s':>7}{'copy':>7}{'1GiB':>7}{'x cur':>7}{'x eag':>7}  x cur elsewhere"]
     for op, res in results.items():
-        b = res["best"]
-        elsewhere = ", ".join(f"{k} {_f(v, '.3f')}" for k, v in b["elsewhere_x_current"].items())
-        lines.append(f"{op:<16}{b['variant'][:43]:<44}{_f(b['ms'], '.4f'):>9}{_f(b['of_copy'], '.3f'):>7}"
-                     f"{_f(b['of_copy_1g'], '.3f'):>7}{_f(b['x_current'], '.3f'):>7}{_f(b['x_eager'], '.2f'):>7}  {elsewhere}")
+        head, others = res["shapes"][0], res["shapes"][1:]
+        timed = [r for r in head["rows"] if r["ms"] is not None and r["variant"] != "copy"]
+        variants = [r for r in timed if r["variant"] not in ("current", "eager")]
+        chosen = res["best"]["variant"]
+        show = [r for r in timed if r["variant"] in ("current", "eager")] + variants[:top]
+        show += [r for r in timed if r["variant"] == chosen and r not in show]
+        for r in show:
+            elsewhere = []
+            for s in others:
+                x = next((o["x_current"] for o in s["rows"] if o["variant"] == r["variant"]), None)
+                if x is not None:
+                    elsewhere.append(f"{s['shape'].split()[0]} {x:.3f}")
+            mark = "*" if r["variant"] == chosen else " "
+            lines.append(f"{op:<15}{mark}{r['variant'][:39]:<40}{_f(r['ms'], '.4f'):>8}{_f(r['gbps'], '.0f'):>7}"
+                         f"{_f(r['of_copy'], '.3f'):>7}{_f(r['of_copy_1g'], '.3f'):>7}{_f(r['x_current'], '.3f'):>7}"
+                         f"{_f(r['x_eager'], '.2f'):>7}  {', '.join(elsewhere)}")
     return "\n".join(lines)
 
 
