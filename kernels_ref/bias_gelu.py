@@ -29,12 +29,15 @@ def bias_gelu_torch(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     return reference.gelu_tanh(x + bias)
 
 
+CONFIGS = [  # what the autotuner chooses from
+    triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
+    for bm, bn, w in [(8, 512, 4), (8, 1024, 8), (16, 512, 8), (4, 1024, 4), (16, 1024, 8), (32, 256, 8)]
+    for s in (1, 2)
+]
+
+
 @autotune(
-    configs=[
-        triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
-        for bm, bn, w in [(8, 512, 4), (8, 1024, 8), (16, 512, 8), (4, 1024, 4), (16, 1024, 8), (32, 256, 8)]
-        for s in (1, 2)
-    ],
+    configs=CONFIGS,
     key=["M", "N"],
     fallback=triton.Config({"BLOCK_M": 4, "BLOCK_N": 64}, num_warps=4),
 )
@@ -57,8 +60,11 @@ def _bias_gelu_kernel(x_ptr, b_ptr, y_ptr, M, N, stride_xm, stride_ym,
     tl.store(y_ptr + rows64[:, None] * stride_ym + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
-def bias_gelu(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    """gelu(x + bias) for x [M, N], bias [N]; output in x's dtype; computed in fp32."""
+def bias_gelu(x: torch.Tensor, bias: torch.Tensor, *, config: dict | None = None) -> torch.Tensor:
+    """gelu(x + bias) for x [M, N], bias [N]; output in x's dtype; computed in fp32.
+
+    ``config``: explicit launch parameters {BLOCK_M, BLOCK_N, num_warps, num_stages} instead of the
+    autotuner's choice (tools/probe_kernel_configs.py times them one by one)."""
     check_tensor("x", x, ndim=2)
     check_tensor("bias", bias, ndim=1)
     check_same("bias", bias, "x", x)
@@ -70,7 +76,8 @@ def bias_gelu(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     if x.numel() == 0:
         return y
     grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]), triton.cdiv(N, meta["BLOCK_N"]))  # noqa: E731
-    _bias_gelu_kernel[grid](x, bias, y, M, N, x.stride(0), y.stride(0))
+    kernel = _bias_gelu_kernel if config is None else _bias_gelu_kernel.fn  # .fn: the kernel beneath autotune
+    kernel[grid](x, bias, y, M, N, x.stride(0), y.stride(0), **(config or {}))
     return y
 
 

@@ -105,7 +105,7 @@ def _layer_norm_fwd_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, M, N,
 @autotune(configs=_row_configs(), key=["N", "BLOCK_M", "BLOCK_N"], fallback=triton.Config({}, num_warps=4))
 @triton.jit
 def _layer_norm_bwd_dx_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_ptr, db_part_ptr,
-                              M, N, stride_dym, stride_xm, stride_dxm,
+                              M, N, stride_dym, stride_xm, stride_dxm, stride_pm,
                               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     pid = tl.program_id(0)
     n_programs = tl.num_programs(0)
@@ -132,12 +132,12 @@ def _layer_norm_bwd_dx_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, 
         tl.store(dx_ptr + rows64[:, None] * stride_dxm + cols[None, :], dx.to(dx_ptr.dtype.element_ty), mask=mask)
         dw_acc += dy * xhat
         db_acc += dy
-    tl.store(dw_part_ptr + pid * N + cols, tl.sum(dw_acc, axis=0), mask=col_ok)
-    tl.store(db_part_ptr + pid * N + cols, tl.sum(db_acc, axis=0), mask=col_ok)
+    tl.store(dw_part_ptr + pid * stride_pm + cols, tl.sum(dw_acc, axis=0), mask=col_ok)
+    tl.store(db_part_ptr + pid * stride_pm + cols, tl.sum(db_acc, axis=0), mask=col_ok)
 
 
 @triton.jit
-def _column_sum_kernel(part_ptr, out_ptr, G, N, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr):
+def _column_sum_kernel(part_ptr, out_ptr, G, N, stride_pg, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr):
     """out[n] = sum_g part[g, n] (fp32 partials, stored in out's dtype); one program per column block."""
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     col_ok = cols < N
@@ -145,16 +145,18 @@ def _column_sum_kernel(part_ptr, out_ptr, G, N, BLOCK_G: tl.constexpr, BLOCK_N: 
     for start in range(0, G, BLOCK_G):
         g = start + tl.arange(0, BLOCK_G)
         mask = (g < G)[:, None] & col_ok[None, :]
-        acc += tl.load(part_ptr + g[:, None] * N + cols[None, :], mask=mask, other=0.0)
+        acc += tl.load(part_ptr + g[:, None] * stride_pg + cols[None, :], mask=mask, other=0.0)
     tl.store(out_ptr + cols, tl.sum(acc, axis=0).to(out_ptr.dtype.element_ty), mask=col_ok)
 
 
-def column_sum(part: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """Sum a [G, N] fp32 partial-sum buffer over G in one launch (the second pass of the backward)."""
+def column_sum(part: torch.Tensor, dtype: torch.dtype, *, config: dict | None = None) -> torch.Tensor:
+    """Sum a [G, N] fp32 partial-sum buffer (unit column stride) over G in one launch (the second pass of
+    the backward). ``config``: {BLOCK_G, BLOCK_N, num_warps} instead of the defaults below."""
     G, N = part.shape
     out = torch.empty(N, dtype=dtype, device=part.device)
-    BLOCK_N = min(256, triton.next_power_of_2(N))
-    _column_sum_kernel[(triton.cdiv(N, BLOCK_N),)](part, out, G, N, BLOCK_G=32, BLOCK_N=BLOCK_N, num_warps=4)
+    meta = {"BLOCK_G": 32, "BLOCK_N": 256, "num_warps": 4, **(config or {})}
+    meta["BLOCK_N"] = min(meta["BLOCK_N"], triton.next_power_of_2(N))
+    _column_sum_kernel[(triton.cdiv(N, meta["BLOCK_N"]),)](part, out, G, N, part.stride(0), **meta)
     return out
 
 
@@ -217,14 +219,19 @@ def layer_norm_gelu(x, weight, bias, eps: float = 1e-5):
     return y
 
 
-def _n_programs(x: torch.Tensor, M: int, BLOCK_M: int) -> int:
+def _n_programs(x: torch.Tensor, M: int, BLOCK_M: int, per_sm: int | None = None) -> int:
     # A few programs per SM: enough to fill the GPU, few enough that the partials stay small.
-    per_sm = 4 if x.shape[1] <= 8192 else 2
+    per_sm = per_sm or (4 if x.shape[1] <= 8192 else 2)
     return max(1, min(cuda_sm_count(x.device) * per_sm, triton.cdiv(M, BLOCK_M)))
 
 
-def layer_norm_bwd(dy, x, weight, mean, rstd):
-    """Gradients of LayerNorm: (dx like x, dweight and dbias like weight), from forward's mean and rstd."""
+def layer_norm_bwd(dy, x, weight, mean, rstd, *, config: dict | None = None):
+    """Gradients of LayerNorm: (dx like x, dweight and dbias like weight), from forward's mean and rstd.
+
+    ``config``: explicit launch parameters instead of the heuristics and the autotuner's choice
+    (tools/probe_kernel_configs.py times them one by one): BLOCK_M (rows per step), num_warps, num_stages
+    and per_sm (programs per SM) for the row kernel; "one_sum": True puts both partials in one [G, 2N]
+    buffer summed by one launch; "sum": column_sum's config, or "torch" for torch.sum over G."""
     _check_x_w(x, weight)
     check_tensor("dy", dy, ndim=2)
     check_same("dy", dy, "x", x)
@@ -237,13 +244,21 @@ def layer_norm_bwd(dy, x, weight, mean, rstd):
     if M == 0:
         return dx, torch.zeros_like(weight), torch.zeros_like(weight)
     BLOCK_N = triton.next_power_of_2(N)
-    BLOCK_M = _rows_per_program(BLOCK_N, M)
-    G = _n_programs(x, M, BLOCK_M)
-    dw_part = torch.empty((G, N), dtype=torch.float32, device=x.device)
-    db_part = torch.empty((G, N), dtype=torch.float32, device=x.device)
-    _layer_norm_bwd_dx_kernel[(G,)](dy, x, weight, mean, rstd, dx, dw_part, db_part, M, N,
-                                    dy.stride(0), x.stride(0), dx.stride(0), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N)
-    return dx, column_sum(dw_part, weight.dtype), column_sum(db_part, weight.dtype)
+    config = dict(config or {})
+    one_sum, sum_config = config.pop("one_sum", False), config.pop("sum", None)
+    kernel = _layer_norm_bwd_dx_kernel if not config else _layer_norm_bwd_dx_kernel.fn  # .fn: beneath autotune
+    BLOCK_M = config.setdefault("BLOCK_M", _rows_per_program(BLOCK_N, M))
+    G = _n_programs(x, M, BLOCK_M, config.pop("per_sm", None))
+    # Partial sums: dw's in columns [0, N) of a row, db's in [N, 2N) with one_sum, else two [G, N] buffers.
+    part = torch.empty((G, 2 * N) if one_sum else (2, G, N), dtype=torch.float32, device=x.device)
+    dw_part, db_part = (part[:, :N], part[:, N:]) if one_sum else (part[0], part[1])
+    kernel[(G,)](dy, x, weight, mean, rstd, dx, dw_part, db_part, M, N, dy.stride(0), x.stride(0), dx.stride(0),
+                 dw_part.stride(0), BLOCK_N=BLOCK_N, **config)
+    if sum_config == "torch":
+        sums = [p.sum(0).to(weight.dtype) for p in ((part,) if one_sum else (dw_part, db_part))]
+    else:
+        sums = [column_sum(p, weight.dtype, config=sum_config) for p in ((part,) if one_sum else (dw_part, db_part))]
+    return (dx, sums[0][:N], sums[0][N:]) if one_sum else (dx, *sums)
 
 
 class LayerNormFunction(torch.autograd.Function):

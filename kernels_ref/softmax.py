@@ -68,8 +68,11 @@ def _check(x: torch.Tensor) -> torch.Tensor:
     return rows_contiguous(x)
 
 
-def softmax(x: torch.Tensor) -> torch.Tensor:
-    """Row softmax of x [M, N] (N <= 65536) in one launch, each row read once and written once."""
+def softmax(x: torch.Tensor, *, config: dict | None = None) -> torch.Tensor:
+    """Row softmax of x [M, N] (N <= 65536) in one launch, each row read once and written once.
+
+    ``config``: explicit launch parameters {BLOCK_M (rows per program), num_warps, num_stages} instead of
+    the heuristic and the autotuner's choice (tools/probe_kernel_configs.py times them one by one)."""
     x = _check(x)
     M, N = x.shape
     if N > MAX_FUSED_N:
@@ -78,8 +81,9 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     if x.numel() == 0:
         return y
     BLOCK_N = triton.next_power_of_2(N)
-    BLOCK_M = _rows_per_program(BLOCK_N, M)
-    _softmax_kernel[(triton.cdiv(M, BLOCK_M),)](x, y, M, N, x.stride(0), y.stride(0), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N)
+    meta = {"BLOCK_M": _rows_per_program(BLOCK_N, M), **(config or {})}
+    kernel = _softmax_kernel if config is None else _softmax_kernel.fn  # .fn: the kernel beneath autotune
+    kernel[(triton.cdiv(M, meta["BLOCK_M"]),)](x, y, M, N, x.stride(0), y.stride(0), BLOCK_N=BLOCK_N, **meta)
     return y
 
 

@@ -2,7 +2,7 @@
 # Named stages on a GPU machine, in one call from the repository root:
 #   bash tools/gpu_session.sh STAGE [STAGE ...]
 # Stages: env | kernel-tests | bench | bench-quick | bench-matmul | gpu-tests | notebooks | capstone | autograde |
-#         autograder-check | sandbox | batch-throughput
+#         autograder-check | sandbox | batch-throughput | probe-configs
 # OPS=a,b limits bench-quick to those ops; ASSIGNMENTS=05_layer_norm,... limits notebooks and autograde;
 # ONLY=label,... limits autograder-check to those submissions; AUTOGRADE_FLAGS=--no-execute grades without
 # executing the notebooks (calibration only). batch-throughput needs dask in .whl/ too:
@@ -73,6 +73,8 @@ for stage in "$@"; do
         # against eager, torch.compile, cuBLASLt's fused epilogue and the bare cuBLAS matmul).
         bench-matmul) run_logged matmul-tests env COURSE_AUTOTUNE_MAX=${COURSE_AUTOTUNE_MAX:-2} python3 -m pytest -m gpu tests/test_kernels_matmul.py -q -p no:cacheprovider --timeout 600
                       TAIL=60 run_logged bench-matmul python3 -m kernels_ref.bench --quick --no-progress --ops matmul,linear_bias_gelu --json "$RES/bench-matmul.json" ;;
+        # The memory-bound kernels' launch configurations, each checked, then timed against a copy of the same bytes.
+        probe-configs) TAIL=60 run_logged probe-configs python3 -m tools.probe_kernel_configs --json "$RES/probe-configs.json" ;;
         autograder-check) TAIL=60 run_logged autograder-check python3 -m tools.gpu_autograder_check --out "$RES/autograder" ${ONLY:+--only "$ONLY"} ;;
         # The worker's sandbox on this machine: GPU and Triton inside it, what it refuses, start-up cost.
         # Without bubblewrap on the image, a bwrap binary carried in .whl/ (cp /usr/bin/bwrap .whl/) is used.
