@@ -67,34 +67,88 @@ def grade_submission(path, exercise_ids=None, quick: bool | None = None, timeout
     with tempfile.TemporaryDirectory(prefix="autograder-") as tmp:
         source_file = sub.write(Path(tmp))
 
+        workers = concurrent_workers(chosen, jobs)
+        gate = TimingGate() if workers > 1 else _Alone()
+
         def grade_one(spec):
             workdir = Path(tmp) / spec.id
             workdir.mkdir()
             try:
                 return grade_exercise(spec, sub, source_file, workdir, quick,
-                                      timeout if timeout is not None else default_timeout(spec))
+                                      timeout if timeout is not None else default_timeout(spec), gate)
             except Exception as exc:  # noqa: BLE001  (a grader bug costs this exercise, loudly)
                 return _result(spec, False, None, 0.0, [],
                                [f"internal grader error: {type(exc).__name__}: {exc}",
                                 traceback.format_exc(limit=3)], [])
 
-        results = _map_exercises(grade_one, chosen, concurrent_workers(chosen, jobs), progress)
+        results = _map_exercises(grade_one, chosen, workers, progress)
     return {"submission": str(sub.path), "device": course.describe(), "exercises": results,
             "total": round(sum(r["score"] * r["points"] for r in results), 6),
             "max_total": sum(r["points"] for r in results)}
 
 
 def concurrent_workers(chosen, jobs: int | None = None) -> int:
-    """How many exercise workers may run at once: one while any exercise is timed on the GPU (a second
-    worker would share the GPU inside the timed window), else one per core (``AUTOGRADER_JOBS`` or
-    ``jobs`` override). Each exercise still gets its own fresh process."""
-    import course
-
-    if any(timing.should_time(course.ON_GPU, spec.performance)[0] for spec in chosen):
-        return 1
+    """How many exercise workers may run at once: one per core (``AUTOGRADER_JOBS`` or ``jobs``
+    override), no more than there are exercises. Each exercise still gets its own fresh process, and on a
+    GPU each timing runs alone (``TimingGate``)."""
     if jobs is None and os.environ.get("AUTOGRADER_JOBS"):
         jobs = int(os.environ["AUTOGRADER_JOBS"])
     return max(1, min(len(chosen), jobs if jobs else (os.cpu_count() or 1)))
+
+
+class TimingGate:
+    """Exercises graded side by side share the machine until one is timed: a timing waits until every
+    other exercise has left its shared part (worker start, cases, judging: mostly compiling, on the CPU),
+    runs with nothing else started meanwhile, and the next timing waits for it. Exercises not timed never
+    wait for each other."""
+
+    def __init__(self):
+        import threading
+
+        self._cond = threading.Condition()
+        self._sharing = 0
+        self._timing = False
+        self._waiting = 0
+
+    def share(self) -> None:
+        with self._cond:
+            while self._timing or self._waiting:  # a waiting timing goes first: it never starves
+                self._cond.wait()
+            self._sharing += 1
+
+    def time_alone(self) -> float:
+        """Leave the shared part and wait for the machine to oneself; the seconds waited."""
+        start = time.perf_counter()
+        with self._cond:
+            self._sharing -= 1
+            self._waiting += 1
+            self._cond.notify_all()
+            while self._timing or self._sharing:
+                self._cond.wait()
+            self._waiting -= 1
+            self._timing = True
+        return time.perf_counter() - start
+
+    def leave(self, timed: bool) -> None:
+        with self._cond:
+            if timed:
+                self._timing = False
+            else:
+                self._sharing -= 1
+            self._cond.notify_all()
+
+
+class _Alone:
+    """A gate for one exercise graded by itself: nothing to wait for."""
+
+    def share(self) -> None:
+        pass
+
+    def time_alone(self) -> float:
+        return 0.0
+
+    def leave(self, timed: bool) -> None:
+        pass
 
 
 def _map_exercises(grade_one, chosen, workers: int, progress: bool) -> list:
@@ -138,10 +192,21 @@ def baseline_job(spec) -> dict:
     return {"code": "baseline", "exercise": spec.id, "poison": False}
 
 
-def grade_exercise(spec, sub: Submission, source_file: Path, workdir: Path, quick: bool, timeout_s: float) -> dict:
+def grade_exercise(spec, sub: Submission, source_file: Path, workdir: Path, quick: bool, timeout_s: float,
+                   gate=None) -> dict:
     if spec.entry not in sub.defined:
         return _result(spec, False, None, 0.0, [],
                        [f"{spec.entry}() is not defined in the submission (expected {spec.signature})"], [])
+    gate = gate or _Alone()
+    gate.share()
+    phase = {"timed": False}
+    try:
+        return _grade_exercise(spec, sub, source_file, workdir, quick, timeout_s, gate, phase)
+    finally:
+        gate.leave(phase["timed"])
+
+
+def _grade_exercise(spec, sub, source_file, workdir, quick, timeout_s, gate, phase) -> dict:
     clock = Stopwatch()
     session = WorkerSession(submission_job(spec, sub, source_file), timeout_s, cwd=str(sub.path.parent),
                             scratch=str(workdir)).start()
@@ -156,7 +221,8 @@ def grade_exercise(spec, sub: Submission, source_file: Path, workdir: Path, quic
     try:
         with session as worker:
             clock.lap("worker start")
-            result = _grade_in(worker, spec, sub, plan, seed, audit_violations, baseline, clock)
+            result = _grade_in(worker, spec, sub, plan, seed, audit_violations, baseline, clock,
+                               lambda: _time_alone(gate, phase, worker, baseline, clock))
         result["feedback"] = _output_notes(session) + result["feedback"]  # the whole output, read to the end
     except WorkerGone as gone:
         feedback = [str(gone)] + _output_notes(session) + _last_output(session)
@@ -184,13 +250,24 @@ class Stopwatch:
         return {**self.parts, "total": round(time.perf_counter() - self.start, 3)}
 
 
+def _time_alone(gate, phase, worker, baseline, clock) -> None:
+    """Wait for the machine to oneself before timing; the wait does not count against the time limit."""
+    waited = gate.time_alone()
+    phase["timed"] = True
+    for session in (worker, baseline):
+        if session is not None and getattr(session, "deadline", None) is not None:
+            session.deadline += waited
+    clock.lap("waiting for the GPU")
+
+
 def _on_gpu() -> bool:
     import course
 
     return course.ON_GPU
 
 
-def _grade_in(worker, spec, sub, plan, seed, audit_violations, baseline=None, clock=None) -> dict:
+def _grade_in(worker, spec, sub, plan, seed, audit_violations, baseline=None, clock=None,
+              before_timing=lambda: None) -> dict:
     import course
 
     clock = clock or Stopwatch()
@@ -227,6 +304,7 @@ def _grade_in(worker, spec, sub, plan, seed, audit_violations, baseline=None, cl
     if spec.performance is not None and not want_time:
         feedback.append(f"{why_not} (0 of {spec.performance_points:g} performance points)")
     elif want_time and correct:
+        before_timing()
         perf, credit, timed_ok, notes = time_against_baseline(
             worker, spec, seed + 2, open_baseline=(lambda: baseline) if baseline is not None else None)
         clock.lap("timing")
@@ -301,6 +379,7 @@ def time_against_baseline(worker, spec, seed: int, reps: int = 50, warmup: int =
     # The baseline runs the identical path: its own worker, in the same kind of sandbox as the submission's.
     scratch = (worker.scratch + "-baseline") if getattr(worker, "scratch", None) else None
     open_baseline = open_baseline or (lambda: WorkerSession(baseline_job(spec), worker.timeout_s, scratch=scratch))
+    clock = Stopwatch()
     with open_baseline() as baseline:
         sessions = {"submission": worker, "baseline": baseline}
         for s in sessions.values():
@@ -325,6 +404,7 @@ def time_against_baseline(worker, spec, seed: int, reps: int = 50, warmup: int =
                 if record:
                     series.append(ms / batch)
 
+        clock.lap("inputs loaded")
         paces = []
         for _ in range(warmup):
             start = time.perf_counter()
@@ -337,11 +417,14 @@ def time_against_baseline(worker, spec, seed: int, reps: int = 50, warmup: int =
         per_rep = statistics.median(paces) if paces else 0.0
         reps = max(min(reps, int(max_seconds / max(per_rep, 1e-6))), 10)
         checked_reps = set(rng.sample(range(reps), min(JUDGED_TIMED_CALLS, reps)))
+        clock.lap("warm-up")
         for rep in range(reps):
             one_rep(rep in checked_reps, True)
+        clock.lap(f"{reps} repetitions")
     medians = {name: max(statistics.median(times[(name, False)]) - statistics.median(times[(name, True)]),
                          1e-3) for name in sessions}
     ok, msg = judge_timed_outputs(spec, base_args, shipped) if shipped else (False, "no timed call was checked")
+    clock.lap("timed outputs checked")
     if not ok:
         return (None, 0.0, False,
                 ["wrong in a timed call (fresh values, like every call): "
@@ -351,6 +434,7 @@ def time_against_baseline(worker, spec, seed: int, reps: int = 50, warmup: int =
     entry = timing.performance_entry(perf, medians["submission"], medians["baseline"], perf.nbytes(base_args),
                                      flops, timing.get_peaks())
     credit = timing.performance_credit(entry["speedup"], perf.threshold, perf.floor)
+    entry["seconds"] = clock.laps()  # where the timing's own seconds went
     notes = []
     if credit < 1.0:
         notes.append(f"performance: speedup {entry['speedup']:.2f} vs {perf.baseline_name}; "
@@ -367,10 +451,11 @@ def judge_timed_outputs(spec, base_args, shipped) -> tuple[bool, str]:
 
     if not spec.judged_on_tensors or spec.reference is None:
         return True, ""
+    bases = to_device(base_args, course.DEVICE)  # fresh values made on the device: bit-identical, much faster
     for call_seed, done, out in shipped:
         if not done.ok:
             return False, f"raised {done.error}"
-        args = to_device(jittered_args(base_args, call_seed), course.DEVICE)
+        args = jittered_args(bases, call_seed)
         with torch.no_grad():
             ref = spec.reference(*args)
         ok, _, msg = correctness.compare_outputs(out.output, ref, correctness.expected_dtypes(args, ref, spec), spec)

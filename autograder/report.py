@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from measure.files import write_json_atomic  # noqa: F401  (the CLI writes reports with it)
 
-EXERCISE_KEYS = ("id", "score", "points", "correct", "performance", "violations", "feedback")
+EXERCISE_KEYS = ("id", "score", "points", "correct", "performance", "violations", "feedback", "seconds")
 
 
 def to_json(result: dict) -> dict:
-    exercises = [{k: ex[k] for k in EXERCISE_KEYS} for ex in result["exercises"]]
+    exercises = [{k: ex.get(k) for k in EXERCISE_KEYS} for ex in result["exercises"]]
     return {"submission": result["submission"], "device": result["device"], "exercises": exercises,
             "total": result["total"], "max_total": result["max_total"]}
 

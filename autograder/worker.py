@@ -84,6 +84,7 @@ class AutotunePin:
     would, and the config they pick is checked in the timed calls."""
 
     index: int | None = None
+    skip = 0      # configs passed over because they do not fit this GPU (as the autotuner passes them over)
     used: list = []
     _original = None
 
@@ -91,28 +92,46 @@ class AutotunePin:
     def install(cls) -> None:
         try:
             from triton.runtime.autotuner import Autotuner
+            from triton.runtime.errors import OutOfResources
         except ImportError:
             return
         if cls._original is not None:
             return
-        cls._original = original = Autotuner.prune_configs
+        cls._original = prune, run = Autotuner.prune_configs, Autotuner.run
 
-        def prune_configs(self, kwargs):
-            configs = original(self, kwargs)
+        def pinned_prune(self, kwargs):
+            configs = prune(self, kwargs)
             if cls.index is None or len(configs) <= 1:
                 return configs
-            chosen = configs[cls.index % len(configs)]
+            chosen = configs[(cls.index + cls.skip) % len(configs)]
             cls.used.append(f"{getattr(self.base_fn, '__name__', 'kernel')}: {chosen}")
             return [chosen]
 
-        Autotuner.prune_configs = prune_configs
+        def pinned_run(self, *args, **kwargs):
+            for _ in range(len(self.configs)):
+                try:
+                    return run(self, *args, **kwargs)
+                except OutOfResources:
+                    # Too many registers or too much shared memory for this GPU: autotuning would time it as
+                    # infinitely slow and pick another, so the pinned call takes the next config.
+                    failed = getattr(self, "best_config", None)
+                    if cls.index is None or failed is None:
+                        raise
+                    for key in [k for k, v in self.cache.items() if v is failed]:
+                        del self.cache[key]
+                    cls.skip += 1
+                    if cls.used:
+                        cls.used[-1] += " (did not fit this GPU: the next config ran)"
+            return run(self, *args, **kwargs)
+
+        Autotuner.prune_configs, Autotuner.run = pinned_prune, pinned_run
 
     @classmethod
     def uninstall(cls) -> None:
         if cls._original is not None:
             from triton.runtime.autotuner import Autotuner
 
-            Autotuner.prune_configs, cls._original = cls._original, None
+            (Autotuner.prune_configs, Autotuner.run), cls._original = cls._original, None
 
     @classmethod
     def pinned(cls, index: int | None):
@@ -120,7 +139,7 @@ class AutotunePin:
 
         @contextlib.contextmanager
         def scope():
-            cls.index, cls.used = index, []
+            cls.index, cls.skip, cls.used = index, 0, []
             try:
                 yield cls.used
             finally:

@@ -243,3 +243,38 @@ def test_same_values_sees_modifications_and_keeps_nan():
     a = torch.tensor([1.0, float("nan")])
     assert same_values(a, a.clone())
     assert not same_values(a, torch.tensor([1.5, float("nan")]))
+
+
+def test_a_pinned_config_that_does_not_fit_the_gpu_gives_way_to_the_next_as_autotuning_would():
+    import triton
+    import triton.language as tl
+    from triton.runtime.errors import OutOfResources
+
+    from autograder.worker import AutotunePin
+
+    @triton.autotune(configs=[triton.Config({"B": 1}), triton.Config({"B": 2}), triton.Config({"B": 3})], key=["n"])
+    @triton.jit
+    def kernel(x_ptr, n, B: tl.constexpr):
+        pass
+
+    ran = []
+
+    class TooBigForB1:  # stands in for the compiled kernel: B=1 needs more shared memory than the GPU has
+        def run(self, *args, **kwargs):
+            if kwargs["B"] == 1:
+                raise OutOfResources(294912, 232448, "shared memory")
+            ran.append(kwargs["B"])
+
+    kernel.fn = TooBigForB1()
+    AutotunePin.install()
+    try:
+        with AutotunePin.pinned(3) as used:  # 3 mod 3 = config 0, which does not fit: config 1 runs
+            kernel.run(None, 5, grid=(1,))
+        with AutotunePin.pinned(3):  # same shape: the cached choice, never the config that failed
+            kernel.run(None, 5, grid=(1,))
+        with AutotunePin.pinned(2):
+            kernel.run(None, 6, grid=(1,))
+    finally:
+        AutotunePin.uninstall()
+    assert ran == [2, 2, 3]
+    assert "B: 1" in used[0] and "did not fit" in used[0] and "B: 2" in used[1]

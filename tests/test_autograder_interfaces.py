@@ -63,7 +63,8 @@ def test_grade_exits_0_and_writes_the_json_object(tmp_path):
     data = json.loads(target.read_text())
     assert set(data) == {"submission", "device", "exercises", "total", "max_total"}
     (ex,) = data["exercises"]
-    assert set(ex) == {"id", "score", "points", "correct", "performance", "violations", "feedback"}
+    assert set(ex) == {"id", "score", "points", "correct", "performance", "violations", "feedback", "seconds"}
+    assert ex["seconds"]["total"] >= ex["seconds"]["worker start"] > 0
     assert ex["id"] == "softmax" and ex["correct"] is False and ex["score"] == 0 and ex["points"] == 10
     assert data["total"] == 0 and data["max_total"] == 10
     perf = ex["performance"]

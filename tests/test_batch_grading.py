@@ -136,19 +136,45 @@ def test_record_keeps_a_manual_score_and_flags_it_for_review(tmp_path, _assignme
         assert gb.find_grade("plain-test", "hw", "hw", "ann").needs_manual_grade
 
 
-def test_exercise_workers_run_one_at_a_time_while_a_gpu_times_them(monkeypatch):
-    import course
+def test_exercise_workers_run_side_by_side_and_each_timing_alone(monkeypatch):
+    import threading
+    import time
 
-    from autograder.grading import concurrent_workers
+    from autograder.grading import TimingGate, concurrent_workers
 
     chosen = specs.for_notebook("04_fused_softmax")
     monkeypatch.delenv("AUTOGRADER_JOBS", raising=False)
-    monkeypatch.setattr(course, "ON_GPU", True)
-    assert concurrent_workers(chosen, jobs=4) == 1  # a second worker would share the GPU while it is timed
-    monkeypatch.setattr(course, "ON_GPU", False)
     assert concurrent_workers(chosen, jobs=4) == 2  # no more than there are exercises
     assert concurrent_workers(chosen, jobs=1) == 1
     assert concurrent_workers(specs.for_notebook("01_naive_ops"), jobs=None) == min(4, os.cpu_count())
+
+    # Three exercises: each shares the machine for its cases, then times alone, never while another's
+    # cases or timing run.
+    gate, log, lock = TimingGate(), [], threading.Lock()
+
+    def exercise(name, cases_s):
+        gate.share()
+        with lock:
+            log.append(("cases", name))
+        time.sleep(cases_s)
+        gate.time_alone()
+        with lock:
+            log.append(("time", name, time.perf_counter() - t0))
+        time.sleep(0.05)
+        with lock:
+            log.append(("done", name))
+        gate.leave(True)
+
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=exercise, args=(n, s)) for n, s in (("a", 0.01), ("b", 0.1), ("c", 0.2))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert [e[0] for e in log[:3]] == ["cases"] * 3  # all three share the start
+    timing = [e for e in log if e[0] in ("time", "done")]
+    assert [e[0] for e in timing] == ["time", "done"] * 3  # one timing at a time, each to its end
+    assert timing[0][2] >= 0.19  # the first timing waited for the slowest cases to finish
 
 
 def test_class_report_writes_csv_plots_and_a_leaderboard(tmp_path):
