@@ -36,6 +36,8 @@ def diagnose_error(error: str) -> Symptom:
         return Symptom("not-written")
     if "OutOfBounds" in (error or ""):  # course.bounds: an unmasked access under the interpreter
         return Symptom("out-of-bounds")
+    if "OutOfResources" in (error or ""):  # Triton: the tile needs more shared memory or registers than a SM has
+        return Symptom("out-of-resources")
     return Symptom("raised")
 
 
@@ -250,6 +252,10 @@ def _symptom_hint(kind, s, n, unit) -> str | None:
                if triton else "return the result in the input's dtype (`.to(x.dtype)`)")
         values = "the values are right but " if n.get("values_right") else ""
         return f"{values}the output's dtype is {n['got']}, expected {n['expected']}: {fix}"
+    if s.name == "out-of-resources":
+        return ("the kernel's tiles need more shared memory (or registers) than one SM of this GPU has: smaller "
+                "blocks or fewer num_stages for this case's dtype (float32 tiles take twice the bytes of 16-bit "
+                "ones), or let triton.autotune skip configs that do not fit")
     if s.name == "out-of-bounds":
         return ("a load or store reached past the end of a tensor: mask every tl.load and tl.store of the "
                 "last, partial block (mask=offsets < n, with other= for loads)")

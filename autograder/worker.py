@@ -76,6 +76,15 @@ def poison_free_cuda_memory() -> None:
     del held
 
 
+def _uncount_failed_launch() -> None:
+    """A launch that did not fit never ran: the launch counter (when it wraps the autotuner from inside,
+    i.e. counted it at depth 0) takes it back, so the fused-kernel rule counts only launches that ran."""
+    from autograder import legality
+
+    if legality.STATE.depth == 0 and legality.STATE.launches > 0:
+        legality.STATE.launches -= 1
+
+
 class AutotunePin:
     """Checked calls run each ``triton.autotune`` kernel with one of its own configs, chosen by the grader,
     rather than compiling and benchmarking every config for every new shape (that is most of a matmul
@@ -120,6 +129,7 @@ class AutotunePin:
                     for key in [k for k, v in self.cache.items() if v is failed]:
                         del self.cache[key]
                     cls.skip += 1
+                    _uncount_failed_launch()
                     if cls.used:
                         cls.used[-1] += " (did not fit this GPU: the next config ran)"
             return run(self, *args, **kwargs)

@@ -219,6 +219,13 @@ def test_an_unmasked_store_raises_a_clear_error_instead_of_corrupting_memory():
     assert "mask every tl.load and tl.store" in symptoms.hint(TRITON, _case("tiny"), found)
 
 
+def test_a_tile_too_big_for_the_gpu_asks_for_smaller_blocks_not_masks():
+    found = symptoms.diagnose_error("OutOfResources: out of resource: shared memory, Required: 262144, "
+                                    "Hardware limit: 232448. [line 100]")
+    text = symptoms.hint(TRITON, _case("dtype:float32"), found)
+    assert "shared memory" in text and "num_stages" in text and "mask" not in text
+
+
 def test_check_survives_a_crashing_kernel_and_names_the_likely_cause(capsys):
     """On the CPU check() runs the calls in a forked child: a kernel that aborts the process (as memory
     corrupted by an unmasked store does) ends the child, and the notebook's process carries on."""

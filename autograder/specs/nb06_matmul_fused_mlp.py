@@ -118,10 +118,13 @@ def _lbg_cases(quick):
                   public=s in shapes[:2])
              for s in shapes for d in float_dtypes()]
     last = shapes[-1]
+    # Pre-activations ~36 times larger: TF32's error grows with them (0.145 at most on an H100), while a
+    # tanh that does not saturate returns NaN or errors of the pre-activation's size (tens).
     cases.append(Case(_label(*last, torch.float32, "large magnitudes "),
                       lambda g: _lbg_args(g, *last, torch.float32, scale=6.0),
                       hint="large |x @ w.T + b|: tanh must saturate to +-1 (an exp-based tanh overflows: use a "
-                           "stable form)", family="large", public=True))
+                           "stable form)", family="large", public=True,
+                      tolerances={torch.float32: (36 * TF32_TOLERANCES[torch.float32][0], TF32_TOLERANCES[torch.float32][1])}))
     cases.append(Case(_label(*last, torch.float32, "row-strided x and weight "),
                       lambda g: _lbg_args(g, *last, torch.float32, "row-strided"),
                       hint=HINT_STRIDE + " (weight.T is read with weight.stride(1), weight.stride(0))",

@@ -55,6 +55,7 @@ import torch.nn.functional as F
 
 from measure.memory import MemoryMeter
 from autograder.specs._cases import HINT_ODD, HINT_STRIDE, HINT_TINY, dtype_name, family_of, row_strided
+from autograder.specs.nb06_matmul_fused_mlp import TF32_TOLERANCES
 from autograder.specs.base import (TOLERANCES, TORCH, TRITON, Case, Exercise, Memory, Performance, Rules,
                                    triton_rules, as64, float_dtypes, gelu_tanh, pick_shapes, rand)
 
@@ -262,9 +263,10 @@ def _x_bytes(args) -> int:
 # ------------------------------------------------------------------------------------------- int8_weight_linear
 
 # float32 x: tl.dot multiplies fp32 operands in TF32 (10-bit mantissa; w_q is exact in it, x is not), so
-# outputs ~O(1) land ~5e-4 from the exact value (06's TF32_TOLERANCES). 16-bit x: the int8 values are
+# outputs ~O(1) land ~5e-4 (one deviation) from the exact value, the largest a few deviations out: 06's
+# TF32_TOLERANCES (an H100 ran the solution 6.4e-3 off at M=16 K=64 N=96). 16-bit x: the int8 values are
 # exact in x's dtype, products accumulate in float32, one rounding when storing: base.TOLERANCES.
-Q_TOLERANCES = {torch.float32: (2e-3, 2e-3)}
+Q_TOLERANCES = dict(TF32_TOLERANCES)
 
 HINT_SCALE = "w_scale has one entry per output row n: y[:, n] = scale[n] * (x @ w_q[n].T) + bias[n]"
 HINT_Q_LOW = ("{dtype}: convert the int8 tile through float32 (w.to(tl.float32).to(x.dtype)), accumulate in a "
