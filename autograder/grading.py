@@ -399,7 +399,8 @@ def time_against_baseline(worker, spec, seed: int, reps: int = 50, warmup: int =
                 ms, done = s.timed({"op": "call", "slots": slots, "record": False, "empty": empty})
                 if name == "submission" and not empty and rep_checked:
                     shipped.append((seeds[checked], done,
-                                    s.request({"op": "ship", "index": checked}, reply=protocol.Shipped)))
+                                    s.request({"op": "ship", "index": checked, "inputs": False},
+                                             reply=protocol.Shipped)))
                 else:
                     s.request({"op": "drop"})
                 if record:

@@ -26,7 +26,8 @@ Requests (grading process -> worker):
   lines). The grading process times this request from outside: the worker's own clocks are never read.
   ``config`` (checked calls): every ``triton.autotune`` kernel new to these arguments runs its config number
   ``config`` (modulo how many it has) instead of benchmarking them all (``worker.AutotunePin``).
-- ``ship``    {"index"}: send that call's output and the inputs as they are after it (``Shipped``).
+- ``ship``    {"index", "inputs"}: send that call's output and (unless ``inputs`` is False) the inputs as
+  they are after it (``Shipped``).
 - ``drop``    {}: forget the last call's output.
 - ``bye``     {}: exit.
 Every call is made the same way, whatever the grading process intends to do with it.

@@ -261,6 +261,9 @@ def main(argv=None) -> int:
     ap.add_argument("--assignments", default=",".join(nbgrader_config.RELEASED))
     ap.add_argument("--skip-nbgrader", action="store_true")
     ap.add_argument("--skip-calibration", action="store_true")
+    ap.add_argument("--naive-only", action="store_true",
+                    help="with --skip-nbgrader: time the naive versions only (the solutions' speedups come from "
+                         "another run's grading)")
     ap.add_argument("--no-execute", dest="execute", action="store_false",
                     help="grade the solution without nbgrader executing it (calibration only: much faster)")
     ap.add_argument("--calibration", metavar="FILE", help="where the calibration record goes "
@@ -279,7 +282,7 @@ def main(argv=None) -> int:
     nbgrader_rows, graded = ([], {}) if args.skip_nbgrader else run_nbgrader(
         out, assignments, lambda rows: save(nbgrader=rows), execute=args.execute)
     save(nbgrader=nbgrader_rows)
-    if args.skip_nbgrader and course.ON_GPU and not args.skip_calibration:
+    if args.skip_nbgrader and course.ON_GPU and not args.skip_calibration and not args.naive_only:
         graded = grade_solutions(out, assignments)
     calibration = [] if args.skip_calibration else calibrate(graded, assignments)
     save(calibration=calibration)

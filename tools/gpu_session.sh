@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Named stages on a GPU machine, in one call from the repository root:
 #   bash tools/gpu_session.sh STAGE [STAGE ...]
-# Stages: env | kernel-tests | bench | bench-quick | bench-matmul | gpu-tests | notebooks | capstone | autograde |
+# Stages: env | kernel-tests | bench | bench-quick | bench-matmul | gpu-tests | notebooks | capstone | autograde | naive |
 #         autograder-check | sandbox | batch-throughput | probe-configs
 # OPS=a,b limits bench-quick to those ops; ASSIGNMENTS=05_layer_norm,... limits notebooks and autograde;
 # ONLY=label,... limits autograder-check to those submissions; AUTOGRADE_FLAGS=--no-execute grades without
@@ -69,6 +69,10 @@ for stage in "$@"; do
         capstone) TAIL=60 run_logged capstone python3 -m tools.execute_notebook --timeout 900 --print-output \
                       --save-to "$RES" solutions/09_capstone/09_capstone.ipynb ;;
         autograde) TAIL=80 run_logged autograde python3 -m tools.gpu_autograde "$RES/autograder" --calibration "$RES/calibration.json" ${ASSIGNMENTS:+--assignments "$ASSIGNMENTS"} ${AUTOGRADE_FLAGS:-} ;;
+        # The naive versions alone, timed by the grader's protocol (NAIVE_ASSIGNMENTS): the calibration's other half
+        # when the solutions were graded in another run.
+        naive) TAIL=30 run_logged naive python3 -m tools.gpu_autograde "$RES/naive" --skip-nbgrader --naive-only \
+                   --calibration "$RES/calibration-naive.json" --assignments "${NAIVE_ASSIGNMENTS:-$ASSIGNMENTS}" ;;
         # The matmul family alone: both kernels' GPU tests, then the headline shapes (the persistent TMA kernel
         # against eager, torch.compile, cuBLASLt's fused epilogue and the bare cuBLAS matmul).
         bench-matmul) run_logged matmul-tests env COURSE_AUTOTUNE_MAX=${COURSE_AUTOTUNE_MAX:-2} python3 -m pytest -m gpu tests/test_kernels_matmul.py -q -p no:cacheprovider --timeout 600

@@ -81,8 +81,11 @@ def _case_specs(quick):
             "causal" if c and d == torch.float32 else family_of(s[2:], d))
            for s in shapes for d, c in pairs]
     last = shapes[-1]
-    out += [(_name(last, torch.float32, True, "large scores "), last, torch.float32, True, 4.0, "plain", None, HINT_BIG,
-             True, "large"),
+    # Large scores in bfloat16: products of bf16 values are exact in the fp32 accumulator, so the case tests
+    # the running max alone. In float32, tl.dot's TF32 error grows with the scores (0.11 off in an output
+    # on an H200 for a correct kernel), which no tolerance could tell from a wrong rescaling.
+    out += [(_name(last, torch.bfloat16, True, "large scores "), last, torch.bfloat16, True, 4.0, "plain", None,
+             HINT_BIG, True, "large"),
             (_name(last, torch.bfloat16, False, "[B,S,H,D] layout "), last, torch.bfloat16, False, 1.0, "bshd", None,
              HINT_STRIDE, True, "strided"),
             (_name(last, torch.float32, True, "sm_scale=0.3 "), last, torch.float32, True, 1.0, "plain", 0.3,
