@@ -41,6 +41,7 @@ KINDS = (
     (r"(.*/)?summary\.json", "check"),         # tools/gpu_autograder_check.py: expectations and spreads
     (r"(.*/)?throughput\.json", "throughput"),  # tools/synthetic_class.py: a class graded on 1 and on N GPUs
     (r"probe-configs\.json", "probe"),         # tools/probe_kernel_configs.py: launch configurations timed
+    (r"(.*/)?grading-run\d+\.json", "grading"),  # tools/gpu_autograde.py: a notebook's grading, where its time went
     (r".*\.json", "grade"),                    # python -m autograder grade --json
     (r".*\.png", "plot"),
     (r".*\.md", "report"),
@@ -57,6 +58,8 @@ WHAT = {"bench": "python -m kernels_ref.bench --json", "calibration": "speedups 
         "grade": "python -m autograder grade --json", "plot": "a plot of the bench results beside it",
         "report": "what the run showed", "log": "printed output", "notebook": "a notebook the run graded",
         "throughput": "tools/synthetic_class.py: submissions per minute on 1 and on N GPUs",
+        "grading": "tools/gpu_autograde.py: each solution's and untouched notebook's grading, per exercise: "
+        "score, speedup, feedback and where the seconds went",
         "probe": "tools/probe_kernel_configs.py: launch configurations of the memory-bound kernels, timed against "
                  "a copy of the same bytes",
         "table": "a class report's scores per student and exercise", "page": "a class report's leaderboard",

@@ -59,8 +59,9 @@ EXERCISES = [
             naive=naive_softmax,
             # H100, cross-process protocol (results/h100-2026-11-23/calibration.json): solution 1.04x (1.27x
             # with in-process events, h100-2026-11-22: the launcher's own time now counts), 1.04 / 1.15 = 0.90;
-            # naive eager (max, sub, exp, sum, div) 0.28x, a correct one-warp Triton kernel 0.25-0.28x.
-            threshold=0.9, floor=0.3),
+            # naive eager (max, sub, exp, sum, div) 0.28x on the H100 and 0.38x on an H200
+            # (results/h200-2026-11-23), where the solution ran at 1.20x: no credit at or below 0.4.
+            threshold=0.9, floor=0.4),
     ),
     Exercise(
         id="online_softmax", notebook=NOTEBOOK, entry="online_softmax", signature="online_softmax(x) -> y",
@@ -70,10 +71,10 @@ EXERCISES = [
             inputs=lambda g, dev: (rand(g, (4096, 32768), torch.float32, device=dev),),
             baseline=eager_softmax, baseline_name="torch.softmax (eager)", nbytes=softmax_bytes_moved,
             naive=naive_softmax,
-            # Rests on the solution's 1.17x on the H100 and 1.01x on the H200 (results/h100-2026-11-22 and
-            # results/h200-2026-11-22, calibration.json): 1.01 / 1.15 = 0.878, so full credit from 0.85; the
-            # naive eager version measured 0.42x on the H100 (long rows: torch.softmax itself is slower
-            # there), under the floor. tests/test_results.py checks both rules.
-            threshold=0.85, floor=0.45),
+            # Rests on the solution's speedups under the grader's cross-process clock: 1.16x on an H100 and
+            # 0.96x on an H200 (results/h100-2026-11-23 and results/h200-2026-11-23, calibration.json):
+            # 0.96 / 1.15 = 0.83, so full credit from 0.8; the naive eager version measured 0.34x on the
+            # H200, under the floor. tests/test_results.py checks both rules.
+            threshold=0.8, floor=0.45),
     ),
 ]

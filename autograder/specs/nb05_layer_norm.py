@@ -273,11 +273,12 @@ EXERCISES = [
         performance=Performance(
             inputs=_fwd_perf_inputs, baseline=eager_layer_norm, baseline_name="F.layer_norm (eager)",
             nbytes=_fwd_bytes,
-            # Awaits GPU calibration. First principles: both are one pass over x (memory-bound), so a fused
-            # kernel that streams at copy bandwidth matches or beats eager (2227 GB/s of about 3000 on an
-            # H100); kernels_ref reached 1.26x (results/h100-2026-11-22/bench-quick-part1.json, this shape).
-            # A naive eager version (mean, sub, square, mean, rsqrt, mul, add: ~7 passes) is below 0.4x.
-            threshold=1.0, floor=0.4, naive=naive_layer_norm_fwd),
+            # Calibrated (results/h100-2026-11-23 and results/h200-2026-11-23, calibration.json; tests/test_results.py
+            # holds the 15% rule and the floor): the solution's one-row-per-program kernel ran at
+            # 0.86-0.91x eager on an H100 and 0.93x on an H200 (eager's own kernel is near copy bandwidth),
+            # so full credit from 0.7; the naive eager version (mean, sub, square, mean, rsqrt, mul, add:
+            # ~7 passes) measured 0.13x. kernels_ref's tuned kernel reaches 1.26x (the bench).
+            threshold=0.7, floor=0.4, naive=naive_layer_norm_fwd),
     ),
     Exercise(
         id="layer_norm_bwd", notebook=NOTEBOOK, entry="layer_norm_bwd",
@@ -289,10 +290,11 @@ EXERCISES = [
         performance=Performance(
             inputs=_bwd_perf_inputs, baseline=eager_layer_norm_bwd,
             baseline_name="aten.native_layer_norm_backward (eager)", nbytes=_bwd_bytes,
-            # Awaits GPU calibration. First principles: 3 passes of M*N against eager's 1237 GB/s on an
-            # H100: a fused dx + partial-sum kernel reaches >= 1.0x; kernels_ref reached 1.32x
-            # (results/h100-2026-11-22/bench-quick-part1.json, this shape).
-            threshold=1.0, floor=0.4, naive=naive_layer_norm_bwd),
+            # Calibrated (results/h100-2026-11-23 and results/h200-2026-11-23, calibration.json; tests/test_results.py
+            # holds the 15% rule and the floor): the solution ran at 1.07-1.11x eager on an H100
+            # and 0.92x on an H200: full credit from 0.75; the naive autograd-through-primitives version
+            # measured 0.11x. kernels_ref reached 1.32x (the bench).
+            threshold=0.75, floor=0.4, naive=naive_layer_norm_bwd),
     ),
     Exercise(
         id="layer_norm_gelu", notebook=NOTEBOOK, entry="layer_norm_gelu",
@@ -303,12 +305,11 @@ EXERCISES = [
             inputs=_fwd_perf_inputs, baseline=eager_layer_norm_gelu,
             baseline_name="F.gelu(F.layer_norm(x)) (eager, 2 kernels)", nbytes=_gelu_bytes,
             naive=naive_layer_norm_gelu,
-            # Awaits GPU calibration. First principles (H100, bf16, this shape; results/h100-2026-11-22/
-            # bench-quick-part1.json): eager F.layer_norm took 0.121 ms and eager bias + GELU (two kernels
-            # like F.gelu) 0.265 ms, so F.gelu alone ~0.13 ms: ~0.25 ms for the pair, where kernels_ref's
-            # one-pass LayerNorm took 0.096 ms: ~2.6x. Two Triton launches (a LayerNorm kernel, then a
-            # GELU kernel, each at ~0.1 ms) reach ~1.3x; the naive chain ~0.2x. 1.7 sits between: only
-            # the single pass reaches it, and the solution clears it by 15% at 1.96x.
-            threshold=1.7, floor=1.0),
+            # Calibrated (results/h100-2026-11-23 and results/h200-2026-11-23, calibration.json; tests/test_results.py
+            # holds the 15% rule and the floor): the solution's single pass ran at 1.32-1.35x the
+            # two eager kernels on an H100 and 1.33x on an H200 (first principles had promised ~2.6x from
+            # bytes alone: the one-row-per-program kernel does not stream at copy bandwidth), so full credit
+            # from 1.1; the naive chain measured 0.08x.
+            threshold=1.1, floor=0.5),
     ),
 ]

@@ -179,11 +179,11 @@ EXERCISES = [
         performance=Performance(
             inputs=_mm_perf_inputs, baseline=torch.matmul, baseline_name="torch.matmul (cuBLAS)",
             nbytes=_mm_bytes, flops=_mm_flops, naive=naive_matmul,
-            # Awaits GPU calibration. First principles: at 8192^3 bf16 both are tensor-core bound (695 TFLOP/s
-            # cuBLAS on an H100, results/h100-2026-11-22/bench-quick-part2.json); an autotuned, grouped-order
-            # Triton matmul gets within 10-20% of cuBLAS (kernels_ref's one-tile-per-program kernel: 0.95x
-            # there, the evidence tests/test_results.py holds this threshold to). The naive version (32x32 tiles, no grouping:
-            # ~16 FLOP per byte of L2 traffic) is expected near 0.2-0.3x.
+            # Calibrated (results/h100-2026-11-23 and results/h200-2026-11-23, calibration.json; tests/test_results.py
+            # holds the 15% rule and the floor): at 8192^3 bf16 both are tensor-core bound; the
+            # solution's autotuned, grouped-order matmul ran at 0.93x cuBLAS on an H100 and 0.94x on an H200,
+            # so full credit from 0.8 (0.93 / 1.15 = 0.81); the naive version (32x32 tiles, no grouping)
+            # measured 0.16x.
             threshold=0.8, floor=0.3),
     ),
     Exercise(
@@ -196,14 +196,12 @@ EXERCISES = [
             inputs=_lbg_perf_inputs, baseline=eager_linear_bias_gelu,
             baseline_name="F.gelu(F.linear(x, w, b)) (eager: cuBLAS addmm + a GELU kernel)",
             nbytes=_lbg_bytes, flops=_lbg_flops, naive=naive_linear_bias_gelu,
-            # Awaits GPU calibration. First principles: eager = cuBLAS addmm (~0.80 ms on an H100) + one GELU
-            # pass (read + write of [M, N] bf16, 268 MB, ~0.09 ms at 3 TB/s): fusing saves ~10%. The
-            # solution notebook's kernel (grouped tiles, bias + GELU epilogue, one tile per program) is the
-            # design kernels_ref measured at 0.83x eager (results/h100-2026-11-22/bench-quick-part2.json, checked by
-            # tests/test_results.py): its un-overlapped
-            # epilogue costs more than the pass it saves. 0.83 / 1.15 = 0.72, so full credit at 0.7. The naive
-            # version (GELU written out: ~9 elementwise passes, ~0.8 ms) is expected near 0.55x.
-            # kernels_ref's persistent TMA kernel (the notebook's last step) aims at >= 1.0x.
-            threshold=0.7, floor=0.35),
+            # Calibrated on an H200 (results/h200-2026-11-23/calibration.json; the H100's grading of it
+            # failed on a float32 tolerance since widened): eager = cuBLAS addmm + one GELU pass, so fusing
+            # saves ~10% of the bytes, but the solution's un-overlapped epilogue (one tile per program) costs
+            # more than the pass it saves: 0.79x eager, so full credit from 0.65 (0.79 / 1.15 = 0.69). The
+            # naive version (GELU written out: ~9 elementwise passes) measured 0.55x: no credit at or below
+            # 0.6. kernels_ref's persistent TMA kernel (the notebook's last step) aims at >= 1.0x.
+            threshold=0.65, floor=0.6),
     ),
 ]

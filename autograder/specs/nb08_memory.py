@@ -376,11 +376,12 @@ EXERCISES = [
             inputs=_perf_inputs, baseline=eager_linear_cross_entropy,
             baseline_name="F.cross_entropy(x @ weight.T, targets) (eager, full logits)",
             nbytes=_bytes, flops=_flops,
-            # Awaits GPU calibration. First principles: both do the same 2*M*V*H matmul FLOPs (the bulk of
-            # the time); eager then writes and re-reads [M, V] logits and log-probabilities (~3 GiB at this
-            # size) while chunks of logits sized like x stay in L2, so a chunked kernel is no slower: 0.9x
-            # leaves room for chunk-size effects on the matmul; tiny chunks (a row at a time) fall below 0.4x.
-            threshold=0.9, floor=0.4),
+            # Calibrated (results/h100-2026-11-23 and results/h200-2026-11-23, calibration.json; tests/test_results.py
+            # holds the 15% rule and the floor): both do the same 2*M*V*H matmul FLOPs (the bulk
+            # of the time); eager then writes and re-reads [M, V] logits and log-probabilities. The solution's
+            # chunks ran at 0.90x eager on an H100 and 0.95x on an H200 (smaller matmuls cost some tensor-core
+            # efficiency), so full credit from 0.75; tiny chunks (a row at a time) fall below 0.4x.
+            threshold=0.75, floor=0.4),
     ),
     Exercise(
         id="checkpointed_mlp", notebook=NOTEBOOK, entry="checkpointed_mlp",
@@ -401,10 +402,11 @@ EXERCISES = [
             inputs=_q_perf_inputs, baseline=bf16_linear, baseline_args=lambda a: (a[0], dequantize(a[1], a[2]), a[3]),
             baseline_name="F.linear(x, w_bf16, bias) (cuBLAS, the weight dequantized beforehand)",
             nbytes=_q_bytes, naive=dequantize_then_linear,
-            # Awaits GPU calibration. First principles: at M = 16 both are bound by the weight's bytes (16
-            # FLOPs per bf16 weight byte, far below the ridge point): 64 MiB of int8 against 128 MiB of
-            # bf16, so up to 2x; kernels_ref/quant.py aims at 1.5x. Dequantizing in torch first moves 5
-            # bytes per weight element instead of 2: ~0.4x, below the floor.
-            threshold=1.3, floor=0.8),
+            # Calibrated on an H200 (results/h200-2026-11-23/calibration.json; the H100's grading of it
+            # failed on a float32 tolerance since widened): at M = 16 both are bound by the weight's bytes,
+            # 64 MiB of int8 against 128 MiB of bf16, so up to 2x; the solution ran at 1.19x (its tiles do
+            # not stream the weight at copy bandwidth), so full credit from 1.0. Dequantizing in torch first
+            # moves 5 bytes per weight element instead of 2: ~0.4x, below the floor.
+            threshold=1.0, floor=0.8),
     ),
 ]

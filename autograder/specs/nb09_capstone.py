@@ -220,14 +220,12 @@ EXERCISES = [
             inputs=_perf_inputs, baseline=eager_block,
             baseline_name="the eager block (F.layer_norm, F.linear, SDPA, F.gelu)",
             nbytes=block_bytes, flops=block_flops, naive=naive_block,
-            # Awaits GPU calibration. First principles, at B4 S2048 D1024 bf16 (206 GFLOP of projections,
-            # 34 of attention): eager runs cuBLAS for the projections, FlashAttention for attention and ~6
-            # memory-bound kernels (two LayerNorms, GELU, two residual adds, a transpose copy: ~0.5 GB of
-            # traffic, ~15% of its time on an H100). Fusing those into epilogues saves that 15%; a Triton
-            # matmul costs 5-17% against cuBLAS (kernels_ref: 0.95x at 8192^3, 0.83x with the GELU epilogue,
-            # results/h100-2026-11-22), a Triton flash attention gains over SDPA's (1.37x). Net about 1.0x:
-            # full credit from 0.9. The naive block (S x S scores in memory, unfused LayerNorm and GELU) is
-            # near 0.3x: no credit at or below 0.5.
-            threshold=0.9, floor=0.5),
+            # Calibrated on an H200 (results/h200-2026-11-23/calibration.json; the H100's grading run was cut
+            # off before it), at B4 S2048 D1024 bf16: eager runs cuBLAS for the projections, FlashAttention
+            # for attention and ~6 memory-bound kernels (~15% of its time). The solution's block, built from
+            # the notebooks' Triton kernels, ran at 0.87x eager (its matmuls cost more against cuBLAS than
+            # the fusions save), so full credit from 0.75; the naive block (S x S scores in memory, unfused
+            # LayerNorm and GELU) measured 0.13x: no credit at or below 0.5.
+            threshold=0.75, floor=0.5),
     ),
 ]
