@@ -72,7 +72,9 @@ def time_naive(spec) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         job = {"code": "naive", "exercise": spec.id, "poison": False}
         with WorkerSession(job, 600, scratch=str(pathlib.Path(tmp) / "naive")) as worker:
-            entry, _credit, _ok, _notes = time_against_baseline(worker, spec, 4321)
+            entry, _credit, _ok, notes = time_against_baseline(worker, spec, 4321)
+    if entry is None:  # its timed outputs were wrong (or it raised): say so rather than time it
+        raise RuntimeError("; ".join(notes) or "no time")
     return {"naive": entry["time_ms"], "baseline": entry["baseline_ms"]}
 
 
