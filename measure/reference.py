@@ -51,13 +51,18 @@ def _heads_per_chunk(s: int) -> int:
     return max(1, 2 ** 30 // (s * s * 8))  # float64 S x S scores of one chunk stay near 1 GiB
 
 
-def attention(q, k, v, causal: bool, sm_scale: float | None = None, do=None):
+def attention(q, k, v, causal: bool, sm_scale: float | None = None, do=None, o=None):
     """Attention on ``[B, H, S, D]``: float64 ``(o, lse)`` (lse the natural-log log-sum-exp of each row of
     scaled scores), or ``(dq, dk, dv)`` in closed form when the output gradient ``do`` is given. Causal:
-    query i attends to keys j <= i. A few heads at a time, so S = 16384 still fits."""
+    query i attends to keys j <= i. A few heads at a time, so S = 16384 still fits.
+
+    ``o`` (with ``do``): the forward output a backward is handed, rounded to its dtype; the backward's
+    delta = rowsum(dO * o) is then taken from it, as a FlashAttention backward takes it, instead of from
+    the exact output (the two differ by o's rounding, which large scores amplify)."""
     B, H, S, D = q.shape
     scale = attention_scale(sm_scale, D)
-    flat = [as64(t).reshape(B * H, S, D) for t in ((q, k, v) if do is None else (q, k, v, do))]
+    given = (q, k, v) if do is None else (q, k, v, do) if o is None else (q, k, v, do, o)
+    flat = [as64(t).reshape(B * H, S, D) for t in given]
     mask = torch.ones(S, S, dtype=torch.bool, device=q.device).triu(1) if causal else None
     outs = []
     per = _heads_per_chunk(S)
@@ -74,7 +79,8 @@ def attention(q, k, v, causal: bool, sm_scale: float | None = None, do=None):
         doc = flat[3][i:i + per]
         dv = p.transpose(-1, -2) @ doc
         dp = doc @ vc.transpose(-1, -2)
-        ds = p * (dp - (dp * p).sum(-1, keepdim=True))
+        delta = (dp * p).sum(-1, keepdim=True) if o is None else (doc * flat[4][i:i + per]).sum(-1, keepdim=True)
+        ds = p * (dp - delta)
         outs.append((ds @ kc * scale, ds.transpose(-1, -2) @ qc * scale, dv))
     parts = list(zip(*outs))
     if do is None:

@@ -48,3 +48,18 @@ def test_memory_timeline_counts_frees_inside_operators():
     # At the peak: both gradients' worth, at least, and never more than everything allocated.
     assert 2 * 256 * 128 * 4 <= memory_timeline.peak(blocks) < sum(sizes)
     assert {b.label for b in blocks} & {"mm", "matmul", "tanh", "MmBackward0", "TanhBackward0"}
+
+
+def test_attention_backward_takes_delta_from_the_output_it_is_given():
+    import torch
+
+    from measure import reference
+
+    g = torch.Generator().manual_seed(0)
+    q, k, v, do = (torch.randn(1, 2, 7, 4, generator=g, dtype=torch.float64) for _ in range(4))
+    o, _ = reference.attention(q, k, v, True)
+    exact = reference.attention(q, k, v, True, do=do)
+    same = reference.attention(q, k, v, True, do=do, o=o)
+    assert all(torch.allclose(a, b) for a, b in zip(exact, same))
+    rounded = reference.attention(q, k, v, True, do=do, o=o + 1e-3)  # an o off by its rounding, say
+    assert not torch.allclose(rounded[0], exact[0]) and torch.equal(rounded[2], exact[2])  # dv needs no delta

@@ -37,7 +37,8 @@ def fwd_reference(q, k, v, causal, sm_scale):
 
 
 def bwd_reference(do, q, k, v, o, lse, causal, sm_scale):
-    return reference.attention(q, k, v, causal, sm_scale, do=do)
+    # delta from the o the backward is handed (rounded to the input dtype), as a correct backward takes it
+    return reference.attention(q, k, v, causal, sm_scale, do=do, o=o)
 
 
 def _qkv(g, shape, dtype, scale=1.0, layout="plain"):
