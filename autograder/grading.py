@@ -207,13 +207,15 @@ def grade_exercise(spec, sub: Submission, source_file: Path, workdir: Path, quic
 
 
 def _grade_exercise(spec, sub, source_file, workdir, quick, timeout_s, gate, phase) -> dict:
+    import course
+
     clock = Stopwatch()
     session = WorkerSession(submission_job(spec, sub, source_file), timeout_s, cwd=str(sub.path.parent),
                             scratch=str(workdir)).start()
     # A timed exercise's baseline worker starts beside the submission's (its start overlaps the cases; it
     # only waits, idle, until the timing): nothing of either runs inside the other's timed window.
     baseline = (WorkerSession(baseline_job(spec), timeout_s, scratch=str(workdir) + "-baseline").start()
-                if timing.should_time(_on_gpu(), spec.performance)[0] else None)
+                if timing.should_time(course.ON_GPU, spec.performance)[0] else None)
     seed = fresh_seed()
     plan = runner.make_plan(spec, quick, seed)
     audit_violations = static_violations(spec, sub)
@@ -251,19 +253,18 @@ class Stopwatch:
 
 
 def _time_alone(gate, phase, worker, baseline, clock) -> None:
-    """Wait for the machine to oneself before timing; the wait does not count against the time limit."""
+    """Wait for the machine to oneself before timing; the wait does not count against the time limit.
+
+    The learner's worker is first made to finish all its GPU work (``prepare`` waits for every stream): it
+    then only waits for requests, so nothing it launched earlier (say, a long kernel started at import)
+    can run inside another exercise's timed window while this one waits its turn."""
+    worker.request({"op": "prepare", "poison": False})
     waited = gate.time_alone()
     phase["timed"] = True
     for session in (worker, baseline):
         if session is not None and getattr(session, "deadline", None) is not None:
             session.deadline += waited
     clock.lap("waiting for the GPU")
-
-
-def _on_gpu() -> bool:
-    import course
-
-    return course.ON_GPU
 
 
 def _grade_in(worker, spec, sub, plan, seed, audit_violations, baseline=None, clock=None,

@@ -177,6 +177,30 @@ def test_exercise_workers_run_side_by_side_and_each_timing_alone(monkeypatch):
     assert timing[0][2] >= 0.19  # the first timing waited for the slowest cases to finish
 
 
+def test_a_learners_worker_finishes_its_gpu_work_before_it_waits_for_its_timing():
+    """While one exercise is timed, another's learner worker waits idle: it was made to finish every stream
+    first, so a kernel it launched earlier cannot run inside the other's timed window."""
+    from autograder import grading
+
+    events = []
+
+    class Worker:
+        deadline = 100.0
+
+        def request(self, req, reply=None):
+            events.append(("worker", req["op"]))
+
+    class Gate:
+        def time_alone(self):
+            events.append(("gate", "time_alone"))
+            return 2.5
+
+    worker, phase = Worker(), {"timed": False}
+    grading._time_alone(Gate(), phase, worker, None, grading.Stopwatch())
+    assert events == [("worker", "prepare"), ("gate", "time_alone")]
+    assert phase["timed"] and worker.deadline == 102.5  # the wait does not count against its time limit
+
+
 def test_class_report_writes_csv_plots_and_a_leaderboard(tmp_path):
     from autograder import class_report
 

@@ -131,8 +131,13 @@ def calibrate(graded: dict, assignments: list[str]) -> list[dict]:
     return rows
 
 
+def _tools_env() -> dict:
+    """This environment with the tools installed beside this Python (nbgrader, alembic) first on PATH."""
+    return {**os.environ, "PATH": f"{pathlib.Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
 def _nbgrader(course_dir: pathlib.Path, *args) -> tuple[int, float, str]:
-    env = {**os.environ, "PATH": f"{pathlib.Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env = _tools_env()
     nbgrader = shutil.which("nbgrader", path=env["PATH"]) or "nbgrader"
     t0 = time.perf_counter()
     res = subprocess.run([nbgrader, *args, "--log-level=WARN"], cwd=course_dir, env=env, capture_output=True, text=True)
@@ -155,7 +160,7 @@ def _error_cells(path: pathlib.Path) -> list[str]:
 
 def _trusted_autograde(work: pathlib.Path, assignment: str, student: str, execute: bool) -> tuple[int, float, str]:
     args = ["-m", "autograder", "autograde", assignment, "--course", str(work), "--student", student, "--force"]
-    env = {**os.environ, "PATH": f"{pathlib.Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env = _tools_env()
     t0 = time.perf_counter()
     # from the repository root: the scratch course holds a folder `course` (the manifest) that would shadow
     # the real package
