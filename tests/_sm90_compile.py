@@ -12,14 +12,18 @@ import json
 import os
 import sys
 
-import course.device
+# Triton first, with the interpreter off: triton.language's own jitted helpers (cdiv, ...) must be compiled
+# functions, or compiling asserts (a warm Triton cache hides that, since nothing is compiled then).
+os.environ["TRITON_INTERPRET"] = "0"
+import triton  # noqa: E402
+import triton.language  # noqa: E402,F401
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.compiler import ASTSource  # noqa: E402
+
+import course.device  # noqa: E402  (without a GPU it turns the interpreter back on: undone below)
 
 os.environ["TRITON_INTERPRET"] = "0"
 course.device.INTERPRET = False  # before course.triton_compat is imported: real autotune, native dots
-
-import triton  # noqa: E402
-from triton.backends.compiler import GPUTarget  # noqa: E402
-from triton.compiler import ASTSource  # noqa: E402
 
 POINTERS_FP32 = {"LSE", "DELTA", "scale_ptr"}
 POINTERS_INT8 = {"wq_ptr"}  # kernels_ref.quant's int8 weight
