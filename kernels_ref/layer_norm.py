@@ -149,12 +149,21 @@ def _column_sum_kernel(part_ptr, out_ptr, G, N, stride_pg, BLOCK_G: tl.constexpr
     tl.store(out_ptr + cols, tl.sum(acc, axis=0).to(out_ptr.dtype.element_ty), mask=col_ok)
 
 
+def column_sum_config(N: int) -> dict:
+    """Column blocks narrow enough for about 64 programs: with 256 columns each, a 1024-column buffer gave 4
+    programs, and the sum took longer than the row kernel (H100, tools/probe_kernel_configs.py: 64 columns
+    of 128 (64 x 128 tiles, 4 warps) at 2N = 8192 and of 32 (16 x 32, 1 warp) at 2N = 2048 were fastest)."""
+    block_n = max(16, min(256, triton.next_power_of_2(triton.cdiv(N, 64))))
+    return {"BLOCK_G": 64 if block_n >= 128 else 32 if block_n >= 64 else 16, "BLOCK_N": block_n,
+            "num_warps": max(1, min(4, block_n // 32))}
+
+
 def column_sum(part: torch.Tensor, dtype: torch.dtype, *, config: dict | None = None) -> torch.Tensor:
     """Sum a [G, N] fp32 partial-sum buffer (unit column stride) over G in one launch (the second pass of
-    the backward). ``config``: {BLOCK_G, BLOCK_N, num_warps} instead of the defaults below."""
+    the backward). ``config``: {BLOCK_G, BLOCK_N, num_warps} instead of ``column_sum_config(N)``."""
     G, N = part.shape
     out = torch.empty(N, dtype=dtype, device=part.device)
-    meta = {"BLOCK_G": 32, "BLOCK_N": 256, "num_warps": 4, **(config or {})}
+    meta = {**column_sum_config(N), **(config or {})}
     meta["BLOCK_N"] = min(meta["BLOCK_N"], triton.next_power_of_2(N))
     _column_sum_kernel[(triton.cdiv(N, meta["BLOCK_N"]),)](part, out, G, N, part.stride(0), **meta)
     return out
@@ -230,8 +239,9 @@ def layer_norm_bwd(dy, x, weight, mean, rstd, *, config: dict | None = None):
 
     ``config``: explicit launch parameters instead of the heuristics and the autotuner's choice
     (tools/probe_kernel_configs.py times them one by one): BLOCK_M (rows per step), num_warps, num_stages
-    and per_sm (programs per SM) for the row kernel; "one_sum": True puts both partials in one [G, 2N]
-    buffer summed by one launch; "sum": column_sum's config, or "torch" for torch.sum over G."""
+    and per_sm (programs per SM) for the row kernel; "one_sum" (default True) puts both partials in one
+    [G, 2N] buffer summed by one launch, False in two; "sum": column_sum's config, or "torch" for torch.sum
+    over G."""
     _check_x_w(x, weight)
     check_tensor("dy", dy, ndim=2)
     check_same("dy", dy, "x", x)
@@ -245,7 +255,7 @@ def layer_norm_bwd(dy, x, weight, mean, rstd, *, config: dict | None = None):
         return dx, torch.zeros_like(weight), torch.zeros_like(weight)
     BLOCK_N = triton.next_power_of_2(N)
     config = dict(config or {})
-    one_sum, sum_config = config.pop("one_sum", False), config.pop("sum", None)
+    one_sum, sum_config = config.pop("one_sum", True), config.pop("sum", None)
     BLOCK_M = config.pop("BLOCK_M", _rows_per_program(BLOCK_N, M))
     G = _n_programs(x, M, BLOCK_M, config.pop("per_sm", None))
     # Partial sums: dw's in columns [0, N) of a row, db's in [N, 2N) with one_sum, else two [G, N] buffers.

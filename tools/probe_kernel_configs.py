@@ -217,7 +217,7 @@ def layer_norm_bwd_variants(quick: bool) -> list[Variant]:
 
     def ref(elems=4096, num_warps=8, num_stages=2, per_sm=4, one_sum=False, sum=None):
         p = {"elems": elems, "num_warps": num_warps, "num_stages": num_stages, "per_sm": per_sm}
-        extra = {"one_sum": one_sum} if one_sum else {}
+        extra = {"one_sum": one_sum}
         if sum is not None:
             extra["sum"] = sum
         name = _name(p) + (" one_sum" if one_sum else "") + \
@@ -231,6 +231,7 @@ def layer_norm_bwd_variants(quick: bool) -> list[Variant]:
     rows = [dict(num_warps=w, num_stages=s) for w in (4, 8, 16) for s in (1, 2, 3)]       # the row kernel
     rows += [dict(per_sm=g, num_warps=w) for g in (1, 2, 8) for w in (8, 16)]               # partial-sum groups
     rows += [dict(elems=e, num_warps=w) for e in (8192, 16384) for w in (8, 16)]            # rows per step
+    rows += [dict(per_sm=g, one_sum=True) for g in (2, 3)]  # one sum in column_sum_config's blocks (p4: below)
     sums = [dict(one_sum=True)] + [dict(one_sum=o, sum=c) for o in (False, True) for c in (
         "torch", {"BLOCK_G": 64, "BLOCK_N": 128, "num_warps": 4}, {"BLOCK_G": 32, "BLOCK_N": 64, "num_warps": 2},
         {"BLOCK_G": 16, "BLOCK_N": 32, "num_warps": 1})]                                    # the second step
