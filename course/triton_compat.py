@@ -4,9 +4,6 @@
   fails ("0 active drivers": it benchmarks through a driver), so the kernel gets ``fallback`` fixed.
   ``COURSE_AUTOTUNE_MAX=N`` keeps only the first N configs on a GPU: correctness runs (``pytest -m gpu``)
   then skip most of the compiling and benchmarking (the first H100 run spent ~9 of 10 minutes there).
-- ``launch(kernel, grid, key, *args, config=None, **kwargs)``: ``kernel[grid](*args, **kwargs)`` for a kernel
-  under ``autotune``, through the autotuner once per ``key``, then its choice launched directly: the
-  autotuner's dispatch costs tens of microseconds of Python per call, as much as a small kernel runs.
 - ``dot(a, b, acc)``: ``tl.dot`` that upcasts operands to float32 under the interpreter, where a bf16
   ``tl.dot`` returns garbage (errors near 1e10); compiled kernels keep the native tensor-core dtype.
 - importing this module while interpreting makes the interpreter's float32 -> bfloat16 cast round like a
@@ -40,30 +37,6 @@ def autotune(configs, key, fallback: triton.Config | None = None, **kwargs):
     fixed = fallback or configs[0]
 
     return lambda kernel: _FixedConfig(kernel, fixed)
-
-
-def launch(kernel, grid, key: tuple, *args, config: dict | None = None, **kwargs):
-    """``kernel[grid](*args, **kwargs)`` for a kernel under ``autotune``, at the cost of a plain launch.
-
-    The first call per ``key`` goes through the autotuner (which benchmarks its configs, or takes the one it
-    cached); later calls launch the config it chose straight on the kernel beneath it. ``key`` must fix
-    everything the autotuner keys on: its ``key`` arguments and the dtypes of the tensors. Measured on an
-    H100 (triton 3.6, tools/probe_kernel_configs.py): bias_gelu on 16384x1024 bf16 took 71 us through the
-    autotuner and 29 us launched directly, the same config. ``config``: explicit launch parameters instead
-    of the autotuner's choice (the probe times them one by one)."""
-    if config is not None:
-        return kernel.fn[grid](*args, **kwargs, **config)
-    chosen = getattr(kernel, "course_chosen", None)
-    if chosen is None:
-        chosen = kernel.course_chosen = {}
-    best = chosen.get(key)
-    if best is not None:
-        return kernel.fn[grid](*args, **kwargs, **best)
-    out = kernel[grid](*args, **kwargs)
-    picked = getattr(kernel, "best_config", None)  # the interpreter's fixed config has none: nothing to skip
-    if picked is not None and picked.pre_hook is None:
-        chosen[key] = picked.all_kwargs()
-    return out
 
 
 class _FixedConfig:

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from course.triton_compat import autotune, launch
+from course.triton_compat import autotune
 from kernels_ref._triton_math import LOG2E
 from kernels_ref._validate import check_same, check_tensor, rows_contiguous
 from kernels_ref.softmax import online_combine, online_max_sum
@@ -107,8 +107,8 @@ def _forward(x, weight, targets, need_grad: bool, chunk_rows: int | None):
         e = min(s + C, M)
         x_c = x[s:e]
         logits = x_c @ weight.T  # [C, V]: the only vocab-sized buffer, reused as dlogits in place
-        launch(_cross_entropy_rows_kernel, (e - s,), (V, need_grad, logits.dtype, targets.dtype),
-               logits, targets[s:e], losses[s:e], V, logits.stride(0), 1.0 / M, WRITE_GRAD=need_grad)
+        _cross_entropy_rows_kernel[(e - s,)](logits, targets[s:e], losses[s:e], V, logits.stride(0),
+                                             1.0 / M, WRITE_GRAD=need_grad)
         if need_grad:
             torch.mm(logits, weight, out=dx[s:e])
             dw.addmm_(logits.T, x_c)

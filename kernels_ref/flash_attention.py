@@ -39,7 +39,7 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from course.triton_compat import autotune, dot, launch
+from course.triton_compat import autotune, dot
 from kernels_ref._triton_math import LOG2E
 from measure import reference
 
@@ -450,8 +450,9 @@ def flash_attention_fwd(q, k, v, causal: bool = False, sm_scale: float | None = 
     def grid(meta):
         return (triton.cdiv(S, meta["BLOCK_M"]), B * H)
 
-    launch(_fwd_kernel, grid, (S, D, bool(causal), q.dtype, o.dtype), q, k, v, o, lse, scale, H, S,
-           *_strides(q), *_strides(k), *_strides(v), *_strides(o), CAUSAL=bool(causal), HEAD_DIM=D)
+    _fwd_kernel[grid](q, k, v, o, lse, scale, H, S,
+                      *_strides(q), *_strides(k), *_strides(v), *_strides(o),
+                      CAUSAL=bool(causal), HEAD_DIM=D)
     return o, lse
 
 
@@ -479,12 +480,12 @@ def flash_attention_bwd(do, q, k, v, o, lse, causal: bool = False, sm_scale: flo
     def grid_q(meta):
         return (triton.cdiv(S, meta["BLOCK_M"]), B * H)
 
-    key = (S, D, bool(causal), q.dtype, do.dtype)
-    launch(_bwd_dkdv_kernel, grid_kv, key, q, k, v, do, lse, delta, dk, dv, scale, H, S,
-           *_strides(q), *_strides(k), *_strides(v), *_strides(do), *_strides(dk), *_strides(dv),
-           CAUSAL=bool(causal), HEAD_DIM=D)
-    launch(_bwd_dq_kernel, grid_q, key, q, k, v, do, lse, delta, dq, scale, H, S,
-           *_strides(q), *_strides(k), *_strides(v), *_strides(do), *_strides(dq), CAUSAL=bool(causal), HEAD_DIM=D)
+    _bwd_dkdv_kernel[grid_kv](q, k, v, do, lse, delta, dk, dv, scale, H, S,
+                              *_strides(q), *_strides(k), *_strides(v), *_strides(do),
+                              *_strides(dk), *_strides(dv), CAUSAL=bool(causal), HEAD_DIM=D)
+    _bwd_dq_kernel[grid_q](q, k, v, do, lse, delta, dq, scale, H, S,
+                           *_strides(q), *_strides(k), *_strides(v), *_strides(do),
+                           *_strides(dq), CAUSAL=bool(causal), HEAD_DIM=D)
     return dq, dk, dv
 
 

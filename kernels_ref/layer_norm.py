@@ -27,7 +27,7 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from course.triton_compat import autotune, launch
+from course.triton_compat import autotune
 from kernels_ref._triton_math import gelu_tanh
 from kernels_ref._validate import check_same, check_shape, check_tensor, cuda_sm_count, rows_contiguous
 
@@ -201,9 +201,9 @@ def _launch_fwd(x, weight, bias, y, mean, rstd, eps, gelu: bool):
     BLOCK_N = triton.next_power_of_2(N)
     BLOCK_M = _rows_per_program(BLOCK_N, M)
     stats = mean is not None
-    launch(_layer_norm_fwd_kernel, (triton.cdiv(M, BLOCK_M),), (N, BLOCK_M, BLOCK_N, gelu, x.dtype, stats),
-           x, weight, bias, y, mean if stats else y, rstd if stats else y, M, N, x.stride(0), y.stride(0),
-           float(eps), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, GELU=gelu, STORE_STATS=stats)
+    _layer_norm_fwd_kernel[(triton.cdiv(M, BLOCK_M),)](
+        x, weight, bias, y, mean if stats else y, rstd if stats else y, M, N, x.stride(0), y.stride(0),
+        float(eps), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, GELU=gelu, STORE_STATS=stats)
 
 
 def layer_norm_fwd(x, weight, bias, eps: float = 1e-5):
@@ -261,9 +261,9 @@ def layer_norm_bwd(dy, x, weight, mean, rstd, *, config: dict | None = None):
     # Partial sums: dw's in columns [0, N) of a row, db's in [N, 2N) with one_sum, else two [G, N] buffers.
     part = torch.empty((G, 2 * N) if one_sum else (2, G, N), dtype=torch.float32, device=x.device)
     dw_part, db_part = (part[:, :N], part[:, N:]) if one_sum else (part[0], part[1])
-    launch(_layer_norm_bwd_dx_kernel, (G,), (N, BLOCK_M, BLOCK_N, x.dtype, dy.dtype, weight.dtype),
-           dy, x, weight, mean, rstd, dx, dw_part, db_part, M, N, dy.stride(0), x.stride(0), dx.stride(0),
-           dw_part.stride(0), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, config=config or None)
+    kernel = _layer_norm_bwd_dx_kernel.fn if config else _layer_norm_bwd_dx_kernel  # .fn: beneath autotune
+    kernel[(G,)](dy, x, weight, mean, rstd, dx, dw_part, db_part, M, N, dy.stride(0), x.stride(0), dx.stride(0),
+                 dw_part.stride(0), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, **config)
     if sum_config == "torch":
         sums = [p.sum(0).to(weight.dtype) for p in ((part,) if one_sum else (dw_part, db_part))]
     else:

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from course.triton_compat import autotune, dot, launch
+from course.triton_compat import autotune, dot
 from kernels_ref._validate import check_shape, check_tensor
 
 _FLOATS = (torch.float32, torch.float16, torch.bfloat16)
@@ -133,9 +133,9 @@ def int8_weight_linear(x, w_q, w_scale, bias=None):
     def grid(meta):
         return (triton.cdiv(N, meta["BLOCK_N"]), triton.cdiv(M, meta["BLOCK_M"]))
 
-    launch(_int8_linear_kernel, grid, (M, N, K, bias is not None, x.dtype, w_q.dtype, w_scale.dtype),
-           x, w_q, w_scale, bias if bias is not None else w_scale, y, M, N, K,
-           x.stride(0), x.stride(1), w_q.stride(0), w_q.stride(1), y.stride(0), HAS_BIAS=bias is not None)
+    _int8_linear_kernel[grid](x, w_q, w_scale, bias if bias is not None else w_scale, y, M, N, K,
+                              x.stride(0), x.stride(1), w_q.stride(0), w_q.stride(1), y.stride(0),
+                              HAS_BIAS=bias is not None)
     return y
 
 

@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from course.triton_compat import autotune, launch
+from course.triton_compat import autotune
 from kernels_ref._validate import check_same, check_shape, check_tensor, rows_contiguous
 from kernels_ref.layer_norm import _check_x_w, _n_programs, _row_configs, _rows_per_program, column_sum
 
@@ -93,8 +93,8 @@ def rms_norm_fwd(x, weight, eps: float = 1e-6):
         return y, rstd
     BLOCK_N = triton.next_power_of_2(N)
     BLOCK_M = _rows_per_program(BLOCK_N, M)
-    launch(_rms_norm_fwd_kernel, (triton.cdiv(M, BLOCK_M),), (N, BLOCK_M, BLOCK_N, x.dtype),
-           x, weight, y, rstd, M, N, x.stride(0), y.stride(0), float(eps), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N)
+    _rms_norm_fwd_kernel[(triton.cdiv(M, BLOCK_M),)](
+        x, weight, y, rstd, M, N, x.stride(0), y.stride(0), float(eps), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N)
     return y, rstd
 
 
@@ -115,9 +115,8 @@ def rms_norm_bwd(dy, x, weight, rstd):
     BLOCK_M = _rows_per_program(BLOCK_N, M)
     G = _n_programs(x, M, BLOCK_M)
     dw_part = torch.empty((G, N), dtype=torch.float32, device=x.device)
-    launch(_rms_norm_bwd_dx_kernel, (G,), (N, BLOCK_M, BLOCK_N, x.dtype, dy.dtype),
-           dy, x, weight, rstd, dx, dw_part, M, N, dy.stride(0), x.stride(0), dx.stride(0),
-           BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N)
+    _rms_norm_bwd_dx_kernel[(G,)](dy, x, weight, rstd, dx, dw_part, M, N, dy.stride(0), x.stride(0),
+                                  dx.stride(0), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N)
     return dx, column_sum(dw_part, weight.dtype)
 
 

@@ -21,7 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
-from course.triton_compat import autotune, launch
+from course.triton_compat import autotune
 from kernels_ref._triton_math import LOG2E
 from kernels_ref._validate import check_tensor, rows_contiguous
 
@@ -81,10 +81,9 @@ def softmax(x: torch.Tensor, *, config: dict | None = None) -> torch.Tensor:
     if x.numel() == 0:
         return y
     BLOCK_N = triton.next_power_of_2(N)
-    config = dict(config) if config is not None else None
-    BLOCK_M = (config or {}).pop("BLOCK_M", _rows_per_program(BLOCK_N, M))
-    launch(_softmax_kernel, (triton.cdiv(M, BLOCK_M),), (N, BLOCK_M, BLOCK_N, x.dtype), x, y, M, N, x.stride(0),
-           y.stride(0), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, config=config)
+    meta = {"BLOCK_M": _rows_per_program(BLOCK_N, M), **(config or {})}
+    kernel = _softmax_kernel if config is None else _softmax_kernel.fn  # .fn: the kernel beneath autotune
+    kernel[(triton.cdiv(M, meta["BLOCK_M"]),)](x, y, M, N, x.stride(0), y.stride(0), BLOCK_N=BLOCK_N, **meta)
     return y
 
 
@@ -143,7 +142,7 @@ def online_softmax(x: torch.Tensor) -> torch.Tensor:
     y = torch.empty_like(x, memory_format=torch.contiguous_format)
     if x.numel() == 0:
         return y
-    launch(_online_softmax_kernel, (M,), (N, x.dtype), x, y, N, x.stride(0), y.stride(0))
+    _online_softmax_kernel[(M,)](x, y, N, x.stride(0), y.stride(0))
     return y
 
 

@@ -205,7 +205,14 @@ def test_worker_output_is_capped_in_memory(tmp_path):
 def test_results_cached_by_pointer_and_shape_fail():
     ex = graded("caches_results.py", ("softmax",))["softmax"]
     assert not ex["correct"]
-    assert "second call" in text(ex)
+    assert "second call" in text(ex) and "first call's answer" in text(ex)
+
+
+def test_a_second_call_wrong_without_a_cache_is_not_called_a_cache():
+    # Feedback names what was seen: an output that is not the first call's answer is not a cached result.
+    ex = graded("wrong_on_second_call.py", ("softmax",))["softmax"]
+    assert not ex["correct"]
+    assert "second call" in text(ex) and "first call was right" in text(ex) and "cached" not in text(ex)
 
 
 def test_fresh_memory_is_poisoned_in_the_worker(tmp_path):

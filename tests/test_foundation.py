@@ -194,31 +194,3 @@ def test_autotune_max_trims_the_configs_on_a_gpu(monkeypatch):
     monkeypatch.setenv("COURSE_AUTOTUNE_MAX", "zero")
     with pytest.raises(ValueError, match="COURSE_AUTOTUNE_MAX must be a positive whole number"):
         compat.autotune(configs, key=[])
-
-
-def test_launch_goes_through_the_autotuner_once_per_key_then_launches_its_choice():
-    from course.triton_compat import launch
-
-    calls = []
-
-    class Beneath:  # the jitted kernel beneath autotune
-        def __getitem__(self, grid):
-            return lambda *args, **kwargs: calls.append(("direct", grid, args, kwargs))
-
-    class Tuned:  # what triton.autotune returns: it sets best_config on each launch
-        fn = Beneath()
-
-        def __getitem__(self, grid):
-            def run(*args, **kwargs):
-                self.best_config = triton.Config({"BLOCK": 64 if args[0] > 100 else 16}, num_warps=8)
-                calls.append(("autotuner", grid, args, kwargs))
-            return run
-
-    kernel = Tuned()
-    for n in (1000, 1000, 10, 1000, 10):
-        launch(kernel, (n,), (n,), n, FLAG=True)
-    assert [c[0] for c in calls] == ["autotuner", "direct", "autotuner", "direct", "direct"]
-    assert calls[1][3] == {"FLAG": True, "BLOCK": 64, "num_warps": 8, "num_ctas": 1, "num_stages": 3}
-    assert calls[4][3]["BLOCK"] == 16  # each key keeps its own choice
-    launch(kernel, (5,), (5,), 5, config={"BLOCK": 32, "num_warps": 2})  # explicit: straight beneath
-    assert calls[-1] == ("direct", (5,), (5,), {"BLOCK": 32, "num_warps": 2})
