@@ -450,7 +450,6 @@ def judge_timed_outputs(spec, base_args, shipped) -> tuple[bool, str]:
     import course
 
     from autograder.argtree import to_device
-    from autograder.fresh import jittered_args
 
     if not spec.judged_on_tensors or spec.reference is None:
         return True, ""
@@ -458,7 +457,7 @@ def judge_timed_outputs(spec, base_args, shipped) -> tuple[bool, str]:
     for call_seed, done, out in shipped:
         if not done.ok:
             return False, f"raised {done.error}"
-        args = jittered_args(bases, call_seed)
+        args = spec.performance.fresh_args(bases, call_seed)
         with torch.no_grad():
             ref = spec.reference(*args)
         ok, _, msg = correctness.compare_outputs(out.output, ref, correctness.expected_dtypes(args, ref, spec), spec)

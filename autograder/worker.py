@@ -161,7 +161,7 @@ class AutotunePin:
 class Worker:
     """The code under test and the state the requests act on (argument slots, the last output)."""
 
-    def __init__(self, fn, source_file: str | None, poison: bool, harness=None, prepare=None):
+    def __init__(self, fn, source_file: str | None, poison: bool, harness=None, prepare=None, fresh=None):
         import course
         import torch
 
@@ -170,7 +170,8 @@ class Worker:
         self.fn, self.source_file, self.poison = fn, source_file, poison
         # harness(fn, args) -> (output, measured): how a checked call is made (specs.base.Exercise.harness);
         # prepare(args) -> args: a baseline's own arguments, made when a slot is loaded (Performance.baseline_args).
-        self.harness, self.prepare = harness, prepare
+        # fresh(bases, seed) -> args: a timed call's fresh values (Performance.fresh_args; None: jittered_args).
+        self.harness, self.prepare, self.fresh = harness, prepare, fresh
         self.on_gpu = course.ON_GPU
         self.device = course.DEVICE
         self.slots: dict[int, tuple] = {}
@@ -303,7 +304,7 @@ class Worker:
         if slot not in self.bases:
             self.bases[slot] = tuple(map_tensors(lambda t: t.clone(), a) for a in args)
         with self.torch.no_grad():
-            for a, new in zip(tensors(args), tensors(jittered_args(self.bases[slot], seed))):
+            for a, new in zip(tensors(args), tensors((self.fresh or jittered_args)(self.bases[slot], seed))):
                 if a.is_floating_point():
                     a.copy_(new)
 
@@ -392,10 +393,11 @@ def main(argv) -> int:
     from autograder.specs import get
 
     spec = get(job["exercise"])
+    fresh = spec.performance.fresh_args if spec.performance else None
     if job["code"] == "baseline":
-        worker = Worker(fn, None, poison=job.get("poison", True), prepare=spec.performance.baseline_args)
+        worker = Worker(fn, None, poison=job.get("poison", True), prepare=spec.performance.baseline_args, fresh=fresh)
     else:
-        worker = Worker(fn, job.get("source_file"), poison=job.get("poison", True), harness=spec.harness)
+        worker = Worker(fn, job.get("source_file"), poison=job.get("poison", True), harness=spec.harness, fresh=fresh)
     serve(worker, sock)
     return 0
 

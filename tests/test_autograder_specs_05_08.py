@@ -201,3 +201,32 @@ def test_cross_entropy_that_materializes_the_full_logits_is_a_violation(capsys):
     assert not check("linear_cross_entropy", full_logits, quick=True)
     out = capsys.readouterr().out
     assert "violation: aten.mm at line" in out and "must never hold more than" in out
+
+
+def test_flash_backward_fresh_values_keep_o_and_lse_the_forward_of_q_k_v():
+    # A timed backward call gets fresh do, q, k, v; o and lse must be their forward's, or every correct
+    # kernel (which recomputes P from lse) is judged wrong. Worker and grader make them by the same function.
+    from autograder.fresh import jittered_args
+    from autograder.specs import get
+    from measure import reference
+
+    g = torch.Generator().manual_seed(3)
+    q, k, v, do = (torch.randn(1, 2, 33, 16, generator=g) for _ in range(4))
+    o, lse = reference.attention(q, k, v, True)
+    bases = (do, q, k, v, o.float(), lse.float(), True, None)
+    perf = get("flash_attention_bwd").performance
+    fresh = perf.fresh_args(bases, 11)
+    assert all(torch.equal(a, b) for a, b in zip(fresh[:4], jittered_args(bases[:4], 11)))
+    assert not torch.equal(fresh[1], q)
+    o2, lse2 = reference.attention(*fresh[1:4], True)
+    assert torch.allclose(fresh[4].double(), o2, atol=1e-5) and torch.allclose(fresh[5].double(), lse2, atol=1e-5)
+    assert all(torch.equal(a, b) for a, b in zip(fresh[:6], perf.fresh_args(bases, 11)[:6]))  # reproducible
+    assert get("softmax").performance.fresh_args((q,), 5)[0].equal(jittered_args((q,), 5)[0])  # the default
+
+
+def test_fresh_values_and_baseline_args_do_not_mix():
+    from autograder.specs.base import Performance
+
+    with pytest.raises(ValueError, match="use one"):
+        Performance(inputs=None, baseline=None, baseline_name="", nbytes=None, fresh=lambda b, s: b,
+                    baseline_args=lambda a: a)

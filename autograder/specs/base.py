@@ -147,6 +147,19 @@ class Performance:
     # The baseline's own arguments, prepared from the inputs once, outside every timed call (e.g. the
     # dequantized bf16 weight a bf16 matmul multiplies by); None: the baseline takes the inputs as they are.
     baseline_args: Callable[[tuple], tuple] | None = None
+    # Fresh values for a timed call from the loaded arguments and a seed (autograder.fresh), made the same
+    # way in the worker and in the grading process; None: every float tensor jittered. An exercise whose
+    # inputs depend on each other (a backward's o and lse are its q, k, v's forward) remakes them here.
+    fresh: Callable[[tuple, int], tuple] | None = None
+
+    def __post_init__(self):
+        if self.fresh is not None and self.baseline_args is not None:
+            raise ValueError("fresh values are made from the inputs, which baseline_args replaces: use one")
+
+    def fresh_args(self, bases: tuple, seed: int) -> tuple:
+        from autograder.fresh import jittered_args
+
+        return (self.fresh or jittered_args)(bases, seed)
 
     def baseline_for(self, args: tuple) -> Callable:
         """The baseline as it is timed on ``args`` (called with the same arguments as the submission)."""

@@ -303,9 +303,10 @@ EXERCISES = [
             naive=naive_layer_norm_gelu,
             # Calibrated (results/h100-2026-11-23 and results/h200-2026-11-23, calibration.json; tests/test_results.py
             # holds the 15% rule and the floor): the solution's single pass ran at 1.32-1.35x the
-            # two eager kernels on an H100 and 1.33x on an H200 (first principles had promised ~2.6x from
-            # bytes alone: the one-row-per-program kernel does not stream at copy bandwidth), so full credit
-            # from 1.1; the naive chain measured 0.08x.
-            threshold=1.1, floor=0.5),
+            # two eager kernels on an H100 and at 1.15-1.33x on an H200 (the lower when the notebook was
+            # executed before grading; first principles had promised ~2.6x from bytes alone: the
+            # one-row-per-program kernel does not stream at copy bandwidth), so full credit from 0.95;
+            # the naive chain measured 0.08x.
+            threshold=0.95, floor=0.5),
     ),
 ]

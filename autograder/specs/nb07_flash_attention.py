@@ -202,6 +202,20 @@ def _bwd_perf_inputs(g, dev):
     return do, q, k, v, o.to(torch.bfloat16), lse, True, None
 
 
+def _bwd_fresh(bases, seed):
+    """A timed backward call's fresh values: do, q, k, v jittered (autograder.fresh), o and lse remade as the
+    forward of those q, k, v, since a backward is only defined for its own forward's o and lse (jittered
+    ones made every correct kernel wrong: it recomputes P from lse). Made the same way in the worker and
+    the grading process, on the device."""
+    from autograder.fresh import jittered_args
+
+    do, q, k, v = jittered_args(bases[:4], seed)
+    o_dtype, causal, sm_scale = bases[4].dtype, bases[6], bases[7]
+    with torch.no_grad():
+        o, lse = _attention_fp32(q, k, v, causal, sm_scale)
+    return do, q, k, v, o.to(o_dtype), lse, causal, sm_scale
+
+
 def _attention_fp32(q, k, v, causal, sm_scale):
     """(o, lse) in float32 on the device, a few heads at a time: the backward's inputs, made quickly."""
     B, H, S, D = q.shape
@@ -283,7 +297,7 @@ EXERCISES = [
         # Up to 3 launches: delta = rowsum(dO * O), dK/dV over key tiles, dQ over query tiles.
         kind=TRITON, rules=triton_rules(WHY, max_launches=3), timeout_s=300.0,
         performance=Performance(
-            inputs=_bwd_perf_inputs, baseline=make_sdpa_flash_backward(),
+            inputs=_bwd_perf_inputs, fresh=_bwd_fresh, baseline=make_sdpa_flash_backward(),
             baseline_name="SDPA flash backward (autograd.grad)", nbytes=_bwd_bytes, naive=naive_attention_bwd,
             flops=lambda a: 5 * _attention_flops(a, q_index=1) // 2,  # 5 S x S x D matmuls against 2 forward
             # Awaits GPU calibration. First principles: FlashAttention-2's backward in Triton (dK/dV then dQ,
