@@ -402,11 +402,12 @@ EXERCISES = [
             inputs=_q_perf_inputs, baseline=bf16_linear, baseline_args=lambda a: (a[0], dequantize(a[1], a[2]), a[3]),
             baseline_name="F.linear(x, w_bf16, bias) (cuBLAS, the weight dequantized beforehand)",
             nbytes=_q_bytes, naive=dequantize_then_linear,
-            # Calibrated on an H200 (results/h200-2026-11-23/calibration.json; the H100's grading of it
-            # failed on a float32 tolerance since widened): at M = 16 both are bound by the weight's bytes,
-            # 64 MiB of int8 against 128 MiB of bf16, so up to 2x; the solution ran at 1.19x (its tiles do
-            # not stream the weight at copy bandwidth), so full credit from 1.0. Dequantizing in torch first
-            # moves 5 bytes per weight element instead of 2: ~0.4x, below the floor.
-            threshold=1.0, floor=0.8),
+            # Calibrated on an H200 (results/h200-2026-11-23/calibration.json): at M = 16 both could be
+            # bound by the weight's bytes, 64 MiB of int8 against 128 MiB of bf16, so up to 2x; the
+            # solution ran at 0.96-1.19x in three gradings (~600 GB/s: neither it nor cuBLAS streams the
+            # weight at copy bandwidth at this M), so full credit from 0.8. Dequantizing in torch first
+            # moves 5 bytes per weight element instead of 2, and rounds the weight to bf16 (outside the
+            # tolerance: its timed outputs were judged wrong, so it was never timed).
+            threshold=0.8, floor=0.6),
     ),
 ]
