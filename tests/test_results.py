@@ -105,16 +105,11 @@ def test_the_notes_say_which_run_they_read():
 
 # --------------------------------------------------------------------------- thresholds (the 15% rule)
 
-# Timed exercises whose solution has not yet been graded correct on a GPU (07's large-score case failed in
-# the last runs, results/h200-2026-11-23/grading/): their thresholds rest on first principles and the bench.
-NOT_YET_CALIBRATED = {"flash_attention_fwd", "flash_attention_bwd"}
-
-
 def test_the_current_timing_protocol_is_calibrated_for_every_released_timed_exercise():
     from course import manifest
 
     timed = {e for nb in manifest.NOTEBOOKS if nb.released for e in nb.exercises
-             if specs.get(e).performance is not None} - NOT_YET_CALIBRATED
+             if specs.get(e).performance is not None}
     covered = {ex for _run, cal in CURRENT for ex, rec in cal["exercises"].items() if rec.get("solution_speedup")}
     assert timed <= covered, f"no calibration under the {timing.PROTOCOL!r} protocol for {sorted(timed - covered)}"
 

@@ -61,7 +61,8 @@ def goal_cell(verdicts: list[dict], extras: list[str]) -> str:
     if not verdicts:
         return "; ".join(extras) or "-"
     verdict = "pass" if all(v["passed"] for v in verdicts) else "miss"
-    goals = [f"{goal_text(v)} (got {v['value']:.3g})" for v in verdicts]
+    # a goal against a baseline that failed its own check has no value: "got -"
+    goals = [f"{goal_text(v)} (got {'-' if v['value'] is None else format(v['value'], '.3g')})" for v in verdicts]
     return f"{verdict}: " + "; ".join(goals + extras)
 
 
