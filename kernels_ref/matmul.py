@@ -42,7 +42,7 @@ Two kernels, one choice (:func:`_pick_kernel`):
   that runs under the Triton interpreter (which has no TMA hardware to model timing on anyway).
 
 Any M, N, K (odd ones too). On the GPU the tile shape is autotuned per (M, N, K, dtype, epilogue, layout)
-(``COURSE_AUTOTUNE_MAX`` keeps the first N configs); under the interpreter one small fixed config runs (so
+(``COURSE_AUTOTUNE_MAX=N`` keeps the first N - 1 configs and the last); under the interpreter one small fixed config runs (so
 tiny test shapes still exercise several tiles, the K tail and the grouped ordering), with dots upcast to
 fp32 (``course.triton_compat.dot``).
 """
@@ -132,7 +132,7 @@ def _tma_configs():
     128x256x64 is 48 KB a stage (3 stages 144 KB, 4 stages 192 KB) + 32 KB; 128x128x64 is 32 KB a stage.
     8 warps = two warpgroups, each holding half of the fp32 accumulator: 128x256 is 128 registers per
     thread for the accumulator alone (ptxas: 180 in all with bias + GELU, no spills; triton 3.6, sm_90a).
-    The first two configs are the likely winners (``COURSE_AUTOTUNE_MAX=2`` keeps just them).
+    The first config is the likely winner (``COURSE_AUTOTUNE_MAX=2`` keeps it and the last).
     """
     return [_tma_config(bm, bn, bk, stages)
             for bm, bn, bk, stages in [(128, 256, 64, 3), (128, 128, 64, 4), (128, 256, 64, 4), (128, 128, 64, 3)]]

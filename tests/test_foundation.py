@@ -188,7 +188,9 @@ def test_autotune_max_trims_the_configs_on_a_gpu(monkeypatch):
     configs = [triton.Config({"B": b}) for b in (16, 32, 64)]
     monkeypatch.setattr(compat, "INTERPRET", False)  # the GPU branch: triton.autotune itself
     monkeypatch.setenv("COURSE_AUTOTUNE_MAX", "2")
-    assert [c.kwargs["B"] for c in compat.autotune(configs, key=[])(kernel).configs] == [16, 32]
+    assert [c.kwargs["B"] for c in compat.autotune(configs, key=[])(kernel).configs] == [16, 64]  # + the last
+    monkeypatch.setenv("COURSE_AUTOTUNE_MAX", "1")
+    assert [c.kwargs["B"] for c in compat.autotune(configs, key=[])(kernel).configs] == [64]
     monkeypatch.delenv("COURSE_AUTOTUNE_MAX")
     assert len(compat.autotune(configs, key=[])(kernel).configs) == 3
     monkeypatch.setenv("COURSE_AUTOTUNE_MAX", "zero")

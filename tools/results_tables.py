@@ -119,12 +119,13 @@ def bench_section(runs: list[results.Run]) -> str:
             continue
         loaded = [(f, run.load(f)) for f in files]
         first = loaded[0][1]
-        ceilings = [d["ceilings"] for _, d in loaded if d["ceilings"].get("copy_gbps")]
+        ceilings = [(f["path"], d["ceilings"]) for f, d in loaded if d["ceilings"].get("copy_gbps")]
         described = ", ".join(f"`{f['path']}`" + (" (transcribed from its log)" if d.get("transcribed") else "")
                               for f, d in loaded)
         text = [f"{machine_line(run.info)}. Method: {first['method']}."]
-        for c in ceilings:
-            text.append(f"Ceilings: device-to-device copy **{c['copy_gbps']:.0f} GB/s** (read + write), "
+        for path, c in ceilings:  # each file's own, measured in its own run
+            named = f" (`{path}`)" if len(ceilings) > 1 else ""
+            text.append(f"Ceilings{named}: device-to-device copy **{c['copy_gbps']:.0f} GB/s** (read + write), "
                         f"bf16 matmul **{c['matmul_tflops']:.0f} TFLOP/s**.")
         text.append(f"Files: `results/{run.name}/`: {described}, and the plots beside them.")
         rows = []
