@@ -173,8 +173,11 @@ WHY["gather"] = "load the target logit in your kernel (logits[row, target[row]])
 # intermediate (01's CHAIN_TOL), and dw1, dw2, db1, db2 are sums over the M rows (dy is scaled by
 # 1/sqrt(M) so they stay O(1) whatever M is). float32: sums of M terms drift by ~M ulps of the running sum.
 # A wrong gradient (a missing GELU derivative term, a transposed weight, a bias gradient not summed over
-# rows) is off by O(0.1) or more.
-MLP_TOLERANCES = {torch.float32: (1e-4, 1e-3), torch.float16: (4e-3, 1e-2), torch.bfloat16: (3e-2, 4e-2)}
+# rows) is off by O(0.1) or more. float16 on a GPU: cuBLAS may reduce in half precision (torch's default
+# allow_fp16_reduced_precision_reduction), and the solution's dw1 was 0.0058 off at |expected| 0.028 on an
+# H200 (results/h200-2026-11-23/grading/grading-run7.json), past (4e-3, 1e-2): twice that, (1e-2, 2e-2).
+# Eager autograd on the CPU stays within 0.7 of the old bound.
+MLP_TOLERANCES = {torch.float32: (1e-4, 1e-3), torch.float16: (1e-2, 2e-2), torch.bfloat16: (3e-2, 4e-2)}
 
 HINT_GRAD = ("compare your backward with torch.autograd on the same inputs: dw2 = dy.T @ gelu(h), "
              "dh = (dy @ w2) * gelu'(h), dw1 = dh.T @ x, dx = dh @ w1, and the biases sum over rows")
