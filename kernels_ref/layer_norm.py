@@ -264,10 +264,8 @@ def layer_norm_bwd(dy, x, weight, mean, rstd, *, config: dict | None = None):
     kernel = _layer_norm_bwd_dx_kernel.fn if config else _layer_norm_bwd_dx_kernel  # .fn: beneath autotune
     kernel[(G,)](dy, x, weight, mean, rstd, dx, dw_part, db_part, M, N, dy.stride(0), x.stride(0), dx.stride(0),
                  dw_part.stride(0), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, **config)
-    if sum_config == "torch":
-        sums = [p.sum(0).to(weight.dtype) for p in ((part,) if one_sum else (dw_part, db_part))]
-    else:
-        sums = [column_sum(p, weight.dtype, config=sum_config) for p in ((part,) if one_sum else (dw_part, db_part))]
+    sums = [p.sum(0).to(weight.dtype) if sum_config == "torch" else column_sum(p, weight.dtype, config=sum_config)
+            for p in ((part,) if one_sum else (dw_part, db_part))]
     return (dx, sums[0][:N], sums[0][N:]) if one_sum else (dx, *sums)
 
 

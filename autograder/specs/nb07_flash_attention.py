@@ -35,12 +35,12 @@ BWD_TOLERANCES = {torch.float32: tuple(2 * max(t, g) for t, g in zip(TF32_TOLERA
 # from tests/test_flash_rounding.py's emulation). Backward: dq and dk are sums of dS times k and q, which
 # carry the scale, so their absolute tolerance does too (LARGE_BWD_TOLERANCES).
 LARGE_QK_SCALE = 4.0
+LARGE_BWD_TOLERANCES = {torch.bfloat16: (BWD_TOLERANCES[torch.bfloat16][0] * LARGE_QK_SCALE,
+                                        BWD_TOLERANCES[torch.bfloat16][1])}
 
 # The explicit-scale case's sm_scale, in float32: below the default 1/sqrt(head_dim) (0.088 at 128), since
 # TF32's error in the scores grows with them: at 0.3 a correct kernel's dk was 0.18 off on an H200.
 SM_SCALE = 0.05
-LARGE_BWD_TOLERANCES = {torch.bfloat16: (BWD_TOLERANCES[torch.bfloat16][0] * LARGE_QK_SCALE,
-                                        BWD_TOLERANCES[torch.bfloat16][1])}
 
 HINT_CAUSAL = "causal: mask keys j > i with -inf before the running max; skip key tiles entirely above the diagonal"
 HINT_BIG = "large scores: keep a running row max and rescale the accumulator by exp(m_old - m_new)"
@@ -106,9 +106,8 @@ def _case_specs(quick):
     # on an H200 for a correct kernel), which no tolerance could tell from a wrong rescaling. q and k are
     # scaled (scores about 16x), v is not: attention that large scores concentrate on a few keys does not
     # average P's bf16 rounding away, so its error is a fraction of |v| (LARGE_QK_SCALE below).
-    out += [(_name(last, torch.bfloat16, True, "large scores "), last, torch.bfloat16, True, LARGE_QK_SCALE, "plain",
-             None,
-             HINT_BIG, True, "large"),
+    out += [(_name(last, torch.bfloat16, True, "large scores "), last, torch.bfloat16, True, LARGE_QK_SCALE,
+             "plain", None, HINT_BIG, True, "large"),
             (_name(last, torch.bfloat16, False, "[B,S,H,D] layout "), last, torch.bfloat16, False, 1.0, "bshd", None,
              HINT_STRIDE, True, "strided"),
             (_name(last, torch.float32, True, f"sm_scale={SM_SCALE} "), last, torch.float32, True, 1.0, "plain", SM_SCALE,
@@ -196,10 +195,14 @@ def _fwd_bytes(args) -> int:
 
 def _bwd_perf_inputs(g, dev):
     q, k, v = (rand(g, PERF_SHAPE, torch.bfloat16, device=dev) for _ in range(3))
-    do = rand(g, PERF_SHAPE, torch.bfloat16, device=dev)
+    return _with_forward(rand(g, PERF_SHAPE, torch.bfloat16, device=dev), q, k, v, True, None)
+
+
+def _with_forward(do, q, k, v, causal, sm_scale):
+    """The backward's arguments, o (in q's dtype) and lse made as the forward of q, k, v on the device."""
     with torch.no_grad():
-        o, lse = _attention_fp32(q, k, v, True, None)
-    return do, q, k, v, o.to(torch.bfloat16), lse, True, None
+        o, lse = _attention_fp32(q, k, v, causal, sm_scale)
+    return do, q, k, v, o.to(q.dtype), lse, causal, sm_scale
 
 
 def _bwd_fresh(bases, seed):
@@ -209,11 +212,7 @@ def _bwd_fresh(bases, seed):
     the grading process, on the device."""
     from autograder.fresh import jittered_args
 
-    do, q, k, v = jittered_args(bases[:4], seed)
-    o_dtype, causal, sm_scale = bases[4].dtype, bases[6], bases[7]
-    with torch.no_grad():
-        o, lse = _attention_fp32(q, k, v, causal, sm_scale)
-    return do, q, k, v, o.to(o_dtype), lse, causal, sm_scale
+    return _with_forward(*jittered_args(bases[:4], seed), *bases[6:])
 
 
 def _attention_fp32(q, k, v, causal, sm_scale):
