@@ -149,7 +149,7 @@ def _matmul_tma_persistent_body(
     HAS_BIAS: tl.constexpr, GELU: tl.constexpr, B_KMAJOR: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     EPILOGUE_SUBTILE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, NUM_SMS: tl.constexpr,
-    r_ptr=None, stride_rm=0, HAS_RESIDUAL: tl.constexpr = False,
+    r_ptr=None, stride_rm=0, HAS_RESIDUAL: tl.constexpr = False, FLATTEN: tl.constexpr = True,
 ):
     start = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -159,7 +159,7 @@ def _matmul_tma_persistent_body(
     # The epilogue recomputes its tile's coordinates from its own counter instead of reusing the main
     # loop's: after flattening, the loads of tile i+1 are issued while tile i's epilogue runs.
     tile_out = start - NUM_SMS
-    for tile_id in tl.range(start, num_tiles, NUM_SMS, flatten=True, warp_specialize=WARP_SPECIALIZE):
+    for tile_id in tl.range(start, num_tiles, NUM_SMS, flatten=FLATTEN, warp_specialize=WARP_SPECIALIZE):
         pid_m, pid_n = _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
@@ -319,7 +319,10 @@ def _residual_args(residual) -> dict:
     return {"r_ptr": residual, "stride_rm": residual.stride(0), "HAS_RESIDUAL": True}
 
 
-def _launch_tma(a, b, c, bias, gelu: bool, warp_specialize: bool | None = None, residual=None) -> None:
+def _launch_tma(a, b, c, bias, gelu: bool, warp_specialize: bool | None = None, residual=None,
+                config: dict | None = None) -> None:
+    """The persistent TMA kernel, autotuned; or, with ``config`` (its meta-parameters and ``num_warps``,
+    ``num_stages``; tools.probe_matmul_configs), that one launch configuration."""
     M, K = a.shape
     N = b.shape[1]
     kmajor = b.stride(1) != 1  # b is weight.T: describe weight [N, K] and transpose tiles in the kernel
@@ -334,12 +337,16 @@ def _launch_tma(a, b, c, bias, gelu: bool, warp_specialize: bool | None = None, 
     def grid(meta):
         return (min(num_sms, triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)
 
-    _matmul_tma_persistent_kernel[grid](
-        a_desc, b_desc, c_desc, bias if bias is not None else c,
-        M, N, K,
-        HAS_BIAS=bias is not None, GELU=gelu, B_KMAJOR=kmajor, NUM_SMS=num_sms, WARP_SPECIALIZE=warp_specialize,
-        **_residual_args(residual),
-    )
+    args = (a_desc, b_desc, c_desc, bias if bias is not None else c, M, N, K)
+    flags = dict(HAS_BIAS=bias is not None, GELU=gelu, B_KMAJOR=kmajor, NUM_SMS=num_sms,
+                 WARP_SPECIALIZE=warp_specialize, **_residual_args(residual))
+    if config is None:
+        _matmul_tma_persistent_kernel[grid](*args, **flags)
+        return
+    meta = {"GROUP_M": 8, "EPILOGUE_SUBTILE": True, **config}
+    launch = {k: meta.pop(k) for k in ("num_warps", "num_stages") if k in meta}
+    _set_block_shapes({**meta, **flags, "a_desc": a_desc, "b_desc": b_desc, "c_desc": c_desc})
+    _matmul_tma_persistent_body[grid(meta)](*args, **flags, **meta, **launch)
 
 
 def _launch_pointer(a, b, c, bias, gelu: bool, kernel=None, residual=None) -> None:
@@ -361,11 +368,12 @@ def _launch_pointer(a, b, c, bias, gelu: bool, kernel=None, residual=None) -> No
 
 def _launch(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, gelu: bool,
             kernel: str | None = None, warp_specialize: bool | None = None,
-            residual: torch.Tensor | None = None) -> torch.Tensor:
+            residual: torch.Tensor | None = None, config: dict | None = None) -> torch.Tensor:
     """C = epilogue(a @ b) [+ residual] for 2-D a [M, K], b [K, N] of any strides (residual [M, N]); C is a
     fresh contiguous [M, N].
 
     ``kernel`` forces "tma" or "pointer" (tests and benchmarks); by default :func:`_pick_kernel` decides.
+    ``config`` launches the TMA kernel with that one configuration instead of autotuning (probes).
     """
     M, K = a.shape
     N = b.shape[1]
@@ -383,7 +391,7 @@ def _launch(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, gelu: b
     if residual is not None and residual.stride(1) != 1:
         residual = residual.contiguous()
     if (kernel or _pick_kernel(a, b)) == "tma":
-        _launch_tma(a, b, c, bias, gelu, warp_specialize, residual)
+        _launch_tma(a, b, c, bias, gelu, warp_specialize, residual, config)
     else:
         _launch_pointer(a, b, c, bias, gelu, residual=residual)
     return c
@@ -425,13 +433,15 @@ def matmul_untuned(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def linear_bias_gelu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, *,
-                     kernel: str | None = None, warp_specialize: bool | None = None) -> torch.Tensor:
+                     kernel: str | None = None, warp_specialize: bool | None = None,
+                     config: dict | None = None) -> torch.Tensor:
     """``gelu_tanh(x @ weight.T + bias)``; x ``[..., K]``, weight ``[N, K]``, bias ``[N]``; one launch.
 
     ``weight.T`` is passed as a strided view (no copy): the TMA kernel describes ``weight`` itself and
     transposes each ``[BLOCK_N, BLOCK_K]`` tile in shared memory (free for wgmma); the pointer kernel reads
     B tiles along K, weight's contiguous dimension. ``kernel`` forces a path ("tma" or "pointer") and
-    ``warp_specialize`` the TMA kernel's loop attribute, for benchmarks and tests.
+    ``warp_specialize`` the TMA kernel's loop attribute, for benchmarks and tests; ``config`` one launch
+    configuration of the TMA kernel (:func:`_launch_tma`).
     """
     if not isinstance(x, torch.Tensor) or x.dim() < 1:
         raise ValueError("x must be a tensor with at least one dimension [..., in_features]")
@@ -450,7 +460,7 @@ def linear_bias_gelu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, 
         raise ValueError("x, weight and bias must be on the same device")
     rows = math.prod(x.shape[:-1])
     x2 = x.reshape(rows, K)  # a view when it can be; strides are passed to the kernel either way
-    y = _launch(x2, weight.t(), bias, gelu=True, kernel=kernel, warp_specialize=warp_specialize)
+    y = _launch(x2, weight.t(), bias, gelu=True, kernel=kernel, warp_specialize=warp_specialize, config=config)
     return y.reshape(*x.shape[:-1], N)
 
 

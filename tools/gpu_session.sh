@@ -2,8 +2,8 @@
 # Named stages on a GPU machine, in one call from the repository root:
 #   bash tools/gpu_session.sh STAGE [STAGE ...]
 # Stages: env | kernel-tests | bench | bench-quick | bench-matmul | gpu-tests | notebooks | capstone | autograde | naive |
-#         autograder-check | sandbox | batch-throughput | probe-configs
-# OPS=a,b limits bench-quick to those ops; ASSIGNMENTS=05_layer_norm,... limits notebooks and autograde;
+#         autograder-check | sandbox | batch-throughput | probe-configs | probe-matmul
+# OPS=a,b limits bench and bench-quick to those ops; ASSIGNMENTS=05_layer_norm,... limits notebooks and autograde;
 # ONLY=label,... limits autograder-check to those submissions; AUTOGRADE_FLAGS=--no-execute grades without
 # executing the notebooks (calibration only). batch-throughput needs dask in .whl/ too:
 # bash ../shared/tools/gpu-wheels.sh "dask[distributed]==2026.8.0"
@@ -62,7 +62,7 @@ for stage in "$@"; do
         env) stage_env ;;
         kernel-tests) run_logged kernel-tests env COURSE_AUTOTUNE_MAX=${COURSE_AUTOTUNE_MAX:-2} python3 -m pytest -m gpu tests/test_kernels_*.py -q -p no:cacheprovider --timeout 600 ;;
         gpu-tests) run_logged gpu-tests python3 -m pytest -m gpu -q -p no:cacheprovider --timeout 600 ;;
-        bench) TAIL=120 run_logged bench python3 -m kernels_ref.bench --no-progress --json "$RES/bench.json" ;;
+        bench) TAIL=120 run_logged bench python3 -m kernels_ref.bench --no-progress ${OPS:+--ops "$OPS"} --json "$RES/bench.json" ;;
         bench-quick) TAIL=80 run_logged bench-quick python3 -m kernels_ref.bench --quick --no-progress ${OPS:+--ops "$OPS"} --json "$RES/bench-quick.json" ;;
         notebooks) run_logged notebooks python3 -m tools.execute_notebook --timeout 900 $(notebook_sources) ;;
         # 09 at full size: its measurements and the claims' verdicts in the log, the executed copy beside it.
@@ -79,6 +79,9 @@ for stage in "$@"; do
                       TAIL=60 run_logged bench-matmul python3 -m kernels_ref.bench --quick --no-progress --ops matmul,linear_bias_gelu --json "$RES/bench-matmul.json" ;;
         # The memory-bound kernels' launch configurations, each checked, then timed against a copy of the same bytes.
         probe-configs) TAIL=60 run_logged probe-configs python3 -m tools.probe_kernel_configs --json "$RES/probe-configs.json" ;;
+        # The fused GEMM's launch configurations (tile, stages, warps, epilogue, order, warp specialization),
+        # each checked, then timed against cuBLAS's bare matmul and eager.
+        probe-matmul) TAIL=70 run_logged probe-matmul python3 -m tools.probe_matmul_configs --json "$RES/probe-matmul.json" ;;
         autograder-check) TAIL=60 run_logged autograder-check python3 -m tools.gpu_autograder_check --out "$RES/autograder" ${ONLY:+--only "$ONLY"} ;;
         # The worker's sandbox on this machine: GPU and Triton inside it, what it refuses, start-up cost.
         # Without bubblewrap on the image, a bwrap binary carried in .whl/ (cp /usr/bin/bwrap .whl/) is used.

@@ -41,6 +41,7 @@ KINDS = (
     (r"(.*/)?summary\.json", "check"),         # tools/gpu_autograder_check.py: expectations and spreads
     (r"(.*/)?throughput\.json", "throughput"),  # tools/synthetic_class.py: a class graded on 1 and on N GPUs
     (r"probe-configs\.json", "probe"),         # tools/probe_kernel_configs.py: launch configurations timed
+    (r"probe-matmul\.json", "probe-matmul"),   # tools/probe_matmul_configs.py: the fused GEMM's configurations
     (r"(.*/)?grading-run\d+\.json", "grading"),  # tools/gpu_autograde.py: a notebook's grading, where its time went
     (r".*\.json", "grade"),                    # python -m autograder grade --json
     (r".*\.png", "plot"),
@@ -62,6 +63,8 @@ WHAT = {"bench": "python -m kernels_ref.bench --json", "calibration": "speedups 
         "score, speedup, feedback and where the seconds went",
         "probe": "tools/probe_kernel_configs.py: launch configurations of the memory-bound kernels, timed against "
                  "a copy of the same bytes",
+        "probe-matmul": "tools/probe_matmul_configs.py: launch configurations of the fused linear_bias_gelu, timed "
+                        "against cuBLAS's bare matmul and eager",
         "table": "a class report's scores per student and exercise", "page": "a class report's leaderboard",
         "other": "a file the run wrote"}
 

@@ -1,0 +1,31 @@
+"""tools/probe_matmul_configs: its variants' names, the choice of the best, and a clear refusal without a
+GPU that has TMA (the launch path it times, ``config=``, is checked in test_kernels_matmul.py)."""
+import course
+import pytest
+
+from tools import probe_matmul_configs as probe
+
+
+def test_variants_have_distinct_names():
+    params = [probe.tile_params(t) for t in probe.TILES]
+    params += [{**p, **k} for p in params for k in probe.KNOBS]
+    names = [probe._name(p) for p in params]
+    assert len(set(names)) == len(names)
+    assert probe._name(probe.tile_params(probe.TILES[0])) == "128x256x64 s3 w8 sub1 g8 flat1 ws0"
+
+
+def test_best_skips_a_variant_that_regresses_elsewhere():
+    def shape(label, **x_current):
+        rows = [{"variant": n, "params": {} if n == "current" else {"n": n}, "ms": 1 / x, "x_current": x}
+                for n, x in sorted(x_current.items(), key=lambda item: -item[1])]
+        return {"shape": label, "rows": rows}
+
+    head = shape("big", current=1.0, fast=1.5, faster=2.0)
+    assert probe.best(head, [shape("small", current=1.0, fast=1.0, faster=0.9)])["variant"] == "fast"
+    assert probe.best(head, [shape("small", current=1.0, fast=0.5, faster=0.9)])["variant"] == "current"
+
+
+@pytest.mark.skipif(course.ON_GPU, reason="on a GPU the probe runs")
+def test_refuses_without_a_tma_gpu(capsys):
+    assert probe.main([]) == 2
+    assert "needs a GPU with TMA" in capsys.readouterr().out
