@@ -33,9 +33,9 @@ Two kernels, one choice (:func:`_pick_kernel`):
   (a one-tile-per-program grid pays each tile's prologue and epilogue in full: at 16384x4096x4096 a
   128x256 tile has 64 K steps, and the un-overlapped epilogue cost ~20% against cuBLAS). Operands come
   through TMA tensor descriptors (the copy engine moves whole tiles into shared memory, out-of-range rows
-  and the K tail read as zeros, so the kernel has no masks); the epilogue runs in two ``BLOCK_N / 2``
-  halves (``EPILOGUE_SUBTILE``), fewer live registers and the first half's TMA store under way while the
-  second is computed. ``WARP_SPECIALIZE`` asks the compiler to give loads and MMAs their own warps: on
+  and the K tail read as zeros, so the kernel has no masks); the epilogue can run in two ``BLOCK_N / 2``
+  halves (``EPILOGUE_SUBTILE``: fewer live registers, a smaller staging tile, the first half's TMA store
+  under way while the second is computed), which the autotuner weighs against storing the whole tile. ``WARP_SPECIALIZE`` asks the compiler to give loads and MMAs their own warps: on
   by default on Blackwell, where the tutorial's kernels gain from it; on Hopper triton 3.6 leaves this
   kernel unpartitioned (identical PTX with it on or off, checked by compiling for sm_90a), so it is off.
 ``_matmul_kernel``: one program per tile, pointer loads, masks: any strides, any dtype, and the kernel
@@ -132,10 +132,15 @@ def _tma_configs():
     128x256x64 is 48 KB a stage (3 stages 144 KB, 4 stages 192 KB) + 32 KB; 128x128x64 is 32 KB a stage.
     8 warps = two warpgroups, each holding half of the fp32 accumulator: 128x256 is 128 registers per
     thread for the accumulator alone (ptxas: 180 in all with bias + GELU, no spills; triton 3.6, sm_90a).
-    The first config is the likely winner (``COURSE_AUTOTUNE_MAX=2`` keeps it and the last).
+    The first config is the likely winner (``COURSE_AUTOTUNE_MAX=2`` keeps it and the last): in
+    ``tools.probe_matmul_configs`` on an H100 and an H200 (results/*-2026-11-23/probe-matmul.log) a whole
+    128x256 tile stored at once (no sub-tiling: its 64 KB staging tile leaves room for 3 stages, not 4) and
+    GROUP_M 16 ran fastest at 16384x4096x4096 and at the two other shapes probed, 3-5% ahead of the
+    sub-tiled 3-stage config that autotuning used to pick.
     """
-    return [_tma_config(bm, bn, bk, stages)
-            for bm, bn, bk, stages in [(128, 256, 64, 3), (128, 128, 64, 4), (128, 256, 64, 4), (128, 128, 64, 3)]]
+    return [_tma_config(bm, bn, bk, stages, subtile=subtile, group_m=group_m)
+            for bm, bn, bk, stages, subtile, group_m in [(128, 256, 64, 3, False, 16), (128, 256, 64, 4, True, 16),
+                                                         (128, 128, 64, 4, True, 8), (128, 128, 64, 3, True, 8)]]
 
 
 # Under the interpreter (tests force this path to check its indexing): 16x32x16 tiles, a 2-row group.
@@ -150,6 +155,7 @@ def _matmul_tma_persistent_body(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     EPILOGUE_SUBTILE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, NUM_SMS: tl.constexpr,
     r_ptr=None, stride_rm=0, HAS_RESIDUAL: tl.constexpr = False, FLATTEN: tl.constexpr = True,
+    c_ptr=None, stride_cm=0, TMA_STORE: tl.constexpr = True,
 ):
     start = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -177,7 +183,13 @@ def _matmul_tma_persistent_body(
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
         offs_m = off_m + tl.arange(0, BLOCK_M)
-        if EPILOGUE_SUBTILE:
+        if not TMA_STORE:
+            # Stored from registers (no shared-memory staging tile: that space can hold one more stage).
+            offs_n = off_n + tl.arange(0, BLOCK_N)
+            acc = _epilogue(acc, bias_ptr, offs_n, N, HAS_BIAS, GELU, r_ptr, offs_m, M, stride_rm, HAS_RESIDUAL)
+            c_ptrs = c_ptr + offs_m.to(tl.int64)[:, None] * stride_cm + offs_n[None, :]
+            tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+        elif EPILOGUE_SUBTILE:
             # [BM, BN] -> two [BM, BN/2] halves: half the epilogue's live registers, and the first
             # half's TMA store runs while the second half's bias + GELU are computed.
             halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
@@ -344,7 +356,9 @@ def _launch_tma(a, b, c, bias, gelu: bool, warp_specialize: bool | None = None, 
         _matmul_tma_persistent_kernel[grid](*args, **flags)
         return
     meta = {"GROUP_M": 8, "EPILOGUE_SUBTILE": True, **config}
-    launch = {k: meta.pop(k) for k in ("num_warps", "num_stages") if k in meta}
+    launch = {k: meta.pop(k) for k in ("num_warps", "num_stages", "num_ctas") if k in meta}
+    if not meta.get("TMA_STORE", True):
+        meta.update(c_ptr=c, stride_cm=c.stride(0))
     _set_block_shapes({**meta, **flags, "a_desc": a_desc, "b_desc": b_desc, "c_desc": c_desc})
     _matmul_tma_persistent_body[grid(meta)](*args, **flags, **meta, **launch)
 

@@ -39,12 +39,15 @@ TILES = [(128, 256, 64, 3, 8), (128, 256, 64, 4, 8), (256, 128, 64, 3, 8), (256,
          (128, 256, 128, 2, 8), (128, 128, 64, 4, 8), (128, 128, 64, 5, 4), (128, 128, 128, 3, 8),
          (128, 128, 64, 6, 8)]
 KNOBS = [{"EPILOGUE_SUBTILE": False}, {"GROUP_M": 4}, {"GROUP_M": 16}, {"GROUP_M": 32},
-         {"FLATTEN": False}, {"FLATTEN": False, "WARP_SPECIALIZE": True}]
+         {"FLATTEN": False}, {"FLATTEN": False, "WARP_SPECIALIZE": True},
+         {"TMA_STORE": False}, {"TMA_STORE": False, "GROUP_M": 16}, {"EPILOGUE_SUBTILE": False, "GROUP_M": 16},
+         {"num_ctas": 2}]
 
 
 def _name(p: dict) -> str:
     short = {"BLOCK_M": "", "BLOCK_N": "x", "BLOCK_K": "x", "num_stages": " s", "num_warps": " w",
-             "EPILOGUE_SUBTILE": " sub", "GROUP_M": " g", "FLATTEN": " flat", "WARP_SPECIALIZE": " ws"}
+             "EPILOGUE_SUBTILE": " sub", "GROUP_M": " g", "FLATTEN": " flat", "WARP_SPECIALIZE": " ws",
+             "TMA_STORE": " tmastore", "num_ctas": " ctas"}
     return "".join(f"{short[k]}{int(v) if isinstance(v, bool) else v}" for k, v in p.items() if k in short)
 
 
@@ -140,6 +143,33 @@ def best(head: dict, others: list[dict]) -> dict:
     return {**row(head, "current"), "elsewhere_x_current": {}}
 
 
+def host_cost(fns: dict, inputs, calls: int = 50) -> dict:
+    """CPU microseconds per launch of each function (no synchronization between calls), and the Python
+    functions where the current launcher spends them (cProfile, cumulative): when a launch costs more CPU
+    time than the protocol's L2 flush takes on the GPU, the device waits for it and the timing includes it."""
+    import cProfile
+    import io
+    import pstats
+
+    cost = {}
+    for name, fn in fns.items():
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn(*inputs)
+        cost[name] = (time.perf_counter() - t0) / calls * 1e6
+        torch.cuda.synchronize()
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(calls):
+        fns["current"](*inputs)
+    profile.disable()
+    torch.cuda.synchronize()
+    text = io.StringIO()
+    pstats.Stats(profile, stream=text).sort_stats("cumulative").print_stats(12)
+    return {"us_per_call": cost, "current_profile": text.getvalue()}
+
+
 def run(quick: bool, reps: int, log=print) -> dict:
     tiles = TILES[:3] if quick else TILES
     t0 = time.perf_counter()
@@ -149,7 +179,13 @@ def run(quick: bool, reps: int, log=print) -> dict:
     round2 = probe(HEADLINE, seeds + [{**p, **k} for p in seeds for k in knobs], reps, log)
     carried = fastest(round2, TOP)
     others = [probe(shape, carried, reps, log) for shape in OTHER_SHAPES]
-    return {"rounds": [round1, round2], "others": others, "best": best(round2, others),
+    chosen = best(round2, others)
+    host = host_cost({"current": mm.linear_bias_gelu, "best": variant(chosen["params"]) if chosen["params"]
+                      else mm.linear_bias_gelu, "cublas_matmul_only": baselines()["cublas_matmul_only"]},
+                     inputs_of(*HEADLINE))
+    log("CPU us per launch: " + ", ".join(f"{k} {v:.1f}" for k, v in host["us_per_call"].items()))
+    log(host["current_profile"])
+    return {"rounds": [round1, round2], "others": others, "best": chosen, "host": host,
             "seconds": time.perf_counter() - t0}
 
 
