@@ -61,8 +61,10 @@ from course.triton_compat import autotune, dot
 from kernels_ref._triton_math import gelu_tanh
 from kernels_ref._validate import cuda_sm_count
 
-# Device-side TMA descriptors (tl.make_tensor_descriptor with a scratch allocator): triton >= 3.4.
-_HAS_TMA = hasattr(tl, "make_tensor_descriptor") and hasattr(triton, "set_allocator")
+try:  # host-side TMA descriptors: triton >= 3.4
+    from triton.tools.tensor_descriptor import TensorDescriptor
+except ImportError:  # pragma: no cover - older triton: the pointer kernel does everything
+    TensorDescriptor = None
 
 _SUPPORTED = (torch.float16, torch.bfloat16, torch.float32)
 
@@ -109,9 +111,17 @@ def _epilogue(acc, bias_ptr, offs_n, N, HAS_BIAS: tl.constexpr, GELU: tl.constex
 # The fast path: persistent, TMA descriptors, sub-tiled epilogue (Hopper and newer)
 # --------------------------------------------------------------------------------------------------
 
+def _set_block_shapes(nargs):
+    """Autotune pre-hook: the descriptors' block shapes follow the config being launched."""
+    bm, bn, bk = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_K"]
+    nargs["a_desc"].block_shape = [bm, bk]
+    nargs["b_desc"].block_shape = [bn, bk] if nargs["B_KMAJOR"] else [bk, bn]
+    nargs["c_desc"].block_shape = [bm, bn // 2] if nargs["EPILOGUE_SUBTILE"] else [bm, bn]
+
+
 def _tma_config(bm, bn, bk, stages, warps=8, subtile=True, group_m=8):
     meta = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m, "EPILOGUE_SUBTILE": subtile}
-    return triton.Config(meta, num_warps=warps, num_stages=stages)
+    return triton.Config(meta, num_warps=warps, num_stages=stages, pre_hook=_set_block_shapes)
 
 
 def _tma_configs():
@@ -139,31 +149,14 @@ _TMA_INTERPRET_CONFIG = _tma_config(16, 32, 16, 1, warps=4, group_m=2)
 
 @triton.jit
 def _matmul_tma_persistent_body(
-    a_ptr, b_ptr, c_ptr, bias_ptr,
-    M, N, K, stride_am, stride_b, stride_cm,
+    a_desc, b_desc, c_desc, bias_ptr,
+    M, N, K,
     HAS_BIAS: tl.constexpr, GELU: tl.constexpr, B_KMAJOR: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     EPILOGUE_SUBTILE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, NUM_SMS: tl.constexpr,
     r_ptr=None, stride_rm=0, HAS_RESIDUAL: tl.constexpr = False, FLATTEN: tl.constexpr = True,
-    TMA_STORE: tl.constexpr = True,
+    c_ptr=None, stride_cm=0, TMA_STORE: tl.constexpr = True,
 ):
-    # The TMA descriptors are made here, on the device, from plain pointers and strides: host-side
-    # descriptors cost the CPU ~100-170 us a launch (Triton encodes each one per call), more than the GPU
-    # takes to run a 256 MiB L2 flush, so a timed call waited on its own launch
-    # (results/*-2026-11-23/matmul-launch-cost.md). Inner strides are 1 (_tma_operand checked it).
-    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[stride_am, 1], block_shape=[BLOCK_M, BLOCK_K])
-    if B_KMAJOR:  # weight [N, K]: the nn.Linear layout
-        b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[stride_b, 1],
-                                           block_shape=[BLOCK_N, BLOCK_K])
-    else:         # b [K, N] row-major
-        b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[stride_b, 1],
-                                           block_shape=[BLOCK_K, BLOCK_N])
-    if EPILOGUE_SUBTILE:
-        c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[stride_cm, 1],
-                                           block_shape=[BLOCK_M, BLOCK_N // 2])
-    else:
-        c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[stride_cm, 1],
-                                           block_shape=[BLOCK_M, BLOCK_N])
     start = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -180,9 +173,9 @@ def _matmul_tma_persistent_body(
         for ki in range(k_steps):
             off_k = ki * BLOCK_K
             a = a_desc.load([off_m, off_k])          # [BLOCK_M, BLOCK_K]; rows >= M and k >= K read 0
-            if B_KMAJOR:
+            if B_KMAJOR:                              # weight [N, K]: the nn.Linear layout
                 acc = dot(a, b_desc.load([off_n, off_k]).T, acc)
-            else:
+            else:                                     # b [K, N] row-major
                 acc = dot(a, b_desc.load([off_k, off_n]), acc)
 
         tile_out += NUM_SMS
@@ -203,14 +196,14 @@ def _matmul_tma_persistent_body(
             acc0, acc1 = tl.split(halves)
             offs0 = off_n + tl.arange(0, BLOCK_N // 2)
             acc0 = _epilogue(acc0, bias_ptr, offs0, N, HAS_BIAS, GELU, r_ptr, offs_m, M, stride_rm, HAS_RESIDUAL)
-            c_desc.store([off_m, off_n], acc0.to(c_ptr.dtype.element_ty))   # TMA clips rows >= M, columns >= N
+            c_desc.store([off_m, off_n], acc0.to(c_desc.dtype))   # TMA clips rows >= M, columns >= N
             acc1 = _epilogue(acc1, bias_ptr, offs0 + BLOCK_N // 2, N, HAS_BIAS, GELU, r_ptr, offs_m, M, stride_rm,
                              HAS_RESIDUAL)
-            c_desc.store([off_m, off_n + BLOCK_N // 2], acc1.to(c_ptr.dtype.element_ty))
+            c_desc.store([off_m, off_n + BLOCK_N // 2], acc1.to(c_desc.dtype))
         else:
             acc = _epilogue(acc, bias_ptr, off_n + tl.arange(0, BLOCK_N), N, HAS_BIAS, GELU, r_ptr, offs_m, M,
                             stride_rm, HAS_RESIDUAL)
-            c_desc.store([off_m, off_n], acc.to(c_ptr.dtype.element_ty))
+            c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
 
 
 _matmul_tma_persistent_kernel = autotune(_tma_configs(), key=["M", "N", "K", "HAS_BIAS", "GELU", "B_KMAJOR", "WARP_SPECIALIZE",
@@ -322,7 +315,7 @@ def _pick_kernel(a: torch.Tensor, b: torch.Tensor) -> str:
     elements), a row-major ``a``, ``b`` row-major or a transposed view of a row-major ``[N, K]`` weight,
     and 16-byte aligned rows (K and N multiples of 8). Everything else takes the pointer kernel.
     """
-    if INTERPRET or not _HAS_TMA or a.device.type != "cuda":
+    if INTERPRET or TensorDescriptor is None or a.device.type != "cuda":
         return "pointer"
     if torch.cuda.get_device_capability(a.device)[0] < 9 or a.dtype not in (torch.float16, torch.bfloat16):
         return "pointer"
@@ -338,11 +331,6 @@ def _residual_args(residual) -> dict:
     return {"r_ptr": residual, "stride_rm": residual.stride(0), "HAS_RESIDUAL": True}
 
 
-def _tma_scratch(size: int, alignment: int, stream) -> torch.Tensor:
-    """Global memory for the descriptors the TMA kernel makes on the device (128 bytes each)."""
-    return torch.empty(size, dtype=torch.int8, device="cuda")
-
-
 def _launch_tma(a, b, c, bias, gelu: bool, warp_specialize: bool | None = None, residual=None,
                 config: dict | None = None) -> None:
     """The persistent TMA kernel, autotuned; or, with ``config`` (its meta-parameters and ``num_warps``,
@@ -350,17 +338,18 @@ def _launch_tma(a, b, c, bias, gelu: bool, warp_specialize: bool | None = None, 
     M, K = a.shape
     N = b.shape[1]
     kmajor = b.stride(1) != 1  # b is weight.T: describe weight [N, K] and transpose tiles in the kernel
-    b_rows = b.t() if kmajor else b
+    dummy = [16, 16]  # replaced by the pre-hook with the launched config's block shapes
+    a_desc = TensorDescriptor.from_tensor(a, dummy)
+    b_desc = TensorDescriptor.from_tensor(b.t() if kmajor else b, dummy)
+    c_desc = TensorDescriptor.from_tensor(c, dummy)
     num_sms = cuda_sm_count(a.device)
     if warp_specialize is None:
         warp_specialize = a.device.type == "cuda" and torch.cuda.get_device_capability(a.device)[0] >= 10
-    if not INTERPRET:
-        triton.set_allocator(_tma_scratch)  # device-side descriptors need scratch; cheap to set per call
 
     def grid(meta):
         return (min(num_sms, triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)
 
-    args = (a, b_rows, c, bias if bias is not None else c, M, N, K, a.stride(0), b_rows.stride(0), c.stride(0))
+    args = (a_desc, b_desc, c_desc, bias if bias is not None else c, M, N, K)
     flags = dict(HAS_BIAS=bias is not None, GELU=gelu, B_KMAJOR=kmajor, NUM_SMS=num_sms,
                  WARP_SPECIALIZE=warp_specialize, **_residual_args(residual))
     if config is None:
@@ -368,6 +357,9 @@ def _launch_tma(a, b, c, bias, gelu: bool, warp_specialize: bool | None = None, 
         return
     meta = {"GROUP_M": 8, "EPILOGUE_SUBTILE": True, **config}
     launch = {k: meta.pop(k) for k in ("num_warps", "num_stages", "num_ctas") if k in meta}
+    if not meta.get("TMA_STORE", True):
+        meta.update(c_ptr=c, stride_cm=c.stride(0))
+    _set_block_shapes({**meta, **flags, "a_desc": a_desc, "b_desc": b_desc, "c_desc": c_desc})
     _matmul_tma_persistent_body[grid(meta)](*args, **flags, **meta, **launch)
 
 

@@ -207,15 +207,20 @@ def test_untuned_matmul_is_correct():
 def test_tma_kernel_compiles_for_hopper_without_spills():
     # The fast path's first config, compiled for sm_90a here without a GPU (course.aot): the fused
     # 128x256 epilogue must not spill and the operand ring + store staging must fit in 227 KB.
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
     from course.aot import resource_usage
     from kernels_ref import matmul as mm
 
     M, N, K = 16384, 4096, 4096
     x, w, c = (torch.empty(s, dtype=torch.bfloat16) for s in [(M, K), (N, K), (M, N)])
     cfg = mm._tma_configs()[0]
-    usage = resource_usage(mm._matmul_tma_persistent_body, x, w, c, torch.empty(N, dtype=torch.bfloat16), M, N, K,
-                           K, K, N, HAS_BIAS=True, GELU=True, B_KMAJOR=True, NUM_SMS=132, WARP_SPECIALIZE=False,
-                           num_warps=cfg.num_warps, num_stages=cfg.num_stages, **cfg.kwargs)
+    meta = dict(cfg.kwargs)
+    descs = [TensorDescriptor.from_tensor(t, [16, 16]) for t in (x, w, c)]
+    mm._set_block_shapes({"a_desc": descs[0], "b_desc": descs[1], "c_desc": descs[2], "B_KMAJOR": True, **meta})
+    usage = resource_usage(mm._matmul_tma_persistent_body, *descs, torch.empty(N, dtype=torch.bfloat16), M, N, K,
+                           HAS_BIAS=True, GELU=True, B_KMAJOR=True, NUM_SMS=132, WARP_SPECIALIZE=False,
+                           num_warps=cfg.num_warps, num_stages=cfg.num_stages, **meta)
     assert usage["n_spills"] == 0 and usage["n_regs"] <= 255, usage
     assert usage["shared"] <= 227 * 1024, usage
 
