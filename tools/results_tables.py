@@ -88,8 +88,10 @@ def bench_row(row: dict, case_rows: list[dict], companions: list[dict]) -> list[
         rate = f"{row['peak_bytes'] / 2**20:.0f} MiB peak"
     elif row["gbps"] is not None:
         rate = f"{row['gbps']:.0f} GB/s"
-    else:
+    elif row["tflops"] is not None:
         rate = f"{row['tflops']:.0f} TFLOP/s"
+    else:  # not timed: its outputs were wrong (the goals column says so)
+        rate = "not timed" if row.get("correct", True) else "wrong, not timed"
     suffix = "x less memory" if memory else "x"
     speedup = row["speedup"]
     extras = []
