@@ -103,38 +103,82 @@ def _layer_norm_fwd_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, M, N,
         tl.store(rstd_ptr + rows, rstd, mask=row_ok)
 
 
-@autotune(configs=_row_configs(), key=["N", "BLOCK_M", "BLOCK_N"], fallback=triton.Config({}, num_warps=4))
+@triton.jit
+def _row_grad(x, dy, w, mean, rstd, c1, c2):
+    """xhat and dx of a block of rows (or of a column chunk of them), given c1 = mean(g * xhat) and
+    c2 = mean(g) over each whole row, g = dy * w."""
+    xhat = (x - mean[:, None]) * rstd[:, None]
+    dx = rstd[:, None] * (dy * w[None, :] - xhat * c1[:, None] - c2[:, None])
+    return xhat, dx
+
+
+@autotune(configs=_row_configs(), key=["N", "BLOCK_M", "BLOCK_N", "SPLIT"], fallback=triton.Config({}, num_warps=4))
 @triton.jit
 def _layer_norm_bwd_dx_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_ptr, db_part_ptr,
                               M, N, stride_dym, stride_xm, stride_dxm, stride_pm,
-                              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    pid = tl.program_id(0)
-    n_programs = tl.num_programs(0)
-    cols = tl.arange(0, BLOCK_N)
+                              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT: tl.constexpr = 1):
+    # SPLIT programs share each row block: program (g, s) sums the whole rows for c1, c2 chunk by chunk,
+    # then computes dx and accumulates dweight, dbias for its own BLOCK_N / SPLIT columns only. A wide row
+    # (16384 columns) no longer has to sit whole in one program's registers next to two row-sized
+    # accumulators (which spilled), and the SPLIT programs of a row block are neighbours in launch order,
+    # so the row's second and third reads hit L2.
+    COLS: tl.constexpr = BLOCK_N // SPLIT
+    pid = tl.program_id(0) // SPLIT
+    part = tl.program_id(0) % SPLIT
+    n_programs = tl.num_programs(0) // SPLIT
+    cols = part * COLS + tl.arange(0, COLS)
     col_ok = cols < N
     w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
-    dw_acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
-    db_acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+    dw_acc = tl.zeros([BLOCK_M, COLS], tl.float32)
+    db_acc = tl.zeros([BLOCK_M, COLS], tl.float32)
     # Persistent: this program owns row blocks pid, pid + G, pid + 2G, ... and one row of partial sums.
     for start in range(pid * BLOCK_M, M, n_programs * BLOCK_M):
         rows = start + tl.arange(0, BLOCK_M)
         row_ok = rows < M
-        mask = row_ok[:, None] & col_ok[None, :]
         rows64 = rows.to(tl.int64)
-        x = tl.load(x_ptr + rows64[:, None] * stride_xm + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-        dy = tl.load(dy_ptr + rows64[:, None] * stride_dym + cols[None, :], mask=mask, other=0.0).to(tl.float32)
         mean = tl.load(mean_ptr + rows, mask=row_ok, other=0.0)
         rstd = tl.load(rstd_ptr + rows, mask=row_ok, other=0.0)
-        xhat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
-        g = dy * w[None, :]
-        c1 = tl.sum(g * xhat, axis=1) / N
-        c2 = tl.sum(g, axis=1) / N
-        dx = rstd[:, None] * (g - xhat * c1[:, None] - c2[:, None])
+        if SPLIT == 1:  # the whole row is this program's: one read of x and dy
+            c1 = tl.zeros([BLOCK_M], tl.float32)
+            c2 = tl.zeros([BLOCK_M], tl.float32)
+        else:           # whole-row sums, a chunk at a time, before this program's own columns
+            c1, c2 = _row_sums(dy_ptr, x_ptr, w_ptr, mean, rstd, rows64, row_ok, N, stride_dym, stride_xm,
+                               BLOCK_M, COLS, SPLIT)
+        mask = row_ok[:, None] & col_ok[None, :]
+        x = tl.load(x_ptr + rows64[:, None] * stride_xm + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        dy = tl.load(dy_ptr + rows64[:, None] * stride_dym + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        if SPLIT == 1:
+            xhat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
+            g = dy * w[None, :]
+            c1 = tl.sum(g * xhat, axis=1) / N
+            c2 = tl.sum(g, axis=1) / N
+        xhat, dx = _row_grad(x, dy, w, mean, rstd, c1, c2)
+        xhat = tl.where(mask, xhat, 0.0)
         tl.store(dx_ptr + rows64[:, None] * stride_dxm + cols[None, :], dx.to(dx_ptr.dtype.element_ty), mask=mask)
         dw_acc += dy * xhat
         db_acc += dy
     tl.store(dw_part_ptr + pid * stride_pm + cols, tl.sum(dw_acc, axis=0), mask=col_ok)
     tl.store(db_part_ptr + pid * stride_pm + cols, tl.sum(db_acc, axis=0), mask=col_ok)
+
+
+@triton.jit
+def _row_sums(dy_ptr, x_ptr, w_ptr, mean, rstd, rows64, row_ok, N, stride_dym, stride_xm,
+              BLOCK_M: tl.constexpr, COLS: tl.constexpr, SPLIT: tl.constexpr):
+    """c1 = mean(g * xhat) and c2 = mean(g) over each whole row (g = dy * w), COLS columns at a time."""
+    c1 = tl.zeros([BLOCK_M], tl.float32)
+    c2 = tl.zeros([BLOCK_M], tl.float32)
+    for chunk in tl.static_range(SPLIT):
+        cols = chunk * COLS + tl.arange(0, COLS)
+        col_ok = cols < N
+        mask = row_ok[:, None] & col_ok[None, :]
+        x = tl.load(x_ptr + rows64[:, None] * stride_xm + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        dy = tl.load(dy_ptr + rows64[:, None] * stride_dym + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+        xhat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
+        g = dy * w[None, :]
+        c1 += tl.sum(g * xhat, axis=1)
+        c2 += tl.sum(g, axis=1)
+    return c1 / N, c2 / N
 
 
 @triton.jit
@@ -235,12 +279,20 @@ def _n_programs(x: torch.Tensor, M: int, BLOCK_M: int, per_sm: int | None = None
     return max(1, min(cuda_sm_count(x.device) * per_sm, triton.cdiv(M, BLOCK_M)))
 
 
+def _column_split(block_n: int) -> int:
+    """Programs sharing each row block in the backward: one per 8192 columns. At 16384 columns one program
+    held the row, dy, xhat and two row-wide fp32 accumulators, past the registers a thread can have, and
+    ran at 0.63x eager on an H200 (results/h200-2026-11-23/bench.log)."""
+    return max(1, block_n // 8192)
+
+
 def layer_norm_bwd(dy, x, weight, mean, rstd, *, config: dict | None = None):
     """Gradients of LayerNorm: (dx like x, dweight and dbias like weight), from forward's mean and rstd.
 
     ``config``: explicit launch parameters instead of the heuristics and the autotuner's choice
     (tools/probe_kernel_configs.py times them one by one): BLOCK_M (rows per step), num_warps, num_stages
-    and per_sm (programs per SM) for the row kernel; "one_sum" (default True) puts both partials in one
+    per_sm (programs per SM) and SPLIT (programs sharing a row block, each with its own columns) for the
+    row kernel; "one_sum" (default True) puts both partials in one
     [G, 2N] buffer summed by one launch, False in two; "sum": column_sum's config, or "torch" for torch.sum
     over G."""
     _check_x_w(x, weight)
@@ -258,13 +310,14 @@ def layer_norm_bwd(dy, x, weight, mean, rstd, *, config: dict | None = None):
     config = dict(config or {})
     one_sum, sum_config = config.pop("one_sum", True), config.pop("sum", None)
     BLOCK_M = config.pop("BLOCK_M", _rows_per_program(BLOCK_N, M))
-    G = _n_programs(x, M, BLOCK_M, config.pop("per_sm", None))
+    SPLIT = config.pop("SPLIT", _column_split(BLOCK_N))
+    G = max(1, _n_programs(x, M, BLOCK_M, config.pop("per_sm", None)) // SPLIT)
     # Partial sums: dw's in columns [0, N) of a row, db's in [N, 2N) with one_sum, else two [G, N] buffers.
     part = torch.empty((G, 2 * N) if one_sum else (2, G, N), dtype=torch.float32, device=x.device)
     dw_part, db_part = (part[:, :N], part[:, N:]) if one_sum else (part[0], part[1])
     kernel = _layer_norm_bwd_dx_kernel.fn if config else _layer_norm_bwd_dx_kernel  # .fn: beneath autotune
-    kernel[(G,)](dy, x, weight, mean, rstd, dx, dw_part, db_part, M, N, dy.stride(0), x.stride(0), dx.stride(0),
-                 dw_part.stride(0), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, **config)
+    kernel[(G * SPLIT,)](dy, x, weight, mean, rstd, dx, dw_part, db_part, M, N, dy.stride(0), x.stride(0),
+                         dx.stride(0), dw_part.stride(0), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, SPLIT=SPLIT, **config)
     sums = [p.sum(0).to(weight.dtype) if sum_config == "torch" else column_sum(p, weight.dtype, config=sum_config)
             for p in ((part,) if one_sum else (dw_part, db_part))]
     return (dx, sums[0][:N], sums[0][N:]) if one_sum else (dx, *sums)

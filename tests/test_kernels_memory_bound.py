@@ -174,6 +174,23 @@ def _autograd_ref(fn, x, params, dy):
     return y.detach(), [leaf.grad for leaf in leaves]
 
 
+@pytest.mark.parametrize("split", [2, 4])
+@pytest.mark.parametrize("M,N", [(37, 40), (9, 128), (70, 100)])
+def test_layer_norm_bwd_split_rows(M, N, split):
+    # Wide rows share each row block between SPLIT programs (16384 columns and more on a GPU): each sums the
+    # whole rows chunk by chunk, then owns BLOCK_N / SPLIT columns of dx, dweight and dbias. Forced here on
+    # small odd widths: the last chunk masked, one chunk entirely past N (N=40 at split 4: 16-column chunks).
+    dtype = torch.float32
+    x, dy = randn(M, N, dtype=dtype, scale=2) + 0.5, randn(M, N, dtype=dtype)
+    w, b = randn(N, dtype=dtype), randn(N, dtype=dtype)
+    _, (gx, gw, gb) = _autograd_ref(lambda x, w, b: layer_norm_torch(x, w, b, 1e-5), x, (w, b), dy)
+    _, mean, rstd = layer_norm_fwd(x, w, b, 1e-5)
+    dx, dw, db = layer_norm_bwd(dy, x, w, mean, rstd, config={"SPLIT": split})
+    assert_close(dx, gx, dtype, "dx")
+    assert_close(dw, gw, dtype, "dweight", sum_over_rows=True)
+    assert_close(db, gb, dtype, "dbias", sum_over_rows=True)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", SHAPES)
 def test_layer_norm_fwd_bwd(shape, dtype):
