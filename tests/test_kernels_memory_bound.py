@@ -364,6 +364,18 @@ def test_gpu_full_size_memory_bound(dtype):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("N", [16384, 32768, 50000])
+def test_gpu_layer_norm_bwd_wide_rows(N):
+    # Rows this wide take the split backward (SPLIT programs per row block; _column_split).
+    M, dtype = 2048, torch.bfloat16
+    x, dy, w, b = randn(M, N, dtype=dtype), randn(M, N, dtype=dtype), randn(N, dtype=dtype), randn(N, dtype=dtype)
+    _, mean, rstd = layer_norm_fwd(x, w, b, 1e-5)
+    _, (gx, gw, gb) = _autograd_ref(lambda x, w, b: layer_norm_torch(x, w, b, 1e-5), x, (w, b), dy)
+    for got, want, what in zip(layer_norm_bwd(dy, x, w, mean, rstd), (gx, gw, gb), ("dx", "dw", "db")):
+        assert_close(got, want, dtype, f"layer_norm {what}", sum_over_rows=what != "dx")
+
+
+@pytest.mark.gpu
 def test_gpu_linear_cross_entropy_memory():
     M, H, V = 4096, 2048, 128256
     x = randn(M, H, dtype=torch.bfloat16)
