@@ -1,5 +1,6 @@
-"""tools/probe_matmul_configs: its variants' names, the choice of the best, and a clear refusal without a
-GPU that has TMA (the launch path it times, ``config=``, is checked in test_kernels_matmul.py)."""
+"""tools/probe_matmul_configs and tools/matmul_launch_cost on a machine without a GPU: the probe's variant
+names, its choice of the best, and both tools' clear refusal (the launch path the probe times, ``config=``,
+is checked in test_kernels_matmul.py)."""
 import course
 import pytest
 
@@ -29,3 +30,11 @@ def test_best_skips_a_variant_that_regresses_elsewhere():
 def test_refuses_without_a_tma_gpu(capsys):
     assert probe.main([]) == 2
     assert "needs a GPU with TMA" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(course.ON_GPU, reason="on a GPU the tool runs")
+def test_launch_cost_refuses_without_a_gpu(capsys):
+    from tools import matmul_launch_cost
+
+    assert matmul_launch_cost.main() == 2
+    assert "needs a GPU" in capsys.readouterr().out

@@ -4,14 +4,23 @@
 
 The course's protocol (measure.timer) times flush + call + synchronize: while the GPU writes the 256 MiB
 flush buffer the CPU prepares the call, and a launch that takes the CPU longer than the flush takes the GPU
-leaves the device idle inside the timed window. The persistent TMA kernel's launch (three host tensor
-descriptors, the autotuner, Triton's launcher) costs far more CPU time than cuBLAS's. This prints, for the
-fused kernel, eager, cuBLAS's bare matmul and cuBLASLt's fused epilogue at 16384x4096x4096 bf16: the
-protocol's median; the protocol around a CUDA graph replay of the call (no launch preparation; cuBLAS may
-pick another algorithm inside a graph); 20 calls back to back (launches overlap the previous kernel; the
-GPU runs without pause, at the clocks its power limit allows under sustained load); and the CPU
-microseconds per launch.
+leaves the device idle inside the timed window. The persistent TMA kernel's launch costs far more CPU time
+than cuBLAS's. This prints, at 16384x4096x4096 bf16:
+
+1. for the fused kernel, eager, cuBLAS's bare matmul and cuBLASLt's fused epilogue: the protocol's median;
+   the protocol around a CUDA graph replay of the call (no launch preparation; cuBLAS may pick another
+   algorithm inside a graph); 20 calls back to back (launches overlap the previous kernel; the GPU runs
+   without pause, at the clocks its power limit allows under sustained load); CPU microseconds per launch;
+2. where the fused kernel's CPU microseconds go: each step of its launch path timed alone (the output's
+   allocation, the kernel choice, the three host descriptors, the autotuner's dispatch, Triton's launch of
+   the chosen config), beside a launch of the pointer kernel and of bias_gelu's simple kernel, then
+   cProfile's functions by their own time.
 """
+from __future__ import annotations
+
+import cProfile
+import io
+import pstats
 import statistics
 import sys
 import time
@@ -19,60 +28,145 @@ import time
 import torch
 
 import course
-from kernels_ref import matmul as mm
-from measure.timer import time_interleaved
-from tools.probe_matmul_configs import inputs_of
 
-if not course.ON_GPU:
-    print("tools.matmul_launch_cost needs a GPU")
-    sys.exit(2)
-args = inputs_of(16384, 4096, 4096)
-fns = {"triton": mm.linear_bias_gelu, "eager": mm.linear_bias_gelu_torch, "cublas_matmul_only": lambda x, w, b: x @ w.t(),
-       "addmm_gelu": mm.linear_bias_gelu_cublaslt}
-for f in fns.values():
-    f(*args)
-torch.cuda.synchronize()
-proto = time_interleaved(fns, args, reps=30, warmup=3)
+SHAPE = (16384, 4096, 4096)
 
-def back_to_back(fn, n=20):
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda.synchronize(); s.record()
-    for _ in range(n):
-        fn(*args)
-    e.record(); e.synchronize()
-    return s.elapsed_time(e) / n
 
-def host_us(fn, n=50):
-    torch.cuda.synchronize(); t0 = time.perf_counter()
-    for _ in range(n):
-        fn(*args)
-    t = (time.perf_counter() - t0) / n * 1e6
+def back_to_back(fn, args, n: int = 20) -> float:
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     torch.cuda.synchronize()
-    return t
-
-def graphed(fn):
-    g = torch.cuda.CUDAGraph()
-    s = torch.cuda.Stream(); s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
+    start.record()
+    for _ in range(n):
         fn(*args)
-    torch.cuda.current_stream().wait_stream(s)
-    with torch.cuda.graph(g):
-        fn(*args)
-    return lambda *a: g.replay()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / n
 
-b2b = {k: statistics.median(back_to_back(f) for _ in range(5)) for k, f in fns.items()}
-host = {k: host_us(f) for k, f in fns.items()}
-graphs = {}
-for k, f in fns.items():
-    try:
-        graphs[k] = graphed(f)
-    except Exception as exc:  # noqa: BLE001
-        print(k, "graph capture failed:", exc)
-gproto = time_interleaved(graphs, args, reps=30, warmup=3)
-print(course.describe())
-print(f"{'fn':<20}{'protocol ms':>12}{'graph+protocol':>15}{'back-to-back':>13}{'CPU us/launch':>14}")
-for k in fns:
-    print(f"{k:<20}{proto[k]:>12.4f}{gproto.get(k, float('nan')):>15.4f}{b2b[k]:>13.4f}{host[k]:>14.1f}")
-for name, d in (("protocol", proto), ("graph+protocol", gproto), ("back-to-back", b2b)):
-    if "triton" in d:
-        print(f"{name}: triton {d['eager'] / d['triton']:.3f}x eager, {d['cublas_matmul_only'] / d['triton']:.3f}x bare cuBLAS")
+
+def host_us(fn, args=(), n: int = 50) -> float:
+    """CPU microseconds per call, calls not synchronized (kernels queue behind each other)."""
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn(*args)
+    per_call = (time.perf_counter() - t0) / n * 1e6
+    torch.cuda.synchronize()
+    return per_call
+
+
+def graphed(fn, args):
+    graph = torch.cuda.CUDAGraph()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up outside the graph, as capture requires
+        fn(*args)
+    torch.cuda.current_stream().wait_stream(side)
+    with torch.cuda.graph(graph):
+        fn(*args)
+    return lambda *_: graph.replay()
+
+
+def compare_paths(fns: dict, args) -> dict:
+    from measure.timer import time_interleaved
+
+    for fn in fns.values():
+        fn(*args)
+    torch.cuda.synchronize()
+    proto = time_interleaved(fns, args, reps=30, warmup=3)
+    b2b = {k: statistics.median(back_to_back(f, args) for _ in range(5)) for k, f in fns.items()}
+    host = {k: host_us(f, args) for k, f in fns.items()}
+    graphs = {}
+    for k, f in fns.items():
+        try:
+            graphs[k] = graphed(f, args)
+        except Exception as exc:  # noqa: BLE001  (a call that cannot be captured is reported, not fatal)
+            print(f"{k}: graph capture failed: {exc}")
+    in_graph = time_interleaved(graphs, args, reps=30, warmup=3)
+    return {"protocol": proto, "graph+protocol": in_graph, "back-to-back": b2b, "cpu_us": host}
+
+
+def launch_steps(args) -> dict:
+    """CPU microseconds of each step of the fused kernel's launch path, and of two other Triton launches."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    from kernels_ref import bias_gelu as bg, matmul as mm
+    from kernels_ref._validate import cuda_sm_count
+
+    x, w, b = args
+    M, K = x.shape
+    N = w.shape[0]
+    c = torch.empty((M, N), device=x.device, dtype=x.dtype)
+    descs = [TensorDescriptor.from_tensor(t, [16, 16]) for t in (x, w, c)]
+    num_sms = cuda_sm_count(x.device)
+    flags = dict(HAS_BIAS=True, GELU=True, B_KMAJOR=True, NUM_SMS=num_sms, WARP_SPECIALIZE=False)
+    mm.linear_bias_gelu(*args)  # autotuned: the cache holds this shape's config
+    torch.cuda.synchronize()
+    config = mm._matmul_tma_persistent_kernel.best_config
+    meta = dict(config.kwargs)
+    mm._set_block_shapes({**meta, **flags, "a_desc": descs[0], "b_desc": descs[1], "c_desc": descs[2]})
+
+    def grid(m):
+        return (min(num_sms, -(-M // m["BLOCK_M"]) * -(-N // m["BLOCK_N"])),)
+
+    xb = torch.randn(M, N, device=x.device, dtype=x.dtype)
+    steps = {
+        "torch.empty of the output": lambda: torch.empty((M, N), device=x.device, dtype=x.dtype),
+        "_pick_kernel": lambda: mm._pick_kernel(x, w.t()),
+        "three TensorDescriptor.from_tensor": lambda: [TensorDescriptor.from_tensor(t, [16, 16]) for t in (x, w, c)],
+        "cuda_sm_count + get_device_capability": lambda: (cuda_sm_count(x.device),
+                                                          torch.cuda.get_device_capability(x.device)),
+        "autotuner dispatch + launch (descriptors ready)": lambda: mm._matmul_tma_persistent_kernel[grid](
+            *descs, b, M, N, K, **flags),
+        "jit launch of the chosen config": lambda: mm._matmul_tma_persistent_body[grid(meta)](
+            *descs, b, M, N, K, **flags, **meta, num_warps=config.num_warps, num_stages=config.num_stages),
+        "linear_bias_gelu (all of it)": lambda: mm.linear_bias_gelu(*args),
+        "linear_bias_gelu, pointer kernel": lambda: mm.linear_bias_gelu(*args, kernel="pointer"),
+        "bias_gelu (a simple Triton kernel)": lambda: bg.bias_gelu(xb, b),
+    }
+    for fn in steps.values():
+        fn()
+    torch.cuda.synchronize()
+    cost = {name: host_us(fn, n=100) for name, fn in steps.items()}
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(100):
+        mm.linear_bias_gelu(*args)
+    profile.disable()
+    torch.cuda.synchronize()
+    text = io.StringIO()
+    pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(20)
+    return {"config": str(config), "cpu_us": cost, "profile": text.getvalue()}
+
+
+def main() -> int:
+    if not course.ON_GPU:
+        print("tools.matmul_launch_cost needs a GPU")
+        return 2
+    from kernels_ref import matmul as mm
+    from tools.probe_matmul_configs import inputs_of
+
+    args = inputs_of(*SHAPE)
+    fns = {"triton": mm.linear_bias_gelu, "eager": mm.linear_bias_gelu_torch,
+           "cublas_matmul_only": lambda x, w, b: x @ w.t(), "addmm_gelu": mm.linear_bias_gelu_cublaslt}
+    paths = compare_paths(fns, args)
+    print(course.describe())
+    print(f"{'fn':<20}{'protocol ms':>12}{'graph+protocol':>15}{'back-to-back':>13}{'CPU us/launch':>14}")
+    for k in fns:
+        print(f"{k:<20}{paths['protocol'][k]:>12.4f}{paths['graph+protocol'].get(k, float('nan')):>15.4f}"
+              f"{paths['back-to-back'][k]:>13.4f}{paths['cpu_us'][k]:>14.1f}")
+    for name in ("protocol", "graph+protocol", "back-to-back"):
+        d = paths[name]
+        if "triton" in d:
+            print(f"{name}: triton {d['eager'] / d['triton']:.3f}x eager, "
+                  f"{d['cublas_matmul_only'] / d['triton']:.3f}x bare cuBLAS")
+    steps = launch_steps(args)
+    print(f"\nCPU microseconds per call, each step of the fused kernel's launch alone (config {steps['config']}):")
+    for name, us in steps["cpu_us"].items():
+        print(f"  {name:<50}{us:>8.1f}")
+    print("\ncProfile of 100 calls of linear_bias_gelu, by own time:")
+    print(steps["profile"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
