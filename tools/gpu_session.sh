@@ -2,7 +2,7 @@
 # Named stages on a GPU machine, in one call from the repository root:
 #   bash tools/gpu_session.sh STAGE [STAGE ...]
 # Stages: env | kernel-tests | bench | bench-quick | bench-matmul | gpu-tests | notebooks | capstone | autograde | naive |
-#         autograder-check | sandbox | batch-throughput | probe-configs | probe-matmul
+#         autograder-check | sandbox | batch-throughput | probe-configs | probe-matmul | launch-cost
 # OPS=a,b limits bench and bench-quick to those ops; ASSIGNMENTS=05_layer_norm,... limits notebooks and autograde;
 # ONLY=label,... limits autograder-check to those submissions; AUTOGRADE_FLAGS=--no-execute grades without
 # executing the notebooks (calibration only). batch-throughput needs dask in .whl/ too:
@@ -82,6 +82,8 @@ for stage in "$@"; do
         # The fused GEMM's launch configurations (tile, stages, warps, epilogue, order, warp specialization),
         # each checked, then timed against cuBLAS's bare matmul and eager.
         probe-matmul) TAIL=70 run_logged probe-matmul python3 -m tools.probe_matmul_configs --json "$RES/probe-matmul.json" ;;
+        # Where the fused GEMM's timed cost goes: its launch on the CPU against the flush, step by step.
+        launch-cost) TAIL=60 run_logged matmul-launch-cost python3 -m tools.matmul_launch_cost ;;
         autograder-check) TAIL=60 run_logged autograder-check python3 -m tools.gpu_autograder_check --out "$RES/autograder" ${ONLY:+--only "$ONLY"} ;;
         # The worker's sandbox on this machine: GPU and Triton inside it, what it refuses, start-up cost.
         # Without bubblewrap on the image, a bwrap binary carried in .whl/ (cp /usr/bin/bwrap .whl/) is used.
