@@ -11,7 +11,10 @@ Bytes: read x, dy, write dx (3*M*N*s) + partials. The column sums are the hard p
 fixed number of programs G (a few per SM), each walking rows pid, pid+G, ... and accumulating its own
 fp32 partial sums of dy*xhat and dy in registers, written once to a [G, N] buffer; kernel 2 sums the G
 partials per column. Deterministic (no atomics), and the partial buffer (2*G*N*4 bytes) is tiny next
-to the M*N traffic. FLOPs: ~10 per element forward, ~15 backward: memory-bound.
+to the M*N traffic. FLOPs: ~10 per element forward, ~15 backward: memory-bound. Rows of 16384 columns
+and more are shared by SPLIT programs (``_column_split``): each sums the whole rows for mean(g * xhat)
+and mean(g) a chunk at a time, then owns BLOCK_N / SPLIT columns of dx and of the partial sums; the row is
+read SPLIT + 1 times, the repeats from L2, instead of spilling two row-wide accumulators.
 
 Fused with an activation (``layer_norm_gelu``, inference): the same forward kernel with a GELU epilogue
 (a ``tl.constexpr`` flag) and no statistics stored: read x, write y, nothing else; eager PyTorch runs
