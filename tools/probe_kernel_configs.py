@@ -8,7 +8,7 @@ groups, and the second reduction step) is first checked against float64 on the h
 16384x4096 (measure.tolerance), then all correct ones are timed together by the course's protocol
 (measure.timer: interleaved medians, L2 flushed), beside a torch copy of the same bytes, eager PyTorch
 and the current kernel (its heuristics and its autotuner). The fastest few are then checked and timed on
-4096x4096 and 16384x1024: the best variant is the fastest on the headline shape that is nowhere slower
+4096x4096, 16384x1024 and 4096x16384: the best variant is the fastest on the headline shape that is nowhere slower
 than the current kernel (within 2%). Prints a table per op, the best variants last; --json writes every
 number with the machine (tools.results). A few minutes on a GPU; on the CPU (the interpreter) it checks
 every variant on tiny shapes, and its times are the interpreter's.
@@ -37,7 +37,7 @@ from measure.timer import time_interleaved
 from measure.tolerance import compare
 
 OPS = ("bias_gelu", "softmax", "layer_norm_bwd")
-GPU_SHAPES = ((16384, 4096), (4096, 4096), (16384, 1024))  # the headline shape first
+GPU_SHAPES = ((16384, 4096), (4096, 4096), (16384, 1024), (4096, 16384))  # the headline shape first
 CPU_SHAPES = ((40, 96), (16, 64), (33, 32))                 # the interpreter: tiny, and not powers of two
 TOP = 4                 # variants, besides the current kernel, carried to the other shapes
 NO_REGRESSION = 0.98    # on every other shape the best runs at >= this fraction of the current kernel's speed
@@ -215,13 +215,16 @@ def softmax_variants(quick: bool) -> list[Variant]:
 def layer_norm_bwd_variants(quick: bool) -> list[Variant]:
     out = []
 
-    def ref(elems=4096, num_warps=8, num_stages=2, per_sm=4, one_sum=False, sum=None):
+    def ref(elems=4096, num_warps=8, num_stages=2, per_sm=4, one_sum=False, sum=None, SPLIT=None):
         p = {"elems": elems, "num_warps": num_warps, "num_stages": num_stages, "per_sm": per_sm}
         extra = {"one_sum": one_sum}
         if sum is not None:
             extra["sum"] = sum
+        if SPLIT is not None:
+            extra["SPLIT"] = SPLIT
         name = _name(p) + (" one_sum" if one_sum else "") + \
-            ("" if sum is None else " sum=" + (sum if isinstance(sum, str) else _name(sum)))
+            ("" if sum is None else " sum=" + (sum if isinstance(sum, str) else _name(sum))) + \
+            ("" if SPLIT is None else f" split{SPLIT}")
 
         def run(x, w, b, dy, mean, rstd, p=p, extra=extra):
             config = {"BLOCK_M": _rows(p["elems"], *x.shape), **{k: v for k, v in p.items() if k != "elems"}, **extra}
@@ -232,6 +235,7 @@ def layer_norm_bwd_variants(quick: bool) -> list[Variant]:
     rows += [dict(per_sm=g, num_warps=w) for g in (1, 2, 8) for w in (8, 16)]               # partial-sum groups
     rows += [dict(elems=e, num_warps=w) for e in (8192, 16384) for w in (8, 16)]            # rows per step
     rows += [dict(per_sm=g, one_sum=True) for g in (2, 3)]  # one sum in column_sum_config's blocks (p4: below)
+    rows += [dict(SPLIT=2, num_warps=w) for w in (4, 8)]    # two programs per row block (wide rows' default)
     sums = [dict(one_sum=True)] + [dict(one_sum=o, sum=c) for o in (False, True) for c in (
         "torch", {"BLOCK_G": 64, "BLOCK_N": 128, "num_warps": 4}, {"BLOCK_G": 32, "BLOCK_N": 64, "num_warps": 2},
         {"BLOCK_G": 16, "BLOCK_N": 32, "num_warps": 1})]                                    # the second step
