@@ -143,31 +143,13 @@ def best(head: dict, others: list[dict]) -> dict:
     return {**row(head, "current"), "elsewhere_x_current": {}}
 
 
-def host_cost(fns: dict, inputs, calls: int = 50) -> dict:
-    """CPU microseconds per launch of each function (no synchronization between calls), and the Python
-    functions where the current launcher spends them (cProfile, cumulative): when a launch costs more CPU
-    time than the protocol's L2 flush takes on the GPU, the device waits for it and the timing includes it."""
-    import cProfile
-    import io
-    import pstats
+def host_cost(fns: dict, inputs) -> dict:
+    """CPU microseconds per launch of each function (tools.matmul_launch_cost breaks the fused one down):
+    when a launch costs more CPU time than the protocol's L2 flush takes on the GPU, the device waits for it
+    and the timing includes it."""
+    from tools.matmul_launch_cost import host_us
 
-    cost = {}
-    for name, fn in fns.items():
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn(*inputs)
-        cost[name] = (time.perf_counter() - t0) / calls * 1e6
-        torch.cuda.synchronize()
-    profile = cProfile.Profile()
-    profile.enable()
-    for _ in range(calls):
-        fns["current"](*inputs)
-    profile.disable()
-    torch.cuda.synchronize()
-    text = io.StringIO()
-    pstats.Stats(profile, stream=text).sort_stats("cumulative").print_stats(12)
-    return {"us_per_call": cost, "current_profile": text.getvalue()}
+    return {"us_per_call": {name: host_us(fn, inputs) for name, fn in fns.items()}}
 
 
 def run(quick: bool, reps: int, log=print) -> dict:
@@ -184,7 +166,6 @@ def run(quick: bool, reps: int, log=print) -> dict:
                       else mm.linear_bias_gelu, "cublas_matmul_only": baselines()["cublas_matmul_only"]},
                      inputs_of(*HEADLINE))
     log("CPU us per launch: " + ", ".join(f"{k} {v:.1f}" for k, v in host["us_per_call"].items()))
-    log(host["current_profile"])
     return {"rounds": [round1, round2], "others": others, "best": chosen, "host": host,
             "seconds": time.perf_counter() - t0}
 
