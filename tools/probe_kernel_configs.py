@@ -4,7 +4,8 @@
 
 For each op, every variant (block sizes, warps, pipeline stages, elements per program, a persistent grid
 of k programs per SM, eviction hints; for layer_norm_bwd also the programs per SM, i.e. the partial-sum
-groups, and the second reduction step) is first checked against float64 on the headline shape, bf16
+groups, the programs sharing a row block, and the second reduction step; for softmax also the two-pass
+online kernel, timed on every shape) is first checked against float64 on the headline shape, bf16
 16384x4096 (measure.tolerance), then all correct ones are timed together by the course's protocol
 (measure.timer: interleaved medians, L2 flushed), beside a torch copy of the same bytes, eager PyTorch
 and the current kernel (its heuristics and its autotuner). The fastest few are then checked and timed on
@@ -159,6 +160,7 @@ class Variant:
     name: str
     fn: Callable          # the op's inputs -> its output(s)
     params: dict
+    everywhere: bool = False  # timed on every shape, not only when among the headline shape's fastest
 
 
 def _name(params: dict) -> str:
@@ -209,6 +211,10 @@ def softmax_variants(quick: bool) -> list[Variant]:
     persistent = [(4096, 8, p, s) for p in (2, 4, 8) for s in (1, 3)] + [(8192, 16, p, s) for p in (2, 4) for s in (1, 3)]
     for e, w, p, s in persistent[:: 4] if quick else persistent:
         var(elems=e, num_warps=w, num_stages=s, per_sm=p)
+    # Two passes, one program per row, a block at a time (kernels_ref's online_softmax): few registers, so
+    # many programs per SM where the one-pass kernel fits one (32768 columns); the second read is from L2.
+    out.append(Variant("online_softmax (two passes)", sm.online_softmax, {"kernel": "online_softmax"},
+                       everywhere=True))
     return out
 
 
@@ -371,7 +377,7 @@ def probe_op(op: Op, shapes, quick: bool, timing: dict, copy_1g: float | None, l
     head = probe_shape(op, *shapes[0], variants, timing, copy_1g)
     log(table(op.name, head), flush=True)
     ranked = [r["variant"] for r in head["rows"] if r["ms"] is not None and r["variant"] in {v.name for v in variants}]
-    carried = [v for v in variants if v.name in ranked[:TOP]]
+    carried = [v for v in variants if v.name in ranked[:TOP] or v.everywhere]
     others = []
     for M, N in shapes[1:]:
         others.append(probe_shape(op, M, N, carried, timing, copy_1g))
