@@ -13,8 +13,9 @@ than cuBLAS's. This prints, at 16384x4096x4096 bf16:
    without pause, at the clocks its power limit allows under sustained load); CPU microseconds per launch;
 2. where the fused kernel's CPU microseconds go: each step of its launch path timed alone (the output's
    allocation, the kernel choice, the three host descriptors, the autotuner's dispatch, Triton's launch of
-   the chosen config), beside a launch of the pointer kernel and of bias_gelu's simple kernel, then
-   cProfile's functions by their own time.
+   the chosen config, and the compiled kernel launched with its arguments bound in advance), beside a
+   launch of the pointer kernel and of bias_gelu's simple kernel, then cProfile's functions by their own
+   time.
 """
 from __future__ import annotations
 
@@ -109,6 +110,7 @@ def launch_steps(args) -> dict:
         return (min(num_sms, -(-M // m["BLOCK_M"]) * -(-N // m["BLOCK_N"])),)
 
     xb = torch.randn(M, N, device=x.device, dtype=x.dtype)
+    kwargs = dict(flags, **meta, num_warps=config.num_warps, num_stages=config.num_stages)
     steps = {
         "torch.empty of the output": lambda: torch.empty((M, N), device=x.device, dtype=x.dtype),
         "_pick_kernel": lambda: mm._pick_kernel(x, w.t()),
@@ -118,11 +120,16 @@ def launch_steps(args) -> dict:
         "autotuner dispatch + launch (descriptors ready)": lambda: mm._matmul_tma_persistent_kernel[grid](
             *descs, b, M, N, K, **flags),
         "jit launch of the chosen config": lambda: mm._matmul_tma_persistent_body[grid(meta)](
-            *descs, b, M, N, K, **flags, **meta, num_warps=config.num_warps, num_stages=config.num_stages),
+            *descs, b, M, N, K, **kwargs),
         "linear_bias_gelu (all of it)": lambda: mm.linear_bias_gelu(*args),
         "linear_bias_gelu, pointer kernel": lambda: mm.linear_bias_gelu(*args, kernel="pointer"),
         "bias_gelu (a simple Triton kernel)": lambda: bg.bias_gelu(xb, b),
     }
+    try:  # the compiled kernel itself, its arguments bound once: what a cached launch path would cost
+        steps["compiled kernel launched directly"] = direct_launch(
+            mm._matmul_tma_persistent_body, grid(meta), (*descs, b, M, N, K), kwargs)
+    except Exception as exc:  # noqa: BLE001  (Triton's internals differ between versions: report, go on)
+        print(f"compiled kernel launched directly: not measured ({type(exc).__name__}: {exc})")
     for fn in steps.values():
         fn()
     torch.cuda.synchronize()
@@ -136,6 +143,22 @@ def launch_steps(args) -> dict:
     text = io.StringIO()
     pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(20)
     return {"config": str(config), "cpu_us": cost, "profile": text.getvalue()}
+
+
+def direct_launch(jit_fn, grid: tuple, args: tuple, kwargs: dict):
+    """A launch of ``jit_fn``'s compiled kernel with every argument bound in advance: no autotuner, no
+    argument binding or cache lookup per call, only Triton's launcher (``CompiledKernel[grid](...)`` takes
+    every parameter in signature order, constexprs included, as ``JITFunction.run`` passes them)."""
+    import inspect
+
+    compiled = jit_fn.warmup(*args, grid=grid, **kwargs)  # the cached compile of these arguments
+    params = list(inspect.signature(jit_fn.fn).parameters.values())
+    values = dict(zip([p.name for p in params], args))
+    for p in params[len(args):]:
+        values[p.name] = kwargs.get(p.name, p.default)
+    bound = [values[p.name] for p in params]
+    launch = compiled[grid]
+    return lambda: launch(*bound)
 
 
 def main() -> int:
