@@ -141,21 +141,15 @@ def _layer_norm_bwd_dx_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, 
         rows64 = rows.to(tl.int64)
         mean = tl.load(mean_ptr + rows, mask=row_ok, other=0.0)
         rstd = tl.load(rstd_ptr + rows, mask=row_ok, other=0.0)
-        if SPLIT == 1:  # the whole row is this program's: one read of x and dy
-            c1 = tl.zeros([BLOCK_M], tl.float32)
-            c2 = tl.zeros([BLOCK_M], tl.float32)
-        else:           # whole-row sums, a chunk at a time, before this program's own columns
-            c1, c2 = _row_sums(dy_ptr, x_ptr, w_ptr, mean, rstd, rows64, row_ok, N, stride_dym, stride_xm,
+        if SPLIT > 1:  # whole-row sums, a chunk at a time, before this program's own columns are loaded
+            s1, s2 = _row_sums(dy_ptr, x_ptr, w_ptr, mean, rstd, rows64, row_ok, N, stride_dym, stride_xm,
                                BLOCK_M, COLS, SPLIT)
         mask = row_ok[:, None] & col_ok[None, :]
         x = tl.load(x_ptr + rows64[:, None] * stride_xm + cols[None, :], mask=mask, other=0.0).to(tl.float32)
         dy = tl.load(dy_ptr + rows64[:, None] * stride_dym + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-        if SPLIT == 1:
-            xhat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
-            g = dy * w[None, :]
-            c1 = tl.sum(g * xhat, axis=1) / N
-            c2 = tl.sum(g, axis=1) / N
-        xhat, dx = _row_grad(x, dy, w, mean, rstd, c1, c2)
+        if SPLIT == 1:  # the whole row is this program's: one read of x and dy
+            s1, s2 = _grad_sums(x, dy, w, mean, rstd, mask)
+        xhat, dx = _row_grad(x, dy, w, mean, rstd, s1 / N, s2 / N)
         xhat = tl.where(mask, xhat, 0.0)
         tl.store(dx_ptr + rows64[:, None] * stride_dxm + cols[None, :], dx.to(dx_ptr.dtype.element_ty), mask=mask)
         dw_acc += dy * xhat
@@ -165,11 +159,19 @@ def _layer_norm_bwd_dx_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, 
 
 
 @triton.jit
+def _grad_sums(x, dy, w, mean, rstd, mask):
+    """sum(g * xhat) and sum(g) of each row of a block (g = dy * w; columns outside ``mask`` add 0)."""
+    xhat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
+    g = dy * w[None, :]
+    return tl.sum(g * xhat, axis=1), tl.sum(g, axis=1)
+
+
+@triton.jit
 def _row_sums(dy_ptr, x_ptr, w_ptr, mean, rstd, rows64, row_ok, N, stride_dym, stride_xm,
               BLOCK_M: tl.constexpr, COLS: tl.constexpr, SPLIT: tl.constexpr):
-    """c1 = mean(g * xhat) and c2 = mean(g) over each whole row (g = dy * w), COLS columns at a time."""
-    c1 = tl.zeros([BLOCK_M], tl.float32)
-    c2 = tl.zeros([BLOCK_M], tl.float32)
+    """``_grad_sums`` over each whole row, COLS columns at a time."""
+    s1 = tl.zeros([BLOCK_M], tl.float32)
+    s2 = tl.zeros([BLOCK_M], tl.float32)
     for chunk in tl.static_range(SPLIT):
         cols = chunk * COLS + tl.arange(0, COLS)
         col_ok = cols < N
@@ -177,11 +179,10 @@ def _row_sums(dy_ptr, x_ptr, w_ptr, mean, rstd, rows64, row_ok, N, stride_dym, s
         x = tl.load(x_ptr + rows64[:, None] * stride_xm + cols[None, :], mask=mask, other=0.0).to(tl.float32)
         dy = tl.load(dy_ptr + rows64[:, None] * stride_dym + cols[None, :], mask=mask, other=0.0).to(tl.float32)
         w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
-        xhat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
-        g = dy * w[None, :]
-        c1 += tl.sum(g * xhat, axis=1)
-        c2 += tl.sum(g, axis=1)
-    return c1 / N, c2 / N
+        c1, c2 = _grad_sums(x, dy, w, mean, rstd, mask)
+        s1 += c1
+        s2 += c2
+    return s1, s2
 
 
 @triton.jit
