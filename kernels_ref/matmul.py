@@ -155,7 +155,6 @@ def _matmul_tma_persistent_body(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     EPILOGUE_SUBTILE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, NUM_SMS: tl.constexpr,
     r_ptr=None, stride_rm=0, HAS_RESIDUAL: tl.constexpr = False, FLATTEN: tl.constexpr = True,
-    c_ptr=None, stride_cm=0, TMA_STORE: tl.constexpr = True,
 ):
     start = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -183,13 +182,7 @@ def _matmul_tma_persistent_body(
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
         offs_m = off_m + tl.arange(0, BLOCK_M)
-        if not TMA_STORE:
-            # Stored from registers (no shared-memory staging tile: that space can hold one more stage).
-            offs_n = off_n + tl.arange(0, BLOCK_N)
-            acc = _epilogue(acc, bias_ptr, offs_n, N, HAS_BIAS, GELU, r_ptr, offs_m, M, stride_rm, HAS_RESIDUAL)
-            c_ptrs = c_ptr + offs_m.to(tl.int64)[:, None] * stride_cm + offs_n[None, :]
-            tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
-        elif EPILOGUE_SUBTILE:
+        if EPILOGUE_SUBTILE:
             # [BM, BN] -> two [BM, BN/2] halves: half the epilogue's live registers, and the first
             # half's TMA store runs while the second half's bias + GELU are computed.
             halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
@@ -357,8 +350,6 @@ def _launch_tma(a, b, c, bias, gelu: bool, warp_specialize: bool | None = None, 
         return
     meta = {"GROUP_M": 8, "EPILOGUE_SUBTILE": True, **config}
     launch = {k: meta.pop(k) for k in ("num_warps", "num_stages", "num_ctas") if k in meta}
-    if not meta.get("TMA_STORE", True):
-        meta.update(c_ptr=c, stride_cm=c.stride(0))
     _set_block_shapes({**meta, **flags, "a_desc": a_desc, "b_desc": b_desc, "c_desc": c_desc})
     _matmul_tma_persistent_body[grid(meta)](*args, **flags, **meta, **launch)
 

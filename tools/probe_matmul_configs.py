@@ -39,15 +39,14 @@ TILES = [(128, 256, 64, 3, 8), (128, 256, 64, 4, 8), (256, 128, 64, 3, 8), (256,
          (128, 256, 128, 2, 8), (128, 128, 64, 4, 8), (128, 128, 64, 5, 4), (128, 128, 128, 3, 8),
          (128, 128, 64, 6, 8)]
 KNOBS = [{"EPILOGUE_SUBTILE": False}, {"GROUP_M": 4}, {"GROUP_M": 16}, {"GROUP_M": 32},
-         {"FLATTEN": False}, {"FLATTEN": False, "WARP_SPECIALIZE": True},
-         {"TMA_STORE": False}, {"TMA_STORE": False, "GROUP_M": 16}, {"EPILOGUE_SUBTILE": False, "GROUP_M": 16},
+         {"FLATTEN": False}, {"FLATTEN": False, "WARP_SPECIALIZE": True}, {"EPILOGUE_SUBTILE": False, "GROUP_M": 16},
          {"num_ctas": 2}]
 
 
 def _name(p: dict) -> str:
     short = {"BLOCK_M": "", "BLOCK_N": "x", "BLOCK_K": "x", "num_stages": " s", "num_warps": " w",
              "EPILOGUE_SUBTILE": " sub", "GROUP_M": " g", "FLATTEN": " flat", "WARP_SPECIALIZE": " ws",
-             "TMA_STORE": " tmastore", "num_ctas": " ctas"}
+             "num_ctas": " ctas"}
     return "".join(f"{short[k]}{int(v) if isinstance(v, bool) else v}" for k, v in p.items() if k in short)
 
 
