@@ -27,12 +27,11 @@ import torch
 import course
 from kernels_ref import matmul as mm
 from measure.timer import time_interleaved
-from measure.tolerance import compare
+from tools.probe_kernel_configs import NO_REGRESSION, _f, check
 
 HEADLINE = (16384, 4096, 4096)
 OTHER_SHAPES = ((16384, 11008, 4096), (8192, 4096, 1024))
 TOP = 3                 # variants of a round carried to the next round and to the other shapes
-NO_REGRESSION = 0.98
 DEFAULTS = {"EPILOGUE_SUBTILE": True, "GROUP_M": 8, "FLATTEN": True, "WARP_SPECIALIZE": False}
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps); shared memory per stage: (BM + BN) * BK * 2 bytes
 TILES = [(128, 256, 64, 3, 8), (128, 256, 64, 4, 8), (256, 128, 64, 3, 8), (256, 128, 64, 4, 8),
@@ -83,15 +82,11 @@ def probe(shape, variants: list[dict], reps: int, log=print) -> dict:
         rows[name] = {"variant": name, "params": {}, "correct": True, "note": ""}
         fns[name] = fn
     for p in variants:
-        name, row = _name(p), {"variant": _name(p), "params": p, "correct": False, "note": ""}
-        try:
-            ok, worst, msg = compare(variant(p)(*inputs), ref)
-            row.update(correct=ok, note="" if ok else msg[:160])
-        except Exception as exc:  # noqa: BLE001  (a config that does not compile or fit is reported, not fatal)
-            row["note"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:160]
-        rows[name] = row
-        if row["correct"]:
-            fns[name] = variant(p)
+        checked = check(variant(p), inputs, ref)  # a config that does not compile or fit is noted, not fatal
+        rows[_name(p)] = {"variant": _name(p), "params": p, "correct": checked.correct,
+                          "note": "" if checked.correct else checked.note}
+        if checked.correct:
+            fns[_name(p)] = variant(p)
     del ref
     ms = time_interleaved(fns, inputs, reps=reps, warmup=3, max_seconds=20.0)
     flops = 2 * M * N * K
@@ -107,10 +102,6 @@ def probe(shape, variants: list[dict], reps: int, log=print) -> dict:
               "rows": sorted(rows.values(), key=lambda r: (r["ms"] is None, r["ms"] or 0.0))}
     log(table(result), flush=True)
     return result
-
-
-def _f(v, fmt):
-    return "-" if v is None else format(v, fmt)
 
 
 def table(result: dict) -> str:
