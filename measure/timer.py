@@ -21,6 +21,10 @@ How one run is timed is the *clock*, and it is separate from the protocol:
 ``median_ms(fn, *args)`` is the one-line use: the protocol with one candidate on this machine's clock.
 The notebooks time with ``bench(fn, *args)`` (one function) and ``bench_interleaved({name: fn}, *args)``
 (several compared in one cell): the same protocol, with repetitions sized for the machine (few on the CPU).
+
+What the protocol charges besides the kernel: the CPU's preparation of a call that outlasts the flush.
+``cpu_us_per_call`` measures that preparation, and ``graph_replay`` makes a call without it (a CUDA
+graph recorded once), to time the same kernels with and without their launch.
 """
 from __future__ import annotations
 
@@ -201,3 +205,31 @@ def bench_interleaved(fns: dict, *args, reps: int | None = None, warmup: int | N
     return time_interleaved(fns, args, reps=pick(small=3, large=50) if reps is None else reps,
                             warmup=pick(small=1, large=5) if warmup is None else warmup,
                             max_seconds=pick(small=5.0, large=10.0), cold=cold)
+
+
+def cpu_us_per_call(fn: Callable, *args, calls: int = 50) -> float:
+    """CPU microseconds per ``fn(*args)``, the calls queued on the GPU without waiting for each other."""
+    import torch
+
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn(*args)
+    per_call = (time.perf_counter() - t0) / calls * 1e6
+    torch.cuda.synchronize()
+    return per_call
+
+
+def graph_replay(fn: Callable, *args) -> Callable:
+    """``fn(*args)`` recorded once into a CUDA graph; the returned function (any arguments, ignored)
+    replays it: the same kernels, launched without Python, the autotuner or Triton's launcher."""
+    import torch
+
+    graph, side = torch.cuda.CUDAGraph(), torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn(*args)  # warm-up (autotuning, compilation) outside the graph, as capture requires
+    torch.cuda.current_stream().wait_stream(side)
+    with torch.cuda.graph(graph):
+        fn(*args)
+    return lambda *_: graph.replay()

@@ -24,7 +24,6 @@ import io
 import pstats
 import statistics
 import sys
-import time
 
 import torch
 
@@ -44,42 +43,19 @@ def back_to_back(fn, args, n: int = 20) -> float:
     return start.elapsed_time(end) / n
 
 
-def host_us(fn, args=(), n: int = 50) -> float:
-    """CPU microseconds per call, calls not synchronized (kernels queue behind each other)."""
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(n):
-        fn(*args)
-    per_call = (time.perf_counter() - t0) / n * 1e6
-    torch.cuda.synchronize()
-    return per_call
-
-
-def graphed(fn, args):
-    graph = torch.cuda.CUDAGraph()
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # warm-up outside the graph, as capture requires
-        fn(*args)
-    torch.cuda.current_stream().wait_stream(side)
-    with torch.cuda.graph(graph):
-        fn(*args)
-    return lambda *_: graph.replay()
-
-
 def compare_paths(fns: dict, args) -> dict:
-    from measure.timer import time_interleaved
+    from measure.timer import cpu_us_per_call, graph_replay, time_interleaved
 
     for fn in fns.values():
         fn(*args)
     torch.cuda.synchronize()
     proto = time_interleaved(fns, args, reps=30, warmup=3)
     b2b = {k: statistics.median(back_to_back(f, args) for _ in range(5)) for k, f in fns.items()}
-    host = {k: host_us(f, args) for k, f in fns.items()}
+    host = {k: cpu_us_per_call(f, *args) for k, f in fns.items()}
     graphs = {}
     for k, f in fns.items():
         try:
-            graphs[k] = graphed(f, args)
+            graphs[k] = graph_replay(f, *args)
         except Exception as exc:  # noqa: BLE001  (a call that cannot be captured is reported, not fatal)
             print(f"{k}: graph capture failed: {exc}")
     in_graph = time_interleaved(graphs, args, reps=30, warmup=3)
@@ -92,6 +68,7 @@ def launch_steps(args) -> dict:
 
     from kernels_ref import bias_gelu as bg, matmul as mm
     from kernels_ref._validate import cuda_sm_count
+    from measure.timer import cpu_us_per_call
 
     x, w, b = args
     M, K = x.shape
@@ -133,7 +110,7 @@ def launch_steps(args) -> dict:
     for fn in steps.values():
         fn()
     torch.cuda.synchronize()
-    cost = {name: host_us(fn, n=100) for name, fn in steps.items()}
+    cost = {name: cpu_us_per_call(fn, calls=100) for name, fn in steps.items()}
     profile = cProfile.Profile()
     profile.enable()
     for _ in range(100):

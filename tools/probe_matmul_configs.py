@@ -137,9 +137,9 @@ def host_cost(fns: dict, inputs) -> dict:
     """CPU microseconds per launch of each function (tools.matmul_launch_cost breaks the fused one down):
     when a launch costs more CPU time than the protocol's L2 flush takes on the GPU, the device waits for it
     and the timing includes it."""
-    from tools.matmul_launch_cost import host_us
+    from measure.timer import cpu_us_per_call
 
-    return {"us_per_call": {name: host_us(fn, inputs) for name, fn in fns.items()}}
+    return {"us_per_call": {name: cpu_us_per_call(fn, *inputs) for name, fn in fns.items()}}
 
 
 def run(quick: bool, reps: int, log=print) -> dict:
