@@ -58,6 +58,7 @@ import triton.language as tl
 
 from course.device import INTERPRET
 from course.triton_compat import autotune, dot
+from kernels_ref._launch import CompiledLaunch
 from kernels_ref._triton_math import gelu_tanh
 from kernels_ref._validate import cuda_sm_count
 
@@ -324,34 +325,84 @@ def _residual_args(residual) -> dict:
     return {"r_ptr": residual, "stride_rm": residual.stride(0), "HAS_RESIDUAL": True}
 
 
-def _launch_tma(a, b, c, bias, gelu: bool, warp_specialize: bool | None = None, residual=None,
-                config: dict | None = None) -> None:
-    """The persistent TMA kernel, autotuned; or, with ``config`` (its meta-parameters and ``num_warps``,
-    ``num_stages``; tools.probe_matmul_configs), that one launch configuration."""
-    M, K = a.shape
-    N = b.shape[1]
-    kmajor = b.stride(1) != 1  # b is weight.T: describe weight [N, K] and transpose tiles in the kernel
-    dummy = [16, 16]  # replaced by the pre-hook with the launched config's block shapes
-    a_desc = TensorDescriptor.from_tensor(a, dummy)
-    b_desc = TensorDescriptor.from_tensor(b.t() if kmajor else b, dummy)
-    c_desc = TensorDescriptor.from_tensor(c, dummy)
-    num_sms = cuda_sm_count(a.device)
+def _tma_flags(a, b, bias, gelu: bool, warp_specialize: bool | None, residual) -> dict:
+    """The TMA kernel's flags (constexprs and the residual's row stride) for these operands."""
     if warp_specialize is None:
         warp_specialize = a.device.type == "cuda" and torch.cuda.get_device_capability(a.device)[0] >= 10
+    flags = dict(HAS_BIAS=bias is not None, GELU=gelu, B_KMAJOR=b.stride(1) != 1, NUM_SMS=cuda_sm_count(a.device),
+                 WARP_SPECIALIZE=warp_specialize)
+    if residual is not None:
+        flags.update(stride_rm=residual.stride(0), HAS_RESIDUAL=True)
+    return flags
+
+
+def _tma_descriptors(a, b, c, block_shapes=((16, 16),) * 3) -> tuple:
+    """Host descriptors of a, b (``weight [N, K]`` itself when b is its transposed view) and c. The
+    autotuner's pre-hook (``_set_block_shapes``) sets the block shapes of the config it launches, so a
+    first call passes placeholders."""
+    b_rows = b.t() if b.stride(1) != 1 else b
+    return tuple(TensorDescriptor.from_tensor(t, list(shape)) for t, shape in zip((a, b_rows, c), block_shapes))
+
+
+def _tma_key(a, b, bias, residual, flags: dict) -> tuple:
+    """Everything the TMA kernel's compiled specialization depends on: the flags, the device, the dtype,
+    M, N, K and the operands' strides (values, so their divisibility too), the bias's and the residual's
+    alignment."""
+    aligned = lambda t: t is None or t.data_ptr() % 16 == 0  # noqa: E731
+    return (a.device.index, a.dtype, *a.shape, b.shape[1], *a.stride(), *b.stride(), aligned(bias),
+            aligned(residual), *flags.items())
+
+
+# _tma_key -> the compiled kernel of the config the autotuner chose for that key, bound for launching
+# (kernels_ref._launch); made on the key's first call, after the autotuned launch has tuned and compiled.
+_TMA_LAUNCHES: dict = {}
+_TMA_ARGS = ("a_desc", "b_desc", "c_desc", "bias_ptr", "M", "N", "K")
+_TMA_RUNTIME_ARGS = ("a_desc", "b_desc", "c_desc", "bias_ptr", "r_ptr")
+
+
+def _launch_tma(a, b, c, bias, gelu: bool, warp_specialize: bool | None = None, residual=None,
+                config: dict | None = None) -> None:
+    """The persistent TMA kernel: autotuned on a key's first call, afterwards the chosen config's compiled
+    kernel launched directly (the autotuner's and the JIT's Python cost 100-200 us a call here:
+    ``tools.matmul_launch_cost``); or, with ``config`` (meta-parameters, ``num_warps``, ``num_stages``;
+    tools.probe_matmul_configs), that one configuration through the JIT."""
+    M, K = a.shape
+    N = b.shape[1]
+    flags = _tma_flags(a, b, bias, gelu, warp_specialize, residual)
+    bias_arg = bias if bias is not None else c  # never read without HAS_BIAS
+    # The interpreter has no compiled kernel to bind (and the tests force this kernel there on purpose).
+    key = _tma_key(a, b, bias, residual, flags) if config is None and not INTERPRET else None
+    bound = _TMA_LAUNCHES.get(key)
+    if bound is not None:
+        bound(*_tma_descriptors(a, b, c, bound.block_shapes), bias_arg, residual)
+        return
+    descs = _tma_descriptors(a, b, c)
+    num_sms = flags["NUM_SMS"]
 
     def grid(meta):
         return (min(num_sms, triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)
 
-    args = (a_desc, b_desc, c_desc, bias if bias is not None else c, M, N, K)
-    flags = dict(HAS_BIAS=bias is not None, GELU=gelu, B_KMAJOR=kmajor, NUM_SMS=num_sms,
-                 WARP_SPECIALIZE=warp_specialize, **_residual_args(residual))
+    args = (*descs, bias_arg, M, N, K)
+    r_arg = {} if residual is None else {"r_ptr": residual}
     if config is None:
-        _matmul_tma_persistent_kernel[grid](*args, **flags)
+        _matmul_tma_persistent_kernel[grid](*args, **r_arg, **flags)
+        if key is not None:
+            _TMA_LAUNCHES[key] = _bind_tma(_matmul_tma_persistent_kernel.best_config, args, r_arg, flags, grid)
         return
     meta = {"GROUP_M": 8, "EPILOGUE_SUBTILE": True, **config}
     launch = {k: meta.pop(k) for k in ("num_warps", "num_stages", "num_ctas") if k in meta}
-    _set_block_shapes({**meta, **flags, "a_desc": a_desc, "b_desc": b_desc, "c_desc": c_desc})
-    _matmul_tma_persistent_body[grid(meta)](*args, **flags, **meta, **launch)
+    _set_block_shapes({**meta, **flags, "a_desc": descs[0], "b_desc": descs[1], "c_desc": descs[2]})
+    _matmul_tma_persistent_body[grid(meta)](*args, **r_arg, **flags, **meta, **launch)
+
+
+def _bind_tma(config: triton.Config, args: tuple, r_arg: dict, flags: dict, grid) -> CompiledLaunch:
+    """The compiled kernel of ``config`` (the autotuner's choice) for these arguments, bound for launching,
+    with the block shapes its descriptors need."""
+    values = {**dict(zip(_TMA_ARGS, args)), **r_arg, **flags, **config.all_kwargs()}
+    config.pre_hook(values)  # this config's block shapes, as the autotuner set them for its launch
+    bound = CompiledLaunch(_matmul_tma_persistent_body, grid(config.kwargs), values, _TMA_RUNTIME_ARGS)
+    bound.block_shapes = tuple(tuple(values[name].block_shape) for name in _TMA_ARGS[:3])
+    return bound
 
 
 def _launch_pointer(a, b, c, bias, gelu: bool, kernel=None, residual=None) -> None:

@@ -23,8 +23,9 @@ The notebooks time with ``bench(fn, *args)`` (one function) and ``bench_interlea
 (several compared in one cell): the same protocol, with repetitions sized for the machine (few on the CPU).
 
 What the protocol charges besides the kernel: the CPU's preparation of a call that outlasts the flush.
-``cpu_us_per_call`` measures that preparation, and ``graph_replay`` makes a call without it (a CUDA
-graph recorded once), to time the same kernels with and without their launch.
+``cpu_us_per_call`` measures that preparation; ``gpu_event_clock`` times the call's GPU work alone (its
+launch hidden behind a busy GPU), and ``graph_replay`` makes a call without Python (a CUDA graph recorded
+once), to time the same kernels with and without their launch.
 """
 from __future__ import annotations
 
@@ -57,6 +58,32 @@ def event_clock(flush) -> Callable[[Callable[[], object]], tuple[float, object]]
         flush.zero_()  # the call's launch overhead on the CPU hides behind this, as behind earlier work
         out = run()
         torch.cuda.synchronize()  # every stream: side-stream work the call did not wait for counts
+        end.record()
+        end.synchronize()
+        return begin.elapsed_time(end), out
+
+    return timed
+
+
+# GPU cycles of busy-waiting that ``gpu_event_clock`` queues ahead of each call: ~1 ms at Hopper's ~2 GHz,
+# longer than any launcher measured here takes the CPU (at most ~200 us).
+LAUNCH_HIDING_CYCLES = 2_000_000
+
+
+def gpu_event_clock(flush) -> Callable[[Callable[[], object]], tuple[float, object]]:
+    """The GPU's time alone: like ``event_clock``, but a kernel that keeps the device busy (~1 ms) is queued
+    before the flush, so the CPU has launched the whole call before the begin event runs, and the events
+    bracket only the call's GPU work on this stream, L2 cold. Not the protocol (which charges a launch that
+    outlasts the flush, and waits for every stream): it tells the kernel's speed from its launch's cost."""
+    import torch
+
+    def timed(run):
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        torch.cuda._sleep(LAUNCH_HIDING_CYCLES)
+        flush.zero_()
+        begin.record()
+        out = run()
         end.record()
         end.synchronize()
         return begin.elapsed_time(end), out

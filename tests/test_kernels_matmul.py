@@ -198,6 +198,29 @@ def test_kernel_choice():
     assert _pick_kernel(a.float(), b.float()) == "pointer"     # fp32: the pointer kernel's tiles
 
 
+def test_tma_launch_key_captures_the_specialization():
+    # After a key's first call the TMA kernel's compiled specialization is launched directly
+    # (kernels_ref._launch), so the key must change with everything that specialization depends on.
+    from kernels_ref.matmul import _tma_flags, _tma_key
+
+    def key(x, b, bias=None, residual=None, gelu=True):
+        return _tma_key(x, b, bias, residual, _tma_flags(x, b, bias, gelu, None, residual))
+
+    x, w = _randn(64, 48, dtype=torch.bfloat16), _randn(32, 48, dtype=torch.bfloat16)
+    bias = _randn(40, dtype=torch.bfloat16)
+    base = key(x, w.t(), bias[:32])
+    assert key(_randn(64, 48, dtype=torch.bfloat16), w.t(), bias[:32]) == base   # fresh tensors: same kernel
+    assert key(x, w.t(), bias[1:33]) != base                                       # bias not 16-byte aligned
+    assert key(x, w.t(), None) != base and key(x, w.t(), bias[:32], gelu=False) != base
+    assert key(x[:63], w.t(), bias[:32]) != base                                   # M
+    assert key(x, w.t().contiguous(), bias[:32]) != base                           # layout of b
+    wide = _randn(64, 64, dtype=torch.bfloat16)
+    assert key(wide[:, :48], w.t(), bias[:32]) != base                             # a's row stride
+    r = _randn(64, 40, dtype=torch.bfloat16)
+    assert key(x, w.t(), bias[:32], r[:, :32]) != key(x, w.t(), bias[:32], r[:, :32].contiguous())
+    assert all(not isinstance(part, torch.Tensor) for part in key(x, w.t(), bias[:32], r[:, :32]))
+
+
 def test_untuned_matmul_is_correct():
     a, b = _randn(45, 37, dtype=torch.float32), _randn(37, 70, dtype=torch.float32)
     assert_close(matmul_untuned(a, b), a.double() @ b.double(), TOL[torch.float32])
@@ -266,3 +289,26 @@ def test_tma_kernel_gpu(M, N, K):
     ref = linear_bias_gelu_torch(a.double(), w.double() / K**0.5, bias.double())
     assert_close(linear_bias_gelu(a, w / K**0.5, bias, kernel="tma", warp_specialize=True), ref,
                  GPU_TOL[torch.bfloat16])
+
+
+@pytest.mark.gpu
+def test_tma_bound_launch_gpu():
+    # A shape's first call autotunes; later calls launch the bound compiled kernel (kernels_ref._launch)
+    # with new descriptors: fresh tensors each call, a misaligned bias (another specialization), a residual.
+    from kernels_ref import matmul as mm
+
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("TMA needs Hopper or newer")
+    M, N, K = 1000, 1032, 776
+    mm._TMA_LAUNCHES.clear()  # other tests launched this shape (other dtypes, warp specialization)
+    for call in range(3):
+        x, w = _randn(M, K, dtype=torch.bfloat16), _randn(N, K, dtype=torch.bfloat16) / K**0.5
+        storage = _randn(N + 8, dtype=torch.bfloat16)
+        for bias in (storage[:N], storage[1:N + 1]):  # 16-byte aligned, then not
+            ref = linear_bias_gelu_torch(x.double(), w.double(), bias.double())
+            assert_close(linear_bias_gelu(x, w, bias), ref, GPU_TOL[torch.bfloat16])
+            r = _randn(M, N, dtype=torch.bfloat16)
+            ref = F.linear(x.double(), w.double(), bias.double()) + r.double()
+            assert_close(mm.linear(x, w, bias, residual=r), ref, GPU_TOL[torch.bfloat16])
+    keys = [k for k in mm._TMA_LAUNCHES if k[2:5] == (M, K, N)]
+    assert len(keys) == 4, keys  # aligned or not, with a residual or not: each its own bound launch

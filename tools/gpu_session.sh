@@ -3,7 +3,7 @@
 #   bash tools/gpu_session.sh STAGE [STAGE ...]
 # Stages: env | kernel-tests | bench | bench-quick | bench-matmul | gpu-tests | notebooks | capstone | autograde | naive |
 #         autograder-check | sandbox | batch-throughput | probe-configs | probe-matmul | launch-cost
-# OPS=a,b limits bench and bench-quick to those ops; ASSIGNMENTS=05_layer_norm,... limits notebooks and autograde;
+# OPS=a,b limits bench, bench-quick and probe-configs to those ops; PYTEST_K=expr selects kernel-tests; ASSIGNMENTS=05_layer_norm,... limits notebooks and autograde;
 # ONLY=label,... limits autograder-check to those submissions; AUTOGRADE_FLAGS=--no-execute grades without
 # executing the notebooks (calibration only). batch-throughput needs dask in .whl/ too:
 # bash ../shared/tools/gpu-wheels.sh "dask[distributed]==2026.8.0"
@@ -60,7 +60,7 @@ notebook_sources() {  # every solution notebook, or those of ASSIGNMENTS=a,b
 for stage in "$@"; do
     case $stage in
         env) stage_env ;;
-        kernel-tests) run_logged kernel-tests env COURSE_AUTOTUNE_MAX=${COURSE_AUTOTUNE_MAX:-2} python3 -m pytest -m gpu tests/test_kernels_*.py -q -p no:cacheprovider --timeout 600 ;;
+        kernel-tests) run_logged kernel-tests env COURSE_AUTOTUNE_MAX=${COURSE_AUTOTUNE_MAX:-2} python3 -m pytest -m gpu tests/test_kernels_*.py -q -p no:cacheprovider --timeout 600 ${PYTEST_K:+-k "$PYTEST_K"} ;;
         gpu-tests) run_logged gpu-tests python3 -m pytest -m gpu -q -p no:cacheprovider --timeout 600 ;;
         bench) TAIL=120 run_logged bench python3 -m kernels_ref.bench --no-progress ${OPS:+--ops "$OPS"} --json "$RES/bench.json" ;;
         bench-quick) TAIL=80 run_logged bench-quick python3 -m kernels_ref.bench --quick --no-progress ${OPS:+--ops "$OPS"} --json "$RES/bench-quick.json" ;;
@@ -78,7 +78,7 @@ for stage in "$@"; do
         bench-matmul) run_logged matmul-tests env COURSE_AUTOTUNE_MAX=${COURSE_AUTOTUNE_MAX:-2} python3 -m pytest -m gpu tests/test_kernels_matmul.py -q -p no:cacheprovider --timeout 600
                       TAIL=60 run_logged bench-matmul python3 -m kernels_ref.bench --quick --no-progress --ops matmul,linear_bias_gelu --json "$RES/bench-matmul.json" ;;
         # The memory-bound kernels' launch configurations, each checked, then timed against a copy of the same bytes.
-        probe-configs) TAIL=60 run_logged probe-configs python3 -m tools.probe_kernel_configs --json "$RES/probe-configs.json" ;;
+        probe-configs) TAIL=60 run_logged probe-configs python3 -m tools.probe_kernel_configs ${OPS:+--ops "$OPS"} --json "$RES/probe-configs.json" ;;
         # The fused GEMM's launch configurations (tile, stages, warps, epilogue, order, warp specialization),
         # each checked, then timed against cuBLAS's bare matmul and eager.
         probe-matmul) TAIL=70 run_logged probe-matmul python3 -m tools.probe_matmul_configs --json "$RES/probe-matmul.json" ;;
