@@ -1,6 +1,8 @@
 """Input checks shared by the launchers: one clear error per broken promise, raised before any launch."""
 from __future__ import annotations
 
+import functools
+
 import torch
 
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -39,7 +41,24 @@ def rows_contiguous(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
+@functools.lru_cache(maxsize=None)
+def _cuda_facts(index: int) -> tuple[int, int]:
+    """(compute capability major, SM count) of CUDA device ``index``: asked once, then kept (each
+    torch.cuda query costs a launcher microseconds, on every call)."""
+    props = torch.cuda.get_device_properties(index)
+    return props.major, props.multi_processor_count
+
+
+def _index(device: torch.device) -> int:
+    return device.index if device.index is not None else torch.cuda.current_device()
+
+
 def cuda_sm_count(device: torch.device) -> int:
     if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
+        return _cuda_facts(_index(device))[1]
     return 4  # the interpreter: a few programs are enough to exercise the multi-program code paths
+
+
+def cuda_capability_major(device: torch.device) -> int:
+    """The compute capability's major number of a CUDA device (9 for Hopper); 0 for any other device."""
+    return _cuda_facts(_index(device))[0] if device.type == "cuda" else 0

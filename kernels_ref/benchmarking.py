@@ -14,7 +14,9 @@ list[BenchCase]``; ``kernels_ref.bench`` collects them and hands them to :func:`
 4. evaluates the case's goals (PASS / MISS) and returns rows that :func:`format_table`, :func:`write_json`
    and :func:`write_plots` turn into a table, a JSON file and one plot per op.
 
-Timing, peak-memory measurement and the ceilings are injectable (``timer=``, ``peak_memory=``,
+A case may ask for the GPU's time alone instead (``clock="gpu"``: the launch hidden behind a busy GPU,
+``measure.timer.gpu_event_clock``), to tell a kernel's speed from its launcher's CPU cost; its label says so.
+Timing, peak-memory measurement and the ceilings are injectable (``timer=``, ``gpu_timer=``, ``peak_memory=``,
 ``ceilings=``) so the suite's CPU-checkable parts are tested without a GPU.
 """
 from __future__ import annotations
@@ -90,10 +92,14 @@ class BenchCase:
     sweep: str | None = None                 # name of the swept parameter ("N") for the per-op plot
     sweep_value: float | None = None         # this case's value of the swept parameter (x axis of the plot)
     tolerances: dict | None = None           # {dtype: (atol, rtol)} overriding measure.tolerance (say why)
+    clock: str = "protocol"                  # "protocol" (measure.timer: a launch that outlasts the flush counts)
+                                             # or "gpu" (the GPU's time alone, the launch hidden: gpu_event_clock)
 
     def __post_init__(self):
         if self.metric not in ("time", "peak_memory"):
             raise ValueError(f"BenchCase.metric must be 'time' or 'peak_memory', not {self.metric!r}")
+        if self.clock not in ("protocol", "gpu"):
+            raise ValueError(f"BenchCase.clock must be 'protocol' or 'gpu', not {self.clock!r}")
         for goal in self.goals:
             for name in (goal.candidate, goal.baseline):
                 if name is not None and name not in self.candidates:
@@ -142,6 +148,11 @@ def default_timer(fn: Callable[[], object]) -> float:
     return course_timer.median_ms(fn, reps=100, warmup=10)
 
 
+def default_gpu_timer(fn: Callable[[], object]) -> float:
+    """Median milliseconds of ``fn()``'s GPU work, its launch hidden (measure.timer.gpu_event_clock)."""
+    return course_timer.gpu_median_ms(fn, reps=100, warmup=10)
+
+
 def default_peak_memory(fn: Callable[[], object]) -> int:
     """Peak device bytes allocated by one call of ``fn()`` above what was allocated before it."""
     return memory.peak_bytes(fn)
@@ -169,8 +180,11 @@ def run_case(
     ceilings: Ceilings,
     timer: Callable = default_timer,
     peak_memory: Callable = default_peak_memory,
+    gpu_timer: Callable = default_gpu_timer,
 ) -> list[Row]:
-    """Check, then time (and for peak_memory cases measure memory of) every candidate of one case."""
+    """Check, then time (and for peak_memory cases measure memory of) every candidate of one case, with
+    ``timer`` (the protocol) or, for a case whose clock is "gpu", ``gpu_timer``."""
+    clock = gpu_timer if case.clock == "gpu" else timer
     try:
         inputs = case.make_inputs()
         ref = case.reference(*inputs) if case.reference is not None else None
@@ -189,7 +203,7 @@ def run_case(
             if row.correct:
                 if case.metric == "peak_memory":
                     row.peak_bytes = peak_memory(lambda: fn(*inputs))
-                row.ms = timer(lambda: fn(*inputs))
+                row.ms = clock(lambda: fn(*inputs))
         except Exception as exc:  # one broken candidate must not end the suite
             row.correct = False
             row.note = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
@@ -240,6 +254,7 @@ def run_suite(
     ceilings: Ceilings | None = None,
     timer: Callable = default_timer,
     peak_memory: Callable = default_peak_memory,
+    gpu_timer: Callable = default_gpu_timer,
     progress: bool = True,
     on_case: Callable | None = None,
 ) -> tuple[Ceilings, list[Row], list[Verdict]]:
@@ -257,7 +272,7 @@ def run_suite(
     bar = tqdm(cases, desc="benchmarks", unit="case", disable=not progress)
     for case in bar:
         bar.set_postfix_str(f"{case.op} {case.label}")
-        case_rows = run_case(case, ceilings, timer=timer, peak_memory=peak_memory)
+        case_rows = run_case(case, ceilings, timer=timer, peak_memory=peak_memory, gpu_timer=gpu_timer)
         case_verdicts = evaluate_goals(case, case_rows)
         rows.extend(case_rows)
         verdicts.extend(case_verdicts)
@@ -311,7 +326,9 @@ METHOD = ("measure.timer protocol: median of up to 100 repetitions after 10 warm
           "before each, every stream synchronized, less the median of an empty call timed the same way, "
           "CUDA events; every candidate checked against a float64 reference before timing "
           "(measure.tolerance); torch.compile warmed during the check; ceilings measured in the same run "
-          "(1 GiB device-to-device copy counting read+write bytes, bf16 matmul 8192^3)")
+          "(1 GiB device-to-device copy counting read+write bytes, bf16 matmul 8192^3); cases labelled "
+          "'GPU time': the GPU's work alone, its launch hidden behind ~1 ms of queued GPU work, L2 flushed, "
+          "the same medians")
 
 
 def write_json(path: str, ceilings: Ceilings, rows: Sequence[Row], verdicts: Sequence[Verdict],

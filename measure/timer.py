@@ -215,6 +215,12 @@ def median_ms(fn: Callable, *args, reps: int = 50, warmup: int = 5, max_seconds:
     return time_interleaved({"fn": fn}, args, reps=reps, warmup=warmup, max_seconds=max_seconds, cold=cold)["fn"]
 
 
+def gpu_median_ms(fn: Callable, *args, reps: int = 50, warmup: int = 5, max_seconds: float = 10.0) -> float:
+    """Median milliseconds of ``fn(*args)``'s GPU work alone, its launch hidden (``gpu_event_clock``)."""
+    return time_interleaved({"fn": fn}, args, reps=reps, warmup=warmup, max_seconds=max_seconds,
+                            clock=gpu_event_clock(l2_flush_buffer()))["fn"]
+
+
 def bench(fn: Callable, *args, reps: int | None = None, warmup: int | None = None, cold: bool = False) -> float:
     """Median ms of ``fn(*args)`` for a notebook cell: ``median_ms`` with repetitions sized for the machine
     (``course.pick``: 3 after 1 warm-up on the CPU, where the Triton interpreter is slow; 50 after 5 on a

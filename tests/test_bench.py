@@ -127,6 +127,18 @@ def test_peak_memory_metric_ratio_goal():
     assert rows[0].peak_bytes == 100 and verdicts[0].passed and verdicts[0].value == pytest.approx(5.0)
 
 
+def test_a_gpu_time_case_is_timed_by_the_gpu_clock():
+    # clock="gpu" cases are timed by gpu_timer (the launch hidden), the others by the protocol's timer.
+    def case(clock):
+        return BenchCase("fake", clock, lambda: (torch.ones(2),), {"triton": lambda x: x, "eager": lambda x: x + 0},
+                         reference=lambda x: x.double(), clock=clock)
+    _, rows, _ = benchmarking.run_suite([case("protocol"), case("gpu")], ceilings=CEILINGS, timer=lambda fn: 1.0,
+                                        gpu_timer=lambda fn: 2.0, progress=False)
+    assert [r.ms for r in rows] == [1.0, 1.0, 2.0, 2.0]
+    with pytest.raises(ValueError, match="clock"):
+        case("wall")
+
+
 def test_a_crashing_candidate_is_reported_not_fatal():
     def boom(x):
         raise RuntimeError("illegal memory access\nmore")

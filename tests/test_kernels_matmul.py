@@ -158,7 +158,8 @@ def test_bench_case_wiring_runs_on_tiny_shapes():
 
     cases = [matmul_case(40, torch.float32)] + linear_bias_gelu_cases(33, 20, 17, torch.float32)
     for case in cases:
-        rows = run_case(case, Ceilings(copy_gbps=1.0, matmul_tflops=1.0), timer=lambda fn: 1.0)
+        rows = run_case(case, Ceilings(copy_gbps=1.0, matmul_tflops=1.0), timer=lambda fn: 1.0,
+                        gpu_timer=lambda fn: 1.0)
         assert all(r.correct for r in rows), [(r.candidate, r.note) for r in rows]
         assert all(r.ms == 1.0 and r.tflops > 0 for r in rows)
         assert len(evaluate_goals(case, rows)) == len(case.goals)
@@ -219,6 +220,23 @@ def test_tma_launch_key_captures_the_specialization():
     r = _randn(64, 40, dtype=torch.bfloat16)
     assert key(x, w.t(), bias[:32], r[:, :32]) != key(x, w.t(), bias[:32], r[:, :32].contiguous())
     assert all(not isinstance(part, torch.Tensor) for part in key(x, w.t(), bias[:32], r[:, :32]))
+
+
+def test_unchecked_descriptor_matches_from_tensor():
+    # The bound TMA launch builds its descriptors without TensorDescriptor's checks (its key guarantees
+    # them): every field must be what from_tensor gives, the defaulted ones included.
+    import dataclasses
+
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    from kernels_ref._launch import unchecked_descriptor
+
+    t = _randn(64, 48, dtype=torch.bfloat16)[:, :32]
+    fast, checked = unchecked_descriptor(TensorDescriptor, t, [16, 32]), TensorDescriptor.from_tensor(t, [16, 32])
+    as_list = lambda v: list(v) if isinstance(v, (list, tuple, torch.Size)) else v  # noqa: E731
+    assert fast.base is t
+    for f in dataclasses.fields(TensorDescriptor)[1:]:
+        assert as_list(getattr(fast, f.name)) == as_list(getattr(checked, f.name)), f.name
 
 
 def test_untuned_matmul_is_correct():
