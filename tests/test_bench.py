@@ -149,6 +149,17 @@ def test_a_crashing_candidate_is_reported_not_fatal():
     assert not verdicts[0].passed and rows[1].correct
 
 
+def test_main_gpu_clock_relabels_and_times_every_case_by_the_gpu(monkeypatch, capsys):
+    fake = types.ModuleType("fake_bench_ops")
+    fake.bench_cases = lambda quick: make_cases()
+    monkeypatch.setitem(sys.modules, "fake_bench_ops", fake)
+    rc = bench.main(["--clock", "gpu", "--no-progress"], timer=lambda fn: 0.5, gpu_timer=lambda fn: 0.25,
+                    ceilings=CEILINGS, modules=("fake_bench_ops",))
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert "GPU time" in printed and "0.2500" in printed and "0.5000" not in printed
+
+
 def test_main_writes_json_and_plots(tmp_path, monkeypatch, capsys):
     fake = types.ModuleType("fake_bench_ops")
     fake.bench_cases = lambda quick: make_cases()[:1] if quick else make_cases()
