@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Named stages on a GPU machine, in one call from the repository root:
 #   bash tools/gpu_session.sh STAGE [STAGE ...]
-# Stages: env | kernel-tests | bench | bench-quick | bench-matmul | gpu-tests | notebooks | capstone | autograde | naive |
+# Stages: env | kernel-tests | bench | bench-quick | bench-quick-gpu | bench-matmul | gpu-tests | notebooks | capstone | autograde | naive |
 #         autograder-check | sandbox | batch-throughput | probe-configs | probe-matmul | launch-cost
 # OPS=a,b limits bench, bench-quick and probe-configs to those ops; PYTEST_K=expr selects kernel-tests; ASSIGNMENTS=05_layer_norm,... limits notebooks and autograde;
 # ONLY=label,... limits autograder-check to those submissions; AUTOGRADE_FLAGS=--no-execute grades without
@@ -64,6 +64,8 @@ for stage in "$@"; do
         gpu-tests) run_logged gpu-tests python3 -m pytest -m gpu -q -p no:cacheprovider --timeout 600 ;;
         bench) TAIL=120 run_logged bench python3 -m kernels_ref.bench --no-progress ${OPS:+--ops "$OPS"} --json "$RES/bench.json" ;;
         bench-quick) TAIL=80 run_logged bench-quick python3 -m kernels_ref.bench --quick --no-progress ${OPS:+--ops "$OPS"} --json "$RES/bench-quick.json" ;;
+        # The same cases by the GPU's time alone (the launch hidden): how much of a miss is the launcher's CPU time.
+        bench-quick-gpu) TAIL=80 run_logged bench-quick-gpu python3 -m kernels_ref.bench --quick --clock gpu --no-progress ${OPS:+--ops "$OPS"} --json "$RES/bench-quick-gpu.json" ;;
         notebooks) run_logged notebooks python3 -m tools.execute_notebook --timeout 900 $(notebook_sources) ;;
         # 09 at full size: its measurements and the claims' verdicts in the log, the executed copy beside it.
         capstone) TAIL=60 run_logged capstone python3 -m tools.execute_notebook --timeout 900 --print-output \
