@@ -160,6 +160,14 @@ def test_main_gpu_clock_relabels_and_times_every_case_by_the_gpu(monkeypatch, ca
     assert "GPU time" in printed and "0.2500" in printed and "0.5000" not in printed
 
 
+def test_gpu_clock_keeps_one_case_per_label():
+    # linear_bias_gelu has its own GPU-time case: the relabelled protocol case would duplicate its label.
+    from kernels_ref.matmul import linear_bias_gelu_cases
+
+    labels = [c.label for c in bench.on_gpu_clock(linear_bias_gelu_cases(33, 20, 17))]
+    assert len(labels) == len(set(labels)) == 2 and all(label.endswith("GPU time") for label in labels)
+
+
 def test_main_writes_json_and_plots(tmp_path, monkeypatch, capsys):
     fake = types.ModuleType("fake_bench_ops")
     fake.bench_cases = lambda quick: make_cases()[:1] if quick else make_cases()
