@@ -21,3 +21,17 @@ def gelu_tanh(z):
     """
     u = 0.7978845608028654 * (z + 0.044715 * z * z * z)
     return z / (1.0 + tl.exp2(u * (-2.0 * LOG2E)))  # tensor * constexpr: constexpr * tensor breaks the interpreter
+
+
+@triton.jit
+def gelu_tanh_fast(z):
+    """``gelu_tanh`` with the GPU's own tanh (``tanh.approx.f32``, sm_75+: relative error below 2^-10.9):
+    one special-function instruction per element, where ``gelu_tanh`` spends two (exp2 and the division's
+    reciprocal). Those units do 16 operations per clock per SM against 128 for FMAs: for a 16384x4096
+    output that is ~30 us against ~15 us on an H100 or H200, 2-4% of a fused GEMM whose epilogue does not
+    overlap its matmul. Its absolute error is ~2^-11 * |z| / 2 where the output is near zero (large negative
+    z), within bfloat16's tolerance (8e-3 + 1.6e-2 |y|) up to |z| ~ 30 and saturating to exactly 0 beyond,
+    but not float16's (1e-3): bfloat16 outputs of compiled kernels only (the interpreter runs no PTX)."""
+    u = 0.7978845608028654 * (z + 0.044715 * z * z * z)
+    t = tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=r,r", [u], dtype=tl.float32, is_pure=True, pack=1)
+    return 0.5 * z * (1.0 + t)

@@ -59,7 +59,7 @@ import triton.language as tl
 from course.device import INTERPRET
 from course.triton_compat import autotune, dot
 from kernels_ref._launch import CompiledLaunch, unchecked_descriptor
-from kernels_ref._triton_math import gelu_tanh
+from kernels_ref._triton_math import gelu_tanh, gelu_tanh_fast
 from kernels_ref._validate import cuda_capability_major, cuda_sm_count
 
 try:  # host-side TMA descriptors: triton >= 3.4
@@ -93,14 +93,19 @@ def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 
 @triton.jit
 def _epilogue(acc, bias_ptr, offs_n, N, HAS_BIAS: tl.constexpr, GELU: tl.constexpr,
-              r_ptr=None, offs_m=None, M=0, stride_rm=0, HAS_RESIDUAL: tl.constexpr = False):
+              r_ptr=None, offs_m=None, M=0, stride_rm=0, HAS_RESIDUAL: tl.constexpr = False,
+              FAST_GELU: tl.constexpr = False):
     """bias + GELU (+ a residual tile) on the fp32 accumulator tile, in registers: no memory traffic but
-    the bias row (and the residual's [BLOCK_M, BLOCK_N] tile, whose rows are contiguous)."""
+    the bias row (and the residual's [BLOCK_M, BLOCK_N] tile, whose rows are contiguous). ``FAST_GELU``:
+    the hardware tanh (``gelu_tanh_fast``), for bfloat16 outputs of compiled kernels."""
     if HAS_BIAS:
         bias = tl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0)
         acc += bias.to(tl.float32)[None, :]
     if GELU:
-        acc = gelu_tanh(acc)
+        if FAST_GELU:
+            acc = gelu_tanh_fast(acc)
+        else:
+            acc = gelu_tanh(acc)
     if HAS_RESIDUAL:
         r_ptrs = r_ptr + offs_m.to(tl.int64)[:, None] * stride_rm + offs_n[None, :]
         mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
@@ -156,6 +161,7 @@ def _matmul_tma_persistent_body(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     EPILOGUE_SUBTILE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, NUM_SMS: tl.constexpr,
     r_ptr=None, stride_rm=0, HAS_RESIDUAL: tl.constexpr = False, FLATTEN: tl.constexpr = True,
+    FAST_GELU: tl.constexpr = False,
 ):
     start = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -189,14 +195,15 @@ def _matmul_tma_persistent_body(
             halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
             acc0, acc1 = tl.split(halves)
             offs0 = off_n + tl.arange(0, BLOCK_N // 2)
-            acc0 = _epilogue(acc0, bias_ptr, offs0, N, HAS_BIAS, GELU, r_ptr, offs_m, M, stride_rm, HAS_RESIDUAL)
+            acc0 = _epilogue(acc0, bias_ptr, offs0, N, HAS_BIAS, GELU, r_ptr, offs_m, M, stride_rm, HAS_RESIDUAL,
+                             FAST_GELU)
             c_desc.store([off_m, off_n], acc0.to(c_desc.dtype))   # TMA clips rows >= M, columns >= N
             acc1 = _epilogue(acc1, bias_ptr, offs0 + BLOCK_N // 2, N, HAS_BIAS, GELU, r_ptr, offs_m, M, stride_rm,
-                             HAS_RESIDUAL)
+                             HAS_RESIDUAL, FAST_GELU)
             c_desc.store([off_m, off_n + BLOCK_N // 2], acc1.to(c_desc.dtype))
         else:
             acc = _epilogue(acc, bias_ptr, off_n + tl.arange(0, BLOCK_N), N, HAS_BIAS, GELU, r_ptr, offs_m, M,
-                            stride_rm, HAS_RESIDUAL)
+                            stride_rm, HAS_RESIDUAL, FAST_GELU)
             c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
 
 
@@ -330,7 +337,7 @@ def _tma_flags(a, b, bias, gelu: bool, warp_specialize: bool | None, residual) -
     if warp_specialize is None:
         warp_specialize = cuda_capability_major(a.device) >= 10
     flags = dict(HAS_BIAS=bias is not None, GELU=gelu, B_KMAJOR=b.stride(1) != 1, NUM_SMS=cuda_sm_count(a.device),
-                 WARP_SPECIALIZE=warp_specialize)
+                 WARP_SPECIALIZE=warp_specialize, FAST_GELU=gelu and not INTERPRET and a.dtype == torch.bfloat16)
     if residual is not None:
         flags.update(stride_rm=residual.stride(0), HAS_RESIDUAL=True)
     return flags

@@ -244,9 +244,11 @@ def test_untuned_matmul_is_correct():
     assert_close(matmul_untuned(a, b), a.double() @ b.double(), TOL[torch.float32])
 
 
-def test_tma_kernel_compiles_for_hopper_without_spills():
+@pytest.mark.parametrize("fast_gelu", [True, False])
+def test_tma_kernel_compiles_for_hopper_without_spills(fast_gelu):
     # The fast path's first config, compiled for sm_90a here without a GPU (course.aot): the fused
-    # 128x256 epilogue must not spill and the operand ring + store staging must fit in 227 KB.
+    # 128x256 epilogue must not spill and the operand ring + store staging must fit in 227 KB; with the
+    # hardware tanh (16-bit outputs on a GPU) and without.
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     from course.aot import resource_usage
@@ -260,7 +262,7 @@ def test_tma_kernel_compiles_for_hopper_without_spills():
     mm._set_block_shapes({"a_desc": descs[0], "b_desc": descs[1], "c_desc": descs[2], "B_KMAJOR": True, **meta})
     usage = resource_usage(mm._matmul_tma_persistent_body, *descs, torch.empty(N, dtype=torch.bfloat16), M, N, K,
                            HAS_BIAS=True, GELU=True, B_KMAJOR=True, NUM_SMS=132, WARP_SPECIALIZE=False,
-                           num_warps=cfg.num_warps, num_stages=cfg.num_stages, **meta)
+                           FAST_GELU=fast_gelu, num_warps=cfg.num_warps, num_stages=cfg.num_stages, **meta)
     assert usage["n_spills"] == 0 and usage["n_regs"] <= 255, usage
     assert usage["shared"] <= 227 * 1024, usage
 
@@ -330,3 +332,18 @@ def test_tma_bound_launch_gpu():
             assert_close(mm.linear(x, w, bias, residual=r), ref, GPU_TOL[torch.bfloat16])
     keys = [k for k in mm._TMA_LAUNCHES if k[2:5] == (M, K, N)]
     assert len(keys) == 4, keys  # aligned or not, with a residual or not: each its own bound launch
+
+
+@pytest.mark.gpu
+def test_linear_bias_gelu_gpu_hard_values():
+    # gelu of the bias alone (x = 0) over [-60, 60]: the bfloat16 TMA path's hardware tanh near saturation,
+    # judged elementwise by the course's bfloat16 tolerance against float64 (NaN never passes).
+    from measure.tolerance import compare
+
+    N, K = 4096, 64
+    bias = torch.linspace(-60, 60, N, device=DEV).to(torch.bfloat16)
+    for dtype in (torch.bfloat16, torch.float16):
+        x, w = torch.zeros(256, K, device=DEV, dtype=dtype), _randn(N, K, dtype=dtype)
+        out = linear_bias_gelu(x, w, bias.to(dtype))
+        ok, worst, msg = compare(out, F.gelu(bias.to(dtype).double(), approximate="tanh").expand(256, N))
+        assert ok, (dtype, msg)
