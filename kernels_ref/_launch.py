@@ -11,10 +11,16 @@ the timing protocol runs before each call, so the GPU sat idle inside the timed 
 everything the specialization depends on: dtypes, the integer arguments' values or their divisibility
 by 16, pointer alignment) and then launches the compiled kernel directly: per call it only fills the
 arguments that change (pointers, descriptors) into a prepared argument list.
+:class:`BoundLaunches` does it for any kernel whose arguments are tensors, integers, floats and constants:
+``BoundLaunches(kernel)[grid](...)`` in place of ``kernel[grid](...)``, its key made from the arguments.
 """
 from __future__ import annotations
 
 import inspect
+
+import torch
+
+from course.device import INTERPRET
 
 
 def _jit_function(kernel):
@@ -53,6 +59,7 @@ class CompiledLaunch:
             template[slot] = None
         self._template = template
         self.compiled = compiled
+        self.runtime = tuple(runtime)
         self.grid = tuple(grid) + (1,) * (3 - len(grid))  # the compiled kernel's launcher wants all three
         self._run = compiled[self.grid]
 
@@ -70,3 +77,62 @@ def unchecked_descriptor(descriptor_type, tensor, block_shape):
     desc = object.__new__(descriptor_type)
     desc.base, desc.shape, desc.strides, desc.block_shape = tensor, tensor.shape, tensor.stride(), block_shape
     return desc
+
+
+def _specialization(value):
+    """What of one argument a compiled kernel depends on: a tensor's dtype and 16-byte alignment, an
+    integer's value (its divisibility by 16, whether it is 1, and the grid that may derive from it), a
+    float's type only (Triton passes floats at run time), any other argument itself (a constant)."""
+    if isinstance(value, torch.Tensor):
+        return value.dtype, value.data_ptr() % 16 == 0
+    if isinstance(value, float):
+        return float
+    return value
+
+
+class BoundLaunches:
+    """``kernel[grid](*args, **kwargs)`` that, after a specialization's first call (through the autotuner
+    and the JIT, which tune and compile), launches that call's compiled kernel directly
+    (:class:`CompiledLaunch`) whenever the same specialization comes again: tensors and floats are what
+    change between calls, every other argument is part of the key. Under the interpreter, or for a
+    kernel it cannot bind (another Triton's internals), it is ``kernel[grid](...)`` itself."""
+
+    MAX_KEYS = 1024  # past this many specializations, new ones launch unbound (each key holds little)
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+        self._names = None if INTERPRET else list(inspect.signature(_jit_function(kernel).fn).parameters)
+        self._bound: dict = {}  # key -> CompiledLaunch, or None where binding failed
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: self._launch(grid, args, kwargs)
+
+    def _launch(self, grid, args, kwargs) -> None:
+        if self._names is None:
+            self.kernel[grid](*args, **kwargs)
+            return
+        values = {**dict(zip(self._names, args)), **kwargs}
+        key = tuple((name, _specialization(value)) for name, value in values.items())
+        try:
+            bound = self._bound.get(key)
+        except TypeError:  # an argument that cannot be a key (a list): no binding for it
+            self.kernel[grid](*args, **kwargs)
+            return
+        if bound is not None:
+            bound(*(values[name] for name in bound.runtime))
+            return
+        self.kernel[grid](*args, **kwargs)
+        if key not in self._bound and len(self._bound) < self.MAX_KEYS:
+            self._bound[key] = self._bind(grid, values)
+
+    def _bind(self, grid, values: dict) -> CompiledLaunch | None:
+        config = getattr(self.kernel, "best_config", None)  # what the autotuner just launched
+        if config is not None:
+            values = {**values, **config.all_kwargs()}
+            if config.pre_hook is not None:
+                config.pre_hook(values)
+        runtime = tuple(name for name, value in values.items() if isinstance(value, (torch.Tensor, float)))
+        try:
+            return CompiledLaunch(self.kernel, grid(values) if callable(grid) else tuple(grid), values, runtime)
+        except Exception:  # noqa: BLE001  (Triton's internals moved: this key keeps the ordinary launch)
+            return None

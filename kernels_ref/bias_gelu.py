@@ -19,6 +19,7 @@ import triton.language as tl
 
 from course.triton_compat import autotune
 from measure import reference
+from kernels_ref._launch import BoundLaunches
 from kernels_ref._triton_math import gelu_tanh
 from kernels_ref._validate import check_same, check_shape, check_tensor, rows_contiguous
 
@@ -60,6 +61,10 @@ def _bias_gelu_kernel(x_ptr, b_ptr, y_ptr, M, N, stride_xm, stride_ym,
     tl.store(y_ptr + rows64[:, None] * stride_ym + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
+# The autotuned kernel, launched directly after each specialization's first call (kernels_ref._launch).
+_BIAS_GELU = BoundLaunches(_bias_gelu_kernel)
+
+
 def bias_gelu(x: torch.Tensor, bias: torch.Tensor, *, config: dict | None = None) -> torch.Tensor:
     """gelu(x + bias) for x [M, N], bias [N]; output in x's dtype; computed in fp32.
 
@@ -76,7 +81,7 @@ def bias_gelu(x: torch.Tensor, bias: torch.Tensor, *, config: dict | None = None
     if x.numel() == 0:
         return y
     grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]), triton.cdiv(N, meta["BLOCK_N"]))  # noqa: E731
-    kernel = _bias_gelu_kernel if config is None else _bias_gelu_kernel.fn  # .fn: the kernel beneath autotune
+    kernel = _BIAS_GELU if config is None else _bias_gelu_kernel.fn  # .fn: the kernel beneath autotune
     kernel[grid](x, bias, y, M, N, x.stride(0), y.stride(0), **(config or {}))
     return y
 

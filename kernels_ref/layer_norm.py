@@ -31,6 +31,7 @@ import triton
 import triton.language as tl
 
 from course.triton_compat import autotune
+from kernels_ref._launch import BoundLaunches
 from kernels_ref._triton_math import gelu_tanh
 from kernels_ref._validate import check_same, check_shape, check_tensor, cuda_sm_count, rows_contiguous
 from measure.tolerance import GRAD_TOLERANCES
@@ -198,6 +199,12 @@ def _column_sum_kernel(part_ptr, out_ptr, G, N, stride_pg, BLOCK_G: tl.constexpr
     tl.store(out_ptr + cols, tl.sum(acc, axis=0).to(out_ptr.dtype.element_ty), mask=col_ok)
 
 
+# The kernels, launched directly after each specialization's first call (kernels_ref._launch).
+_COLUMN_SUM = BoundLaunches(_column_sum_kernel)
+_LAYER_NORM_FWD = BoundLaunches(_layer_norm_fwd_kernel)
+_LAYER_NORM_BWD_DX = BoundLaunches(_layer_norm_bwd_dx_kernel)
+
+
 def column_sum_config(N: int) -> dict:
     """Column blocks narrow enough for about 64 programs: with 256 columns each, a 1024-column buffer gave 4
     programs, and the sum took longer than the row kernel (H100, tools/probe_kernel_configs.py: 64 columns
@@ -214,7 +221,7 @@ def column_sum(part: torch.Tensor, dtype: torch.dtype, *, config: dict | None = 
     out = torch.empty(N, dtype=dtype, device=part.device)
     meta = {**column_sum_config(N), **(config or {})}
     meta["BLOCK_N"] = min(meta["BLOCK_N"], triton.next_power_of_2(N))
-    _column_sum_kernel[(triton.cdiv(N, meta["BLOCK_N"]),)](part, out, G, N, part.stride(0), **meta)
+    _COLUMN_SUM[(triton.cdiv(N, meta["BLOCK_N"]),)](part, out, G, N, part.stride(0), **meta)
     return out
 
 
@@ -250,7 +257,7 @@ def _launch_fwd(x, weight, bias, y, mean, rstd, eps, gelu: bool):
     BLOCK_N = triton.next_power_of_2(N)
     BLOCK_M = _rows_per_program(BLOCK_N, M)
     stats = mean is not None
-    _layer_norm_fwd_kernel[(triton.cdiv(M, BLOCK_M),)](
+    _LAYER_NORM_FWD[(triton.cdiv(M, BLOCK_M),)](
         x, weight, bias, y, mean if stats else y, rstd if stats else y, M, N, x.stride(0), y.stride(0),
         float(eps), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, GELU=gelu, STORE_STATS=stats)
 
@@ -319,7 +326,7 @@ def layer_norm_bwd(dy, x, weight, mean, rstd, *, config: dict | None = None):
     # Partial sums: dw's in columns [0, N) of a row, db's in [N, 2N) with one_sum, else two [G, N] buffers.
     part = torch.empty((G, 2 * N) if one_sum else (2, G, N), dtype=torch.float32, device=x.device)
     dw_part, db_part = (part[:, :N], part[:, N:]) if one_sum else (part[0], part[1])
-    kernel = _layer_norm_bwd_dx_kernel.fn if config else _layer_norm_bwd_dx_kernel  # .fn: beneath autotune
+    kernel = _layer_norm_bwd_dx_kernel.fn if config else _LAYER_NORM_BWD_DX  # .fn: beneath autotune
     kernel[(G * SPLIT,)](dy, x, weight, mean, rstd, dx, dw_part, db_part, M, N, dy.stride(0), x.stride(0),
                          dx.stride(0), dw_part.stride(0), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, SPLIT=SPLIT, **config)
     sums = [p.sum(0).to(weight.dtype) if sum_config == "torch" else column_sum(p, weight.dtype, config=sum_config)

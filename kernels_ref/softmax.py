@@ -22,6 +22,7 @@ import triton
 import triton.language as tl
 
 from course.triton_compat import autotune
+from kernels_ref._launch import BoundLaunches
 from kernels_ref._triton_math import LOG2E
 from kernels_ref._validate import check_tensor, rows_contiguous
 
@@ -68,6 +69,10 @@ def _check(x: torch.Tensor) -> torch.Tensor:
     return rows_contiguous(x)
 
 
+# The autotuned kernels, launched directly after each specialization's first call (kernels_ref._launch).
+_SOFTMAX = BoundLaunches(_softmax_kernel)
+
+
 def softmax(x: torch.Tensor, *, config: dict | None = None) -> torch.Tensor:
     """Row softmax of x [M, N] (N <= 65536) in one launch, each row read once and written once.
 
@@ -82,7 +87,7 @@ def softmax(x: torch.Tensor, *, config: dict | None = None) -> torch.Tensor:
         return y
     BLOCK_N = triton.next_power_of_2(N)
     meta = {"BLOCK_M": _rows_per_program(BLOCK_N, M), **(config or {})}
-    kernel = _softmax_kernel if config is None else _softmax_kernel.fn  # .fn: the kernel beneath autotune
+    kernel = _SOFTMAX if config is None else _softmax_kernel.fn  # .fn: the kernel beneath autotune
     kernel[(triton.cdiv(M, meta["BLOCK_M"]),)](x, y, M, N, x.stride(0), y.stride(0), BLOCK_N=BLOCK_N, **meta)
     return y
 
@@ -135,6 +140,9 @@ def _online_softmax_kernel(x_ptr, y_ptr, N, stride_xm, stride_ym, BLOCK_N: tl.co
         tl.store(y_row + offs, y.to(y_ptr.dtype.element_ty), mask=offs < N)
 
 
+_ONLINE_SOFTMAX = BoundLaunches(_online_softmax_kernel)
+
+
 def online_softmax(x: torch.Tensor) -> torch.Tensor:
     """Row softmax of x [M, N] for any N, one launch: one program per row, looping over blocks."""
     x = _check(x)
@@ -142,7 +150,7 @@ def online_softmax(x: torch.Tensor) -> torch.Tensor:
     y = torch.empty_like(x, memory_format=torch.contiguous_format)
     if x.numel() == 0:
         return y
-    _online_softmax_kernel[(M,)](x, y, N, x.stride(0), y.stride(0))
+    _ONLINE_SOFTMAX[(M,)](x, y, N, x.stride(0), y.stride(0))
     return y
 
 

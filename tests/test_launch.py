@@ -1,0 +1,92 @@
+"""kernels_ref._launch: a kernel's specialization bound once, then launched directly.
+
+The binding logic is checked here with a stand-in for Triton's kernel objects (no GPU: the interpreter has
+no compiled kernels to bind); the real kernels' bound launches are checked on a GPU by the kernel tests
+(tests/test_kernels_*.py: every reference kernel is called many times there, on fresh tensors)."""
+import torch
+
+from kernels_ref import _launch
+
+
+class FakeCompiled:
+    def __init__(self, log):
+        self.log = log
+
+    def __getitem__(self, grid):
+        return lambda *args: self.log.append(("bound", grid, args))
+
+
+class FakeJit:
+    """What CompiledLaunch and BoundLaunches use of a JITFunction beneath an autotuner."""
+
+    arg_names = ["x_ptr", "y_ptr", "n", "eps", "BLOCK"]
+
+    def __init__(self, log):
+        self.log = log
+
+    @staticmethod
+    def fn(x_ptr, y_ptr, n, eps, BLOCK, FLAG=False):  # the signature CompiledLaunch reads
+        pass
+
+    def warmup(self, grid, **values):
+        self.log.append(("warmup", grid, tuple(sorted(values))))
+        return FakeCompiled(self.log)
+
+
+class FakeAutotuner:
+    def __init__(self, log):
+        self.fn, self.log = FakeJit(log), log
+        self.best_config = None
+
+    def __getitem__(self, grid):
+        def run(*args, **kwargs):
+            import triton
+
+            self.best_config = triton.Config({"BLOCK": 64}, num_warps=4)
+            self.log.append(("autotuned", args, kwargs))
+        return run
+
+
+def test_bound_launch_after_the_first_call_of_each_specialization(monkeypatch):
+    monkeypatch.setattr(_launch, "INTERPRET", False)
+    log = []
+    launches = _launch.BoundLaunches(FakeAutotuner(log))
+    x, y = torch.zeros(8), torch.zeros(8)
+    launches[lambda meta: (8 // meta["BLOCK"] + 1,)](x, y, 8, 0.5)
+    assert [e[0] for e in log] == ["autotuned", "warmup"]
+    assert log[1][1] == (1,) and "num_warps" in log[1][2] and "BLOCK" in log[1][2]
+
+    x2, y2 = torch.ones(8), torch.ones(8)  # fresh tensors, another float: the same specialization
+    launches[lambda meta: (99,)](x2, y2, 8, 0.25)
+    kind, grid, args = log[-1]
+    assert kind == "bound" and grid == (1, 1, 1)  # the grid of the first call: it derives from the key
+    assert args[0] is x2 and args[1] is y2 and args[2:] == (8, 0.25, 64, False)
+
+    log.clear()
+    launches[lambda meta: (1,)](x2, y2, 16, 0.25)                  # another integer: another key
+    launches[lambda meta: (1,)](x2[1:], y2, 8, 0.25)               # a tensor not 16-byte aligned
+    launches[lambda meta: (1,)](x2.double(), y2, 8, 0.25)          # another dtype
+    assert [e[0] for e in log] == ["autotuned", "warmup"] * 3
+    assert len(launches._bound) == 4
+
+
+def test_a_kernel_that_cannot_be_bound_keeps_launching(monkeypatch):
+    monkeypatch.setattr(_launch, "INTERPRET", False)
+    log = []
+    kernel = FakeAutotuner(log)
+    kernel.fn.warmup = lambda grid, **values: (_ for _ in ()).throw(RuntimeError("internals moved"))
+    launches = _launch.BoundLaunches(kernel)
+    x = torch.zeros(8)
+    for _ in range(3):
+        launches[(1,)](x, x, 8, 0.5)
+    assert [e[0] for e in log] == ["autotuned"] * 3
+    launches[(1,)](x, x, [8], 0.5)  # an argument that cannot be part of a key launches unbound
+    assert log[-1][0] == "autotuned"
+
+
+def test_the_interpreter_launches_the_kernel_itself():
+    log = []
+    launches = _launch.BoundLaunches(FakeAutotuner(log))  # INTERPRET is on without a GPU
+    for _ in range(2):
+        launches[(1,)](torch.zeros(8), torch.zeros(8), 8, 0.5)
+    assert [e[0] for e in log] == ["autotuned"] * 2
