@@ -24,8 +24,9 @@ from course.device import INTERPRET
 
 
 def _jit_function(kernel):
-    """The ``@triton.jit`` function beneath autotune/heuristics wrappers."""
-    while not hasattr(kernel, "arg_names"):
+    """The ``@triton.jit`` function beneath autotune/heuristics wrappers: the first whose ``fn`` is the
+    Python function itself (an autotuner has ``arg_names`` too, and its ``fn`` is the JIT function)."""
+    while not inspect.isfunction(getattr(kernel, "fn", None)):
         kernel = kernel.fn
     return kernel
 
@@ -103,6 +104,7 @@ class BoundLaunches:
         self.kernel = kernel
         self._names = None if INTERPRET else list(inspect.signature(_jit_function(kernel).fn).parameters)
         self._bound: dict = {}  # key -> CompiledLaunch, or None where binding failed
+        self.unbound_reason = ""  # why the last binding failed, if one did
 
     def __getitem__(self, grid):
         return lambda *args, **kwargs: self._launch(grid, args, kwargs)
@@ -134,5 +136,6 @@ class BoundLaunches:
         runtime = tuple(name for name, value in values.items() if isinstance(value, (torch.Tensor, float)))
         try:
             return CompiledLaunch(self.kernel, grid(values) if callable(grid) else tuple(grid), values, runtime)
-        except Exception:  # noqa: BLE001  (Triton's internals moved: this key keeps the ordinary launch)
+        except Exception as exc:  # noqa: BLE001  (Triton's internals moved: this key keeps the ordinary launch)
+            self.unbound_reason = f"{type(exc).__name__}: {exc}"
             return None

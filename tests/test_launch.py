@@ -34,6 +34,8 @@ class FakeJit:
 
 
 class FakeAutotuner:
+    arg_names = FakeJit.arg_names  # as triton's Autotuner has: the JIT function is its fn
+
     def __init__(self, log):
         self.fn, self.log = FakeJit(log), log
         self.best_config = None
