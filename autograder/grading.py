@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from autograder import correctness, protocol, runner, specs, timing
+from autograder import correctness, protocol, runner, specs, timing, warm
 from autograder.isolation import WorkerGone, WorkerSession
 from autograder.specs.base import fresh_seed
 from autograder.submission import Submission, SubmissionError, load
@@ -69,13 +69,14 @@ def grade_submission(path, exercise_ids=None, quick: bool | None = None, timeout
 
         workers = concurrent_workers(chosen, jobs)
         gate = TimingGate() if workers > 1 else _Alone()
+        warmers = warm.warmer_count(workers)
 
         def grade_one(spec):
             workdir = Path(tmp) / spec.id
             workdir.mkdir()
             try:
                 return grade_exercise(spec, sub, source_file, workdir, quick,
-                                      timeout if timeout is not None else default_timeout(spec), gate)
+                                      timeout if timeout is not None else default_timeout(spec), gate, warmers)
             except Exception as exc:  # noqa: BLE001  (a grader bug costs this exercise, loudly)
                 return _result(spec, False, None, 0.0, [],
                                [f"internal grader error: {type(exc).__name__}: {exc}",
@@ -193,7 +194,7 @@ def baseline_job(spec) -> dict:
 
 
 def grade_exercise(spec, sub: Submission, source_file: Path, workdir: Path, quick: bool, timeout_s: float,
-                   gate=None) -> dict:
+                   gate=None, warmers: int = 0) -> dict:
     if spec.entry not in sub.defined:
         return _result(spec, False, None, 0.0, [],
                        [f"{spec.entry}() is not defined in the submission (expected {spec.signature})"], [])
@@ -201,35 +202,44 @@ def grade_exercise(spec, sub: Submission, source_file: Path, workdir: Path, quic
     gate.share()
     phase = {"timed": False}
     try:
-        return _grade_exercise(spec, sub, source_file, workdir, quick, timeout_s, gate, phase)
+        return _grade_exercise(spec, sub, source_file, workdir, quick, timeout_s, gate, phase, warmers)
     finally:
         gate.leave(phase["timed"])
 
 
-def _grade_exercise(spec, sub, source_file, workdir, quick, timeout_s, gate, phase) -> dict:
+def _grade_exercise(spec, sub, source_file, workdir, quick, timeout_s, gate, phase, warmers: int = 0) -> dict:
     import course
 
     clock = Stopwatch()
-    session = WorkerSession(submission_job(spec, sub, source_file), timeout_s, cwd=str(sub.path.parent),
-                            scratch=str(workdir)).start()
+    job = submission_job(spec, sub, source_file)
+    session = WorkerSession(job, timeout_s, cwd=str(sub.path.parent), scratch=str(workdir)).start()
+    # Triton exercises: workers that compile the cases' kernels side by side first (autograder.warm)
+    ahead = (warm.Warmers(job, warmers, timeout_s, str(sub.path.parent), str(workdir)).start()
+             if warmers and spec.kind == "triton" else None)
     # A timed exercise's baseline worker starts beside the submission's (its start overlaps the cases; it
     # only waits, idle, until the timing): nothing of either runs inside the other's timed window.
     baseline = (WorkerSession(baseline_job(spec), timeout_s, scratch=str(workdir) + "-baseline").start()
                 if timing.should_time(course.ON_GPU, spec.performance)[0] else None)
     seed = fresh_seed()
     plan = runner.make_plan(spec, quick, seed)
+    if ahead is not None:
+        ahead.run(plan, spec.performance.inputs(torch.Generator().manual_seed(seed), torch.device("cpu"))
+                  if baseline is not None else None)
     audit_violations = static_violations(spec, sub)
     clock.lap("references and audit")
     try:
         with session as worker:
             clock.lap("worker start")
             result = _grade_in(worker, spec, sub, plan, seed, audit_violations, baseline, clock,
-                               lambda: _time_alone(gate, phase, worker, baseline, clock))
+                               lambda: _time_alone(gate, phase, worker, baseline, clock),
+                               lambda: _compile_ahead(ahead, worker, clock, timeout_s))
         result["feedback"] = _output_notes(session) + result["feedback"]  # the whole output, read to the end
     except WorkerGone as gone:
         feedback = [str(gone)] + _output_notes(session) + _last_output(session)
         result = _result(spec, False, None, 0.0, audit_violations, feedback, [])
     finally:
+        if ahead is not None:
+            ahead.close()
         if baseline is not None:
             baseline.close()
     result["seconds"] = clock.laps()
@@ -267,8 +277,19 @@ def _time_alone(gate, phase, worker, baseline, clock) -> None:
     clock.lap("waiting for the GPU")
 
 
+def _compile_ahead(ahead, worker, clock, timeout_s: float) -> None:
+    """Wait for the warmers (at most a quarter of the time limit), kill them, and give the graded worker
+    back the time they took: its cases then load the kernels they compiled."""
+    if ahead is None:
+        return
+    start = time.monotonic()
+    ahead.wait(timeout_s / 4)
+    worker.deadline += time.monotonic() - start
+    clock.lap("compiling ahead")
+
+
 def _grade_in(worker, spec, sub, plan, seed, audit_violations, baseline=None, clock=None,
-              before_timing=lambda: None) -> dict:
+              before_timing=lambda: None, before_cases=lambda: None) -> dict:
     import course
 
     clock = clock or Stopwatch()
@@ -287,6 +308,7 @@ def _grade_in(worker, spec, sub, plan, seed, audit_violations, baseline=None, cl
 
         return _result(spec, False, None, 0.0, violations, [plain_error(msg) or text] + feedback, [])
 
+    before_cases()
     runs = runner.run_cases(worker, plan)
     clock.lap("cases")
     verdicts = runner.judge_cases(spec, plan, runs, sub.where)
@@ -359,7 +381,13 @@ def _output_notes(session) -> list[str]:
 
 # ------------------------------------------------------------------------------------------- performance
 
-def time_against_baseline(worker, spec, seed: int, reps: int = 50, warmup: int = 5, max_seconds: float = 6.0,
+def timing_seconds() -> float:
+    """Seconds of timed repetitions per exercise (at least 10 repetitions whatever it says):
+    ``AUTOGRADER_TIMING_SECONDS``, default 6."""
+    return float(os.environ.get("AUTOGRADER_TIMING_SECONDS") or 6.0)
+
+
+def time_against_baseline(worker, spec, seed: int, reps: int = 50, warmup: int = 5, max_seconds: float | None = None,
                           open_baseline=None, batch: int = CALLS_PER_ROUND_TRIP):
     """(performance entry, credit, whether every checked timed output was right, feedback lines).
 
@@ -418,7 +446,8 @@ def time_against_baseline(worker, spec, seed: int, reps: int = 50, warmup: int =
         # behaves for a while and then cheats is as likely to be checked late as early. The pace is the
         # warm-up's median repetition: the first ones may compile or autotune.
         per_rep = statistics.median(paces) if paces else 0.0
-        reps = max(min(reps, int(max_seconds / max(per_rep, 1e-6))), 10)
+        budget = timing_seconds() if max_seconds is None else max_seconds
+        reps = max(min(reps, int(budget / max(per_rep, 1e-6))), 10)
         checked_reps = set(rng.sample(range(reps), min(JUDGED_TIMED_CALLS, reps)))
         clock.lap("warm-up")
         for rep in range(reps):

@@ -99,6 +99,7 @@ class BoundLaunches:
     kernel it cannot bind (another Triton's internals), it is ``kernel[grid](...)`` itself."""
 
     MAX_KEYS = 1024  # past this many specializations, new ones launch unbound (each key holds little)
+    enabled = True  # False: every call goes through the autotuner and the JIT (tools.launch_cost compares)
 
     def __init__(self, kernel):
         self.kernel = kernel
@@ -110,7 +111,7 @@ class BoundLaunches:
         return lambda *args, **kwargs: self._launch(grid, args, kwargs)
 
     def _launch(self, grid, args, kwargs) -> None:
-        if self._names is None:
+        if self._names is None or not BoundLaunches.enabled:
             self.kernel[grid](*args, **kwargs)
             return
         values = {**dict(zip(self._names, args)), **kwargs}

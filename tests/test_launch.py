@@ -82,6 +82,7 @@ def test_a_kernel_that_cannot_be_bound_keeps_launching(monkeypatch):
     for _ in range(3):
         launches[(1,)](x, x, 8, 0.5)
     assert [e[0] for e in log] == ["autotuned"] * 3
+    assert launches.unbound_reason == "RuntimeError: internals moved"
     launches[(1,)](x, x, [8], 0.5)  # an argument that cannot be part of a key launches unbound
     assert log[-1][0] == "autotuned"
 
@@ -92,3 +93,17 @@ def test_the_interpreter_launches_the_kernel_itself():
     for _ in range(2):
         launches[(1,)](torch.zeros(8), torch.zeros(8), 8, 0.5)
     assert [e[0] for e in log] == ["autotuned"] * 2
+
+
+def test_binding_switched_off_launches_through_the_autotuner(monkeypatch):
+    monkeypatch.setattr(_launch, "INTERPRET", False)
+    log = []
+    launches = _launch.BoundLaunches(FakeAutotuner(log))
+    x = torch.zeros(8)
+    launches[(1,)](x, x, 8, 0.5)
+    monkeypatch.setattr(_launch.BoundLaunches, "enabled", False)
+    launches[(1,)](x, x, 8, 0.5)
+    assert [e[0] for e in log] == ["autotuned", "warmup", "autotuned"]
+    monkeypatch.setattr(_launch.BoundLaunches, "enabled", True)
+    launches[(1,)](x, x, 8, 0.5)
+    assert log[-1][0] == "bound"

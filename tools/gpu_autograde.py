@@ -248,7 +248,7 @@ def table(calibration: list[dict], nbgrader_rows: list[dict]) -> str:
                      f"{'; '.join(r['errors'])[:150] or ('exit ' + str(r['autograde_rc']) if r['autograde_rc'] else '')}")
     timed = [r for r in nbgrader_rows if r.get("student") == "solution" and r.get("exercise_seconds")]
     if timed:
-        parts = ("worker start", "cases", "judging", "timing", "null-kernel check", "total")
+        parts = ("worker start", "compiling ahead", "cases", "judging", "timing", "null-kernel check", "total")
         lines += ["", "grading time of the solutions, seconds (the notebook's whole grading and nbgrader's run last)"]
         lines.append(f"{'exercise':22s} " + " ".join(f"{p[:12]:>12s}" for p in parts))
         for r in timed:

@@ -2,7 +2,7 @@
 # Named stages on a GPU machine, in one call from the repository root:
 #   bash tools/gpu_session.sh STAGE [STAGE ...]
 # Stages: env | kernel-tests | bench | bench-quick | bench-quick-gpu | bench-matmul | gpu-tests | notebooks | capstone | autograde | naive |
-#         autograder-check | sandbox | batch-throughput | probe-configs | probe-matmul | launch-cost
+#         autograder-check | sandbox | batch-throughput | probe-configs | probe-matmul | launch-cost | launch-cost-memory | grading-time
 # OPS=a,b limits bench, bench-quick and probe-configs to those ops; PYTEST_K=expr selects kernel-tests; ASSIGNMENTS=05_layer_norm,... limits notebooks and autograde;
 # ONLY=label,... limits autograder-check to those submissions; AUTOGRADE_FLAGS=--no-execute grades without
 # executing the notebooks (calibration only). batch-throughput needs dask in .whl/ too:
@@ -24,6 +24,10 @@ if ls .whl/*.whl >/dev/null 2>&1; then
     export PATH=/tmp/site/bin:$PATH
 fi
 export PYTHONPATH=$PWD:/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+# The grader's sandbox: the image's bubblewrap, else one carried in .whl/ (cp /usr/bin/bwrap .whl/).
+if ! command -v bwrap >/dev/null && [ -x .whl/bwrap ] && [ -z "${AUTOGRADER_BWRAP:-}" ]; then
+    export AUTOGRADER_BWRAP=$PWD/.whl/bwrap
+fi
 RUN=$(python3 -m tools.results name) || { echo "tools.results name failed"; exit 1; }
 TOP=$(mktemp -d)
 RES=$TOP/results/$RUN
@@ -70,6 +74,12 @@ for stage in "$@"; do
         # 09 at full size: its measurements and the claims' verdicts in the log, the executed copy beside it.
         capstone) TAIL=60 run_logged capstone python3 -m tools.execute_notebook --timeout 900 --print-output \
                       --save-to "$RES" solutions/09_capstone/09_capstone.ipynb ;;
+        # One notebook's grading time (solution and untouched, no execution, no calibration), labelled
+        # GRADING_LABEL, in a fresh Triton cache: run it with the grader's knobs set (AUTOGRADER_WARMERS,
+        # AUTOGRADER_TIMING_SECONDS) to compare one setting with another on the same machine.
+        grading-time) label=grading-${GRADING_LABEL:-now}
+                      TAIL=40 run_logged "$label" env TRITON_CACHE_DIR="$(mktemp -d)" python3 -m tools.gpu_autograde "$RES/$label" \
+                          --skip-calibration --no-execute ${ASSIGNMENTS:+--assignments "$ASSIGNMENTS"} ;;
         autograde) TAIL=80 run_logged autograde python3 -m tools.gpu_autograde "$RES/autograder" --calibration "$RES/calibration.json" ${ASSIGNMENTS:+--assignments "$ASSIGNMENTS"} ${AUTOGRADE_FLAGS:-} ;;
         # The naive versions alone, timed by the grader's protocol (NAIVE_ASSIGNMENTS): the calibration's other half
         # when the solutions were graded in another run.
@@ -86,11 +96,12 @@ for stage in "$@"; do
         probe-matmul) TAIL=70 run_logged probe-matmul python3 -m tools.probe_matmul_configs --json "$RES/probe-matmul.json" ;;
         # Where the fused GEMM's timed cost goes: its launch on the CPU against the flush, step by step.
         launch-cost) TAIL=60 run_logged matmul-launch-cost python3 -m tools.matmul_launch_cost ;;
+        # The memory-bound kernels' launch: CPU per call, protocol and GPU time, bound against unbound.
+        launch-cost-memory) TAIL=20 run_logged launch-cost python3 -m tools.launch_cost ;;
         autograder-check) TAIL=60 run_logged autograder-check python3 -m tools.gpu_autograder_check --out "$RES/autograder" ${ONLY:+--only "$ONLY"} ;;
         # The worker's sandbox on this machine: GPU and Triton inside it, what it refuses, start-up cost.
         # Without bubblewrap on the image, a bwrap binary carried in .whl/ (cp /usr/bin/bwrap .whl/) is used.
-        sandbox) bw=${AUTOGRADER_BWRAP:-$(command -v bwrap || { [ -x .whl/bwrap ] && echo "$PWD/.whl/bwrap"; })}
-                 AUTOGRADER_BWRAP=$bw run_logged sandbox python3 -m autograder.sandbox ;;
+        sandbox) run_logged sandbox python3 -m autograder.sandbox ;;
         # a synthetic class graded by `python -m autograder batch`: 4 submissions on 1 GPU, 8 on 2
         # (submissions/minute); BATCH_ASSIGNMENTS, BATCH_PER_GPU and BATCH_FLAGS (e.g. --no-execute) size it
         batch-throughput) TAIL=30 run_logged batch-throughput python3 -m tools.synthetic_class "$RES/batch" \

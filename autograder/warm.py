@@ -1,0 +1,116 @@
+"""Compiling a submission's kernels side by side, before its graded worker runs the cases.
+
+On a GPU most of an exercise's grading time is Triton compiling the learner's kernels, once per
+specialization (dtype, divisibility of sizes and strides, block sizes derived from the shape), one after
+another in the graded worker, on one core. The GPU machines have many cores: ``Warmers`` starts a few more
+workers of the same submission (same sandbox, same job, the submission's own cache folder, hence its own
+Triton cache) that call the plan's cases, each on its share, with the same autotune config pins as the
+graded run (``worker.AutotunePin``: case k runs config k). They compile what the graded run will need and
+write it to that cache; the graded worker then loads each kernel from it instead of compiling it.
+
+Nothing they do is judged or trusted: they answer nothing the grade reads, they run before the graded
+worker's first case and are killed before it (so they never share the GPU with a judged call, a timing,
+or its memory), and a warmer that fails, hangs or is slow only leaves more for the graded worker to compile.
+The learner's code in them is confined as in any worker; its only way to touch the graded run is the
+submission's own cache, which the graded worker's own code (the learner's) could write just the same.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+MAX_WARMERS = 6  # ptxas and Triton's passes are one process each: past a few, the warmers' own start dominates
+ENV = "AUTOGRADER_WARMERS"
+
+
+def warmer_count(exercises_side_by_side: int) -> int:
+    """How many warmers each exercise gets: ``AUTOGRADER_WARMERS`` if set; none without a GPU (the Triton
+    interpreter compiles nothing); otherwise the cores left once every exercise graded side by side has its
+    graded and baseline workers, shared out, at most ``MAX_WARMERS``."""
+    if os.environ.get(ENV):
+        return max(0, int(os.environ[ENV]))
+    import course
+
+    if not course.ON_GPU:
+        return 0
+    per_exercise = (os.cpu_count() or 1) // max(1, exercises_side_by_side)
+    return max(0, min(MAX_WARMERS, per_exercise - 2))
+
+
+def shares(n_cases: int, count: int) -> list[list[int]]:
+    """The case numbers each warmer calls: every case once, dealt out in turn, the first cases first (the
+    graded worker needs them first)."""
+    return [list(range(i, n_cases, count)) for i in range(count)] if count else []
+
+
+class Warmers:
+    """``count`` workers of ``job``: ``start`` starts their processes (their Python start overlaps the
+    graded worker's and the plan's making), ``run(plan)`` has each call its share of the cases in a thread
+    of this process, ``wait`` returns when all are done (or ``limit_s`` has passed) and kills them all."""
+
+    def __init__(self, job: dict, count: int, timeout_s: float, cwd: str | None, scratch: str):
+        from autograder.isolation import WorkerSession
+
+        self.plan: list = []
+        self.sessions = [WorkerSession(job, timeout_s, cwd=cwd, scratch=f"{scratch}-warm{i}")
+                         for i in range(count)]
+        self.calls = [0] * count  # cases each warmer called
+        self.timed_call_done = False
+        self.threads: list[threading.Thread] = []
+
+    def start(self) -> "Warmers":
+        for session in self.sessions:
+            session.start()
+        return self
+
+    def run(self, plan: list, timed_args: tuple | None = None) -> None:
+        """Start calling: each warmer its share of ``plan``; with ``timed_args`` (an exercise that will be
+        timed here), the last warmer first calls the timed workload once unpinned, so the autotuner
+        compiles every config at that shape, as the timing's warm-up would."""
+        self.plan = plan
+        count = len(self.sessions)
+        self.threads = [threading.Thread(target=self._warm, args=(i, share, timed_args if i == count - 1 else None),
+                                         daemon=True)
+                        for i, share in enumerate(shares(len(plan), count))]
+        for thread in self.threads:
+            thread.start()
+
+    def _warm(self, i: int, share: list[int], timed_args: tuple | None) -> None:
+        session = self.sessions[i]
+        try:
+            with session as worker:
+                if worker.ready.status != "ok":
+                    return  # the code does not load: the graded worker will say why
+                if timed_args is not None:
+                    worker.request({"op": "load", "slot": 0, "args": timed_args})
+                    worker.request({"op": "call", "slots": [0], "record": False})  # as a timed call: autotunes
+                    worker.request({"op": "drop"})
+                    self.timed_call_done = True
+                for number in share:
+                    worker.request({"op": "load", "slot": 0, "args": self.plan[number].a})
+                    worker.request({"op": "call", "slots": [0], "record": True, "config": number})
+                    worker.request({"op": "drop"})
+                    self.calls[i] += 1
+        except Exception:  # noqa: BLE001  (a warmer's failure costs nothing but the time it would have saved)
+            return
+
+    def wait(self, limit_s: float) -> int:
+        """Wait for every warmer (at most ``limit_s``), then kill what is left; the cases they called."""
+        deadline = time.monotonic() + limit_s
+        for thread in self.threads:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        self.close()
+        return sum(self.calls)
+
+    def close(self) -> None:
+        for session in self.sessions:
+            if session.proc is not None:
+                session.stop()  # kills the process group; a thread blocked on its socket then ends
+        for thread in self.threads:
+            thread.join(timeout=10)
+        for session in self.sessions:
+            try:
+                session.close()  # a session its thread has not closed (never run, or still unwinding)
+            except Exception:  # noqa: BLE001  (its thread closed it meanwhile)
+                pass

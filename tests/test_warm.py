@@ -1,0 +1,114 @@
+"""autograder.warm: workers that compile a submission's kernels ahead of its graded run change no grade.
+
+Without a GPU nothing is compiled (the interpreter runs kernels as Python), so the grader starts no
+warmers; here they are forced on (AUTOGRADER_WARMERS) to check what matters on any machine: the verdicts
+are the graded worker's alone, a warmer that hangs costs at most a quarter of the time limit, and every
+warmer is gone when the graded worker's cases start."""
+from __future__ import annotations
+
+import pytest
+
+from autograder import warm
+from autograder.grading import grade_submission
+
+from _autograder_helpers import SUBMISSIONS
+
+
+def test_shares_deal_every_case_once():
+    assert warm.shares(7, 3) == [[0, 3, 6], [1, 4], [2, 5]]
+    assert warm.shares(2, 4) == [[0], [1], [], []]
+    assert warm.shares(5, 0) == []
+
+
+def test_no_warmers_without_a_gpu_unless_asked(monkeypatch):
+    import course
+
+    monkeypatch.delenv(warm.ENV, raising=False)
+    monkeypatch.setattr(course, "ON_GPU", False)
+    assert warm.warmer_count(1) == 0
+    monkeypatch.setattr(course, "ON_GPU", True)
+    monkeypatch.setattr(warm.os, "cpu_count", lambda: 16)
+    assert warm.warmer_count(3) == 3   # 16 cores over 3 exercises: 5 each, less the graded and baseline workers
+    assert warm.warmer_count(1) == warm.MAX_WARMERS
+    monkeypatch.setattr(warm.os, "cpu_count", lambda: 2)
+    assert warm.warmer_count(2) == 0
+    monkeypatch.setenv(warm.ENV, "2")
+    assert warm.warmer_count(8) == 2
+
+
+def _scores(result):
+    return {ex["id"]: (ex["score"], ex["correct"]) for ex in result["exercises"]}
+
+
+@pytest.mark.timeout(600)
+def test_warmers_change_no_verdict(monkeypatch):
+    monkeypatch.setenv("AUTOGRADER_JOBS", "1")
+    monkeypatch.setenv(warm.ENV, "0")
+    plain = grade_submission(SUBMISSIONS / "good_triton.py", ["vector_add", "softmax"], quick=True)
+    monkeypatch.setenv(warm.ENV, "2")
+    warmed = grade_submission(SUBMISSIONS / "good_triton.py", ["vector_add", "softmax"], quick=True)
+    assert _scores(warmed) == _scores(plain)
+    assert all(correct for _, correct in _scores(warmed).values())
+    assert all("compiling ahead" in ex["seconds"] for ex in warmed["exercises"])
+    assert all("compiling ahead" not in ex["seconds"] for ex in plain["exercises"])
+    wrong = grade_submission(SUBMISSIONS / "wrong_on_odd.py", ["softmax"], quick=True)
+    assert not wrong["exercises"][0]["correct"]
+
+
+def test_a_hanging_warmer_is_cut_off_and_the_graded_worker_judges(monkeypatch):
+    import time
+
+    monkeypatch.setenv("AUTOGRADER_JOBS", "1")
+    monkeypatch.setenv(warm.ENV, "2")
+    start = time.monotonic()
+    result = grade_submission(SUBMISSIONS / "hangs.py", ["softmax"], quick=True, timeout=20.0)
+    ex = result["exercises"][0]
+    assert not ex["correct"] and "time limit" in "\n".join(ex["feedback"])
+    # the warmers waited at most 5 s (a quarter of the limit), and that wait was given back to the worker
+    assert ex["seconds"]["compiling ahead"] <= 6.0
+    assert time.monotonic() - start < 20.0 + 6.0 + 15.0  # limit, warm wait, process starts and teardown
+
+
+def test_every_warmer_is_gone_before_the_graded_cases(monkeypatch):
+    """The warmers' processes are dead when the graded worker runs its first case: none shares the GPU
+    with a judged call."""
+    from autograder import grading, runner
+
+    seen = []
+    real_run_cases, real_run = runner.run_cases, warm.Warmers.run
+
+    def remember(self, plan, timed_args=None):
+        seen.append(self)
+        real_run(self, plan, timed_args)
+
+    def run_cases(session, plan):
+        for warmers in seen:
+            assert all(s.proc.poll() is not None for s in warmers.sessions)
+        return real_run_cases(session, plan)
+
+    monkeypatch.setattr(warm.Warmers, "run", remember)
+    monkeypatch.setattr(grading.runner, "run_cases", run_cases)
+    monkeypatch.setenv("AUTOGRADER_JOBS", "1")
+    monkeypatch.setenv(warm.ENV, "2")
+    result = grade_submission(SUBMISSIONS / "good_triton.py", ["bias_gelu"], quick=True)
+    assert seen and result["exercises"][0]["correct"]
+    assert sum(seen[0].calls) == len(seen[0].plan)  # between them they called every case
+
+
+def test_the_last_warmer_calls_the_timed_workload_first(tmp_path):
+    import torch
+
+    from autograder import grading, runner, specs
+    from autograder.submission import load
+
+    spec = specs.get("bias_gelu")
+    sub = load(SUBMISSIONS / "good_triton.py")
+    source = sub.write(tmp_path)
+    plan = runner.make_plan(spec, True, 7)[:3]
+    timed_args = (torch.randn(64, 96), torch.randn(96))  # the timed workload's layout, small
+    ahead = warm.Warmers(grading.submission_job(spec, sub, source), 2, 60.0, str(sub.path.parent),
+                         str(tmp_path / "bias_gelu")).start()
+    ahead.run(plan, timed_args)
+    assert ahead.wait(60.0) == 3
+    assert ahead.timed_call_done and ahead.calls == [2, 1]
+    assert all(s.proc.poll() is not None for s in ahead.sessions)

@@ -1,0 +1,101 @@
+"""What a Triton launch costs the CPU, and what binding it saves, for the memory-bound reference kernels.
+
+    python -m tools.launch_cost [--shape 16384x4096] [--dtype bfloat16]
+
+The course's protocol (measure.timer) times flush + call + synchronize. The CPU prepares the call while the
+GPU writes the flush buffer (~60 us on an H200, ~85 us on an H100); a launch that takes the CPU longer
+than that leaves the GPU idle inside the timed window, and the kernel is charged for it. Each reference
+kernel launches through ``kernels_ref._launch.BoundLaunches``: after a specialization's first call, its
+compiled kernel is launched directly, past the autotuner's and the JIT's per-call Python.
+
+For bias_gelu, softmax, online_softmax, LayerNorm forward and backward at one shape this prints, with the
+bound launch and with every call through the autotuner and the JIT (``BoundLaunches.enabled = False``):
+CPU microseconds per call (calls queued without waiting), the protocol's median and the GPU's time alone
+(``gpu_event_clock``: the launch hidden behind queued GPU work). Each path is checked against the other's
+output first: binding must not change a bit.
+"""
+from __future__ import annotations
+
+import sys
+
+import torch
+
+import course
+
+
+def _calls(shape: tuple[int, int], dtype: torch.dtype) -> dict:
+    """Each kernel's call on fresh inputs of one shape: name -> (function, arguments)."""
+    from kernels_ref import bias_gelu as bg, layer_norm as ln, softmax as sm
+
+    M, N = shape
+    device = course.DEVICE
+    x = torch.randn(M, N, device=device, dtype=dtype)
+    dy = torch.randn(M, N, device=device, dtype=dtype)
+    w = torch.randn(N, device=device, dtype=dtype)
+    b = torch.randn(N, device=device, dtype=dtype)
+    _, mean, rstd = ln.layer_norm_fwd(x, w, b)
+    return {
+        "bias_gelu": (bg.bias_gelu, (x, b)),
+        "softmax": (sm.softmax, (x,)),
+        "online_softmax": (sm.online_softmax, (x,)),
+        "layer_norm_fwd": (ln.layer_norm_fwd, (x, w, b)),
+        "layer_norm_bwd": (ln.layer_norm_bwd, (dy, x, w, mean, rstd)),
+    }
+
+
+def _outputs(result) -> list[torch.Tensor]:
+    return list(result) if isinstance(result, (tuple, list)) else [result]
+
+
+def measure(shape: tuple[int, int], dtype: torch.dtype) -> dict:
+    """name -> {path -> {cpu_us, protocol_ms, gpu_ms}} for path in ("bound", "unbound")."""
+    from kernels_ref._launch import BoundLaunches
+    from measure.timer import cpu_us_per_call, gpu_event_clock, l2_flush_buffer, time_interleaved
+
+    rows = {}
+    for name, (fn, args) in _calls(shape, dtype).items():
+        row = {}
+        outputs = {}
+        for path, enabled in (("unbound", False), ("bound", True)):
+            BoundLaunches.enabled = enabled
+            try:
+                outputs[path] = [t.clone() for t in _outputs(fn(*args))]
+                fn(*args)  # the bound path binds on the first call; this one is bound
+                torch.cuda.synchronize()
+                row[path] = {
+                    "cpu_us": cpu_us_per_call(fn, *args, calls=200),
+                    "protocol_ms": time_interleaved({path: fn}, args, reps=30, warmup=3)[path],
+                    "gpu_ms": time_interleaved({path: fn}, args, reps=30, warmup=3,
+                                               clock=gpu_event_clock(l2_flush_buffer()))[path],
+                }
+            finally:
+                BoundLaunches.enabled = True
+        row["identical"] = all(torch.equal(a, b) for a, b in zip(outputs["bound"], outputs["unbound"]))
+        rows[name] = row
+    return rows
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shape", default="16384x4096", help="M x N")
+    parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
+    opts = parser.parse_args(argv)
+    if not course.ON_GPU:
+        print("tools.launch_cost needs a GPU")
+        return 2
+    shape = tuple(int(n) for n in opts.shape.split("x"))
+    print(course.describe())
+    rows = measure(shape, getattr(torch, opts.dtype))
+    print(f"\n{opts.shape} {opts.dtype}; CPU us per call, protocol ms, GPU-time ms: unbound -> bound")
+    print(f"{'kernel':<16}{'CPU us':>18}{'protocol ms':>20}{'GPU ms':>20}  identical")
+    for name, row in rows.items():
+        u, b = row["unbound"], row["bound"]
+        print(f"{name:<16}{u['cpu_us']:>8.1f} -> {b['cpu_us']:>6.1f}{u['protocol_ms']:>10.4f} -> {b['protocol_ms']:.4f}"
+              f"{u['gpu_ms']:>10.4f} -> {b['gpu_ms']:.4f}  {row['identical']}")
+    return 0 if all(row["identical"] for row in rows.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
