@@ -13,12 +13,14 @@ protocol of ``measure.timer``, each in its own worker (``time_against_baseline``
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import statistics
 import tempfile
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -222,9 +224,10 @@ def _grade_exercise(spec, sub, source_file, workdir, quick, timeout_s, gate, pha
                 if timing.should_time(course.ON_GPU, spec.performance)[0] else None)
     seed = fresh_seed()
     plan = runner.make_plan(spec, quick, seed)
+    # the timing's inputs, made once for the warmers and the timing (else when the timing loads them)
+    timed_args = timed_inputs(spec, seed + 2) if baseline is not None and ahead is not None else None
     if ahead is not None:
-        ahead.run(plan, spec.performance.inputs(torch.Generator().manual_seed(seed), torch.device("cpu"))
-                  if baseline is not None else None)
+        ahead.run(plan, timed_args)
     audit_violations = static_violations(spec, sub)
     clock.lap("references and audit")
     try:
@@ -232,7 +235,7 @@ def _grade_exercise(spec, sub, source_file, workdir, quick, timeout_s, gate, pha
             clock.lap("worker start")
             result = _grade_in(worker, spec, sub, plan, seed, audit_violations, baseline, clock,
                                lambda: _time_alone(gate, phase, worker, baseline, clock),
-                               lambda: _compile_ahead(ahead, worker, clock, timeout_s))
+                               lambda: _compile_ahead(ahead, worker, clock, timeout_s), timed_args)
         result["feedback"] = _output_notes(session) + result["feedback"]  # the whole output, read to the end
     except WorkerGone as gone:
         feedback = [str(gone)] + _output_notes(session) + _last_output(session)
@@ -289,7 +292,7 @@ def _compile_ahead(ahead, worker, clock, timeout_s: float) -> None:
 
 
 def _grade_in(worker, spec, sub, plan, seed, audit_violations, baseline=None, clock=None,
-              before_timing=lambda: None, before_cases=lambda: None) -> dict:
+              before_timing=lambda: None, before_cases=lambda: None, timed_args=None) -> dict:
     import course
 
     clock = clock or Stopwatch()
@@ -327,9 +330,11 @@ def _grade_in(worker, spec, sub, plan, seed, audit_violations, baseline=None, cl
     if spec.performance is not None and not want_time:
         feedback.append(f"{why_not} (0 of {spec.performance_points:g} performance points)")
     elif want_time and correct:
+        loaded = load_timed_inputs(worker, spec, seed + 2, (lambda: baseline) if baseline is not None else None,
+                                   base_args=timed_args)
+        clock.lap("timing inputs loaded")
         before_timing()
-        perf, credit, timed_ok, notes = time_against_baseline(
-            worker, spec, seed + 2, open_baseline=(lambda: baseline) if baseline is not None else None)
+        perf, credit, timed_ok, notes = time_against_baseline(worker, spec, seed + 2, loaded=loaded)
         clock.lap("timing")
         feedback += notes
         correct = correct and timed_ok
@@ -387,8 +392,46 @@ def timing_seconds() -> float:
     return float(os.environ.get("AUTOGRADER_TIMING_SECONDS") or 6.0)
 
 
+def timed_inputs(spec, seed: int) -> tuple:
+    """The timed workload's inputs, made here (CPU) from ``seed``."""
+    return spec.performance.inputs(torch.Generator().manual_seed(seed), torch.device("cpu"))
+
+
+@dataclass
+class TimedInputs:
+    """A timing's inputs, loaded into ``slots`` of both workers (the submission's and the baseline's, which
+    ``stack`` holds open until the timing ends)."""
+
+    base_args: tuple
+    sessions: dict
+    slots: list
+    stack: contextlib.ExitStack
+
+
+def load_timed_inputs(worker, spec, seed: int, open_baseline=None, batch: int = CALLS_PER_ROUND_TRIP,
+                      base_args: tuple | None = None) -> TimedInputs:
+    """Load the timed workload into ``batch`` slots of the submission's worker and of the baseline's (a
+    trusted worker of its own, in the same kind of sandbox: the identical path). Done before the timing
+    waits for the GPU: the copies are nobody's timed work, and the wait then ends in the timing itself."""
+    base_args = base_args if base_args is not None else timed_inputs(spec, seed)
+    slots = list(range(1, batch + 1))
+    scratch = (worker.scratch + "-baseline") if getattr(worker, "scratch", None) else None
+    open_baseline = open_baseline or (lambda: WorkerSession(baseline_job(spec), worker.timeout_s, scratch=scratch))
+    stack = contextlib.ExitStack()
+    try:
+        sessions = {"submission": worker, "baseline": stack.enter_context(open_baseline())}
+        for s in sessions.values():
+            s.request({"op": "load", "slot": slots[0], "args": base_args})
+            for slot in slots[1:]:
+                s.request({"op": "clone", "slot": slots[0], "to": slot})
+    except BaseException:
+        stack.close()
+        raise
+    return TimedInputs(base_args, sessions, slots, stack)
+
+
 def time_against_baseline(worker, spec, seed: int, reps: int = 50, warmup: int = 5, max_seconds: float | None = None,
-                          open_baseline=None, batch: int = CALLS_PER_ROUND_TRIP):
+                          open_baseline=None, batch: int = CALLS_PER_ROUND_TRIP, loaded: TimedInputs | None = None):
     """(performance entry, credit, whether every checked timed output was right, feedback lines).
 
     The submission (in ``worker``) and the baseline (a trusted worker of its own) get the same inputs,
@@ -399,22 +442,15 @@ def time_against_baseline(worker, spec, seed: int, reps: int = 50, warmup: int =
     in a program), every stream waited for, answered. Repetitions are interleaved, medians taken, an empty
     request timed the same way in each worker subtracted, and the rest divided by ``batch``. A few of the
     submission's timed calls, chosen here in secret, have their outputs checked against float64 references.
+    ``loaded``: the inputs already loaded (``load_timed_inputs`` with the same seed), else loaded here.
     """
     perf = spec.performance
-    base_args = perf.inputs(torch.Generator().manual_seed(seed), torch.device("cpu"))
-    rng = random.Random(seed ^ 0x5EED)
-    slots = list(range(1, batch + 1))
-    shipped = []
-    # The baseline runs the identical path: its own worker, in the same kind of sandbox as the submission's.
-    scratch = (worker.scratch + "-baseline") if getattr(worker, "scratch", None) else None
-    open_baseline = open_baseline or (lambda: WorkerSession(baseline_job(spec), worker.timeout_s, scratch=scratch))
     clock = Stopwatch()
-    with open_baseline() as baseline:
-        sessions = {"submission": worker, "baseline": baseline}
-        for s in sessions.values():
-            s.request({"op": "load", "slot": slots[0], "args": base_args})
-            for slot in slots[1:]:
-                s.request({"op": "clone", "slot": slots[0], "to": slot})
+    loaded = loaded or load_timed_inputs(worker, spec, seed, open_baseline, batch)
+    base_args, sessions, slots = loaded.base_args, loaded.sessions, loaded.slots
+    rng = random.Random(seed ^ 0x5EED)
+    shipped = []
+    with loaded.stack:
         times = {(name, empty): [] for name in sessions for empty in (False, True)}
 
         def one_rep(rep_checked: bool, record: bool):

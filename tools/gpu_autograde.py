@@ -175,7 +175,7 @@ def _outcome(work: pathlib.Path, assignment: str, student: str) -> dict:
 
 
 def run_nbgrader(out: pathlib.Path, assignments: list[str], save=lambda rows: None,
-                 execute: bool = True) -> tuple[list[dict], dict]:
+                 execute: bool = True, students=("solution", "untouched")) -> tuple[list[dict], dict]:
     """(one row per assignment and student, {exercise id: the solution's graded entry})."""
     from nbgrader.api import Gradebook
 
@@ -193,6 +193,7 @@ def run_nbgrader(out: pathlib.Path, assignments: list[str], save=lambda rows: No
             rows.append({"assignment": a, "error": f"generate_assignment failed: {log}"})
             continue
         sources = {"solution": work / "solutions" / a / f"{a}.ipynb", "untouched": work / "notebooks" / a / f"{a}.ipynb"}
+        sources = {student: sources[student] for student in students}
         for student, src in sources.items():
             dest = work / "submitted" / student / a
             dest.mkdir(parents=True, exist_ok=True)
@@ -273,6 +274,8 @@ def main(argv=None) -> int:
                          "another run's grading)")
     ap.add_argument("--no-execute", dest="execute", action="store_false",
                     help="grade the solution without nbgrader executing it (calibration only: much faster)")
+    ap.add_argument("--solutions-only", action="store_true",
+                    help="grade the solutions alone (not the untouched release): for timing the grader")
     ap.add_argument("--calibration", metavar="FILE", help="where the calibration record goes "
                     "(default OUT/calibration.json; a run folder of results/ keeps it at its top)")
     args = ap.parse_args(argv)
@@ -287,7 +290,8 @@ def main(argv=None) -> int:
         results.write_json(out / "autograde.json", result)
 
     nbgrader_rows, graded = ([], {}) if args.skip_nbgrader else run_nbgrader(
-        out, assignments, lambda rows: save(nbgrader=rows), execute=args.execute)
+        out, assignments, lambda rows: save(nbgrader=rows), execute=args.execute,
+        students=("solution",) if args.solutions_only else ("solution", "untouched"))
     save(nbgrader=nbgrader_rows)
     if args.skip_nbgrader and course.ON_GPU and not args.skip_calibration and not args.naive_only:
         graded = grade_solutions(out, assignments)
