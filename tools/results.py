@@ -43,6 +43,7 @@ KINDS = (
     (r"probe-configs\.json", "probe"),         # tools/probe_kernel_configs.py: launch configurations timed
     (r"probe-matmul[^/]*\.json", "probe-matmul"), # tools/probe_matmul_configs.py: the fused GEMM's configurations
     (r"(.*/)?grading-run\d+\.json", "grading"),  # tools/gpu_autograde.py: a notebook's grading, where its time went
+    (r"(.*/)?[^/]+-(solution|untouched)\.json", "outcome"),  # python -m autograder autograde: one student's notebook
     (r".*\.json", "grade"),                    # python -m autograder grade --json
     (r".*\.png", "plot"),
     (r".*\.md", "report"),
@@ -65,6 +66,8 @@ WHAT = {"bench": "python -m kernels_ref.bench --json", "calibration": "speedups 
                  "a copy of the same bytes",
         "probe-matmul": "tools/probe_matmul_configs.py: launch configurations of the fused linear_bias_gelu, timed "
                         "against cuBLAS's bare matmul and eager",
+        "outcome": "python -m autograder autograde: one student's graded notebook as recorded in the gradebook "
+                   "(every exercise's report, the seconds each part took)",
         "table": "a class report's scores per student and exercise", "page": "a class report's leaderboard",
         "other": "a file the run wrote"}
 
