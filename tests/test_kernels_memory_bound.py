@@ -97,6 +97,15 @@ def test_bias_gelu_extremes_and_noncontiguous():
     assert_close(bias_gelu(xt, bt), bias_gelu_torch(xt.double(), bt.double()), torch.float32)
 
 
+@pytest.mark.gpu
+def test_bias_gelu_bfloat16_hard_values():
+    # bfloat16 over [-60, 60], saturation included, judged elementwise by the course's bfloat16 tolerance
+    # against float64 (NaN never passes).
+    x = torch.linspace(-60, 60, 8192, device=DEV).reshape(4, 2048).to(torch.bfloat16)
+    b = randn(2048, dtype=torch.bfloat16, scale=0.1)
+    assert_close(bias_gelu(x, b), bias_gelu_torch(x.double(), b.double()), torch.bfloat16)
+
+
 def test_bias_gelu_rejects_bad_inputs():
     with pytest.raises(ValueError, match="bias"):
         bias_gelu(randn(4, 5), randn(6))
