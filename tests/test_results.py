@@ -39,6 +39,27 @@ def _recorded(key, calibrations):
             for ex, rec in cal["exercises"].items() if rec.get(key) is not None]
 
 
+def _graded_solutions():
+    """(where, exercise id, speedup) of every timed exercise of a solution notebook graded by the current
+    protocol, from the autograde outcomes kept in results/ (``outcome`` files)."""
+    found = []
+    for run in RUNS:
+        for entry in run.files("outcome"):
+            outcome = run.load(entry)
+            if outcome.get("protocol") != timing.PROTOCOL or outcome.get("student") != "solution":
+                continue
+            for notebook in outcome["notebooks"].values():
+                for ex in notebook["exercises"]:
+                    perf = ex.get("performance") or {}
+                    if perf.get("graded") and perf.get("speedup"):
+                        found.append(pytest.param(f"{run.name}/{entry['path']}", ex["id"], perf["speedup"],
+                                                  id=f"{run.name}/{entry['path']}-{ex['id']}"))
+    return found
+
+
+GPUS = ("NVIDIA H100 80GB HBM3", "NVIDIA H200")  # the GPUs the course's thresholds are calibrated on
+
+
 def _bench_evidence():
     found = []
     for run in RUNS:
@@ -110,8 +131,11 @@ def test_the_current_timing_protocol_is_calibrated_for_every_released_timed_exer
 
     timed = {e for nb in manifest.NOTEBOOKS if nb.released for e in nb.exercises
              if specs.get(e).performance is not None}
-    covered = {ex for _run, cal in CURRENT for ex, rec in cal["exercises"].items() if rec.get("solution_speedup")}
-    assert timed <= covered, f"no calibration under the {timing.PROTOCOL!r} protocol for {sorted(timed - covered)}"
+    for gpu in GPUS:
+        covered = {ex for run, cal in CURRENT if run.info.get("gpu") == gpu
+                   for ex, rec in cal["exercises"].items() if rec.get("solution_speedup")}
+        assert timed <= covered, (f"no calibration on the {gpu} under the {timing.PROTOCOL!r} protocol for "
+                                  f"{sorted(timed - covered)}")
 
 
 def test_calibration_files_name_graded_exercises_with_a_performance_part():
@@ -132,6 +156,18 @@ def test_the_solution_clears_its_threshold_by_15_percent_on_every_gpu(where, exe
     assert threshold <= speedup / results.MARGIN, (
         f"{exercise}: the solution's {speedup:.3f}x on {where} clears the threshold {threshold} by only "
         f"{speedup / threshold:.3f}; lower the threshold to <= {speedup / results.MARGIN:.3f}")
+
+
+@pytest.mark.parametrize("where,exercise,speedup", _graded_solutions())
+def test_every_recorded_grading_of_a_solution_clears_its_threshold_by_15_percent(where, exercise, speedup):
+    threshold = specs.get(exercise).performance.threshold
+    assert threshold <= speedup / results.MARGIN, (
+        f"{exercise}: the solution graded at {speedup:.3f}x in {where} clears the threshold {threshold} by only "
+        f"{speedup / threshold:.3f}")
+
+
+def test_graded_solutions_are_found():
+    assert len(_graded_solutions()) >= 20  # the 2026-11-26 gradings of 05, 07 and 09 on both GPUs
 
 
 # The naive versions and the baselines are both eager torch (C++ launches): their ratio does not depend on
