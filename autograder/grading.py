@@ -255,14 +255,15 @@ class Stopwatch:
     def __init__(self):
         self.start = self.last = time.perf_counter()
         self.parts: dict[str, float] = {}
+        self.details: dict[str, dict] = {}  # a part's own breakdown, e.g. the cases' seconds per request
 
     def lap(self, name: str) -> None:
         now = time.perf_counter()
         self.parts[name] = round(self.parts.get(name, 0.0) + now - self.last, 3)
         self.last = now
 
-    def laps(self) -> dict[str, float]:
-        return {**self.parts, "total": round(time.perf_counter() - self.start, 3)}
+    def laps(self) -> dict:
+        return {**self.parts, "total": round(time.perf_counter() - self.start, 3), **self.details}
 
 
 def _time_alone(gate, phase, worker, baseline, clock) -> None:
@@ -312,8 +313,10 @@ def _grade_in(worker, spec, sub, plan, seed, audit_violations, baseline=None, cl
         return _result(spec, False, None, 0.0, violations, [plain_error(msg) or text] + feedback, [])
 
     before_cases()
-    runs = runner.run_cases(worker, plan)
+    requests = runner.RequestClock(worker)
+    runs = runner.run_cases(requests, plan)
     clock.lap("cases")
+    clock.details["cases, by request"] = requests.seconds
     verdicts = runner.judge_cases(spec, plan, runs, sub.where)
     clock.lap("judging")
     violations += runner.rule_violations(spec, verdicts, False, sub.where)

@@ -12,6 +12,7 @@ exception (an input the exercise says to reject): raising it is the right answer
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import torch
@@ -116,6 +117,23 @@ def call_once(session, slot: int = 0, config: int | None = None) -> tuple:
                            reply=protocol.CallDone)
     shipped = session.request({"op": "ship", "index": 0}, reply=protocol.Shipped)
     return done, shipped
+
+
+class RequestClock:
+    """``session`` with each request timed from this side: seconds per kind of request (load, prepare,
+    call, ship, refill), where an exercise's cases spend their time (the report's ``seconds``)."""
+
+    def __init__(self, session):
+        self.session = session
+        self.seconds: dict[str, float] = {}
+
+    def request(self, req: dict, reply=None):
+        start = time.perf_counter()
+        try:
+            return self.session.request(req, reply)
+        finally:
+            op = req.get("op", "?")
+            self.seconds[op] = round(self.seconds.get(op, 0.0) + time.perf_counter() - start, 3)
 
 
 def run_cases(session, plan: list[PlannedCase]) -> list[CaseRun]:

@@ -387,9 +387,16 @@ def main(argv) -> int:
 
     job = protocol.recv(sock)
     fn, ready = load_entry(job)
+    # The worker's own set-up (the launch counter, the autotune pin, the device's context) is done before it
+    # says it is ready: it then overlaps the grading process's own preparation, not the first case.
+    worker = make_worker(fn, job) if fn is not None else None
     protocol.send(sock, protocol.to_wire(ready))
-    if fn is None:
-        return 0
+    if worker is not None:
+        serve(worker, sock)
+    return 0
+
+
+def make_worker(fn, job: dict) -> Worker:
     from autograder.specs import get
 
     spec = get(job["exercise"])
@@ -398,8 +405,9 @@ def main(argv) -> int:
         worker = Worker(fn, None, poison=job.get("poison", True), prepare=spec.performance.baseline_args, fresh=fresh)
     else:
         worker = Worker(fn, job.get("source_file"), poison=job.get("poison", True), harness=spec.harness, fresh=fresh)
-    serve(worker, sock)
-    return 0
+    if worker.on_gpu:
+        worker.torch.empty(1, device=worker.device)  # the CUDA context, made now rather than at the first load
+    return worker
 
 
 if __name__ == "__main__":

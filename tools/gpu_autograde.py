@@ -255,6 +255,9 @@ def table(calibration: list[dict], nbgrader_rows: list[dict]) -> str:
         for r in timed:
             for ex, sec in r["exercise_seconds"].items():
                 lines.append(f"{ex:22s} " + " ".join(f"{sec.get(p, 0.0):12.1f}" for p in parts))
+                by_request = sec.get("cases, by request") or {}
+                if by_request:
+                    lines.append(f"{'':22s} cases by request: " + ", ".join(f"{op} {s:.1f}" for op, s in by_request.items()))
             whole = r.get("seconds", {})
             lines.append(f"{r['assignment']:22s} grading {whole.get('grading', 0):.1f} s, nbgrader (executing "
                          f"the notebook) {whole.get('nbgrader', 0):.1f} s")
