@@ -235,7 +235,7 @@ def _grade_exercise(spec, sub, source_file, workdir, quick, timeout_s, gate, pha
             clock.lap("worker start")
             result = _grade_in(worker, spec, sub, plan, seed, audit_violations, baseline, clock,
                                lambda: _time_alone(gate, phase, worker, baseline, clock),
-                               lambda: _compile_ahead(ahead, worker, clock, timeout_s), timed_args)
+                               ahead, timed_args)
         result["feedback"] = _output_notes(session) + result["feedback"]  # the whole output, read to the end
     except WorkerGone as gone:
         feedback = [str(gone)] + _output_notes(session) + _last_output(session)
@@ -281,19 +281,8 @@ def _time_alone(gate, phase, worker, baseline, clock) -> None:
     clock.lap("waiting for the GPU")
 
 
-def _compile_ahead(ahead, worker, clock, timeout_s: float) -> None:
-    """Wait for the warmers (at most a quarter of the time limit), kill them, and give the graded worker
-    back the time they took: its cases then load the kernels they compiled."""
-    if ahead is None:
-        return
-    start = time.monotonic()
-    ahead.wait(timeout_s / 4)
-    worker.deadline += time.monotonic() - start
-    clock.lap("compiling ahead")
-
-
 def _grade_in(worker, spec, sub, plan, seed, audit_violations, baseline=None, clock=None,
-              before_timing=lambda: None, before_cases=lambda: None, timed_args=None) -> dict:
+              before_timing=lambda: None, ahead=None, timed_args=None) -> dict:
     import course
 
     clock = clock or Stopwatch()
@@ -312,9 +301,12 @@ def _grade_in(worker, spec, sub, plan, seed, audit_violations, baseline=None, cl
 
         return _result(spec, False, None, 0.0, violations, [plain_error(msg) or text] + feedback, [])
 
-    before_cases()
+    if ahead is not None:  # workers compiling the cases' kernels (autograder.warm)
+        ahead.before_cases(worker, clock, worker.timeout_s)
     requests = runner.RequestClock(worker)
-    runs = runner.run_cases(requests, plan)
+    runs = runner.run_cases(requests, plan, on_case=ahead.reached if ahead is not None else None)
+    if ahead is not None:
+        ahead.close()  # none is left running during the judging, the timing or the null-kernel check
     clock.lap("cases")
     clock.details["cases, by request"] = requests.seconds
     verdicts = runner.judge_cases(spec, plan, runs, sub.where)

@@ -136,9 +136,12 @@ class RequestClock:
             self.seconds[op] = round(self.seconds.get(op, 0.0) + time.perf_counter() - start, 3)
 
 
-def run_cases(session, plan: list[PlannedCase]) -> list[CaseRun]:
+def run_cases(session, plan: list[PlannedCase], on_case=None) -> list[CaseRun]:
+    """Every case of the plan, in order; ``on_case(k)`` is told when case k starts."""
     runs = []
     for number, p in enumerate(plan):  # case k runs each autotuned kernel's config k (mod their count)
+        if on_case is not None:
+            on_case(number)
         session.request({"op": "load", "slot": 0, "args": p.a})
         first = call_once(session, config=number)
         session.request({"op": "refill", "slot": 0, "args": p.b})

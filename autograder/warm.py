@@ -8,9 +8,19 @@ Triton cache) that call the plan's cases, each on its share, with the same autot
 graded run (``worker.AutotunePin``: case k runs config k). They compile what the graded run will need and
 write it to that cache; the graded worker then loads each kernel from it instead of compiling it.
 
-Nothing they do is judged or trusted: they answer nothing the grade reads, they run before the graded
-worker's first case and are killed before it (so they never share the GPU with a judged call, a timing,
-or its memory), and a warmer that fails, hangs or is slow only leaves more for the graded worker to compile.
+Two ways to run them (``AUTOGRADER_WARM_MODE``):
+- ``before`` (the default, measured in docs/GRADING_TIME.md): all of them first, each on its share dealt
+  from the first case on; the graded worker's first case waits until they are done (at most a quarter of
+  the time limit, given back to its deadline) and they are killed before it, so no judged call shares the
+  GPU with them;
+- ``beside``: the graded worker starts its cases at once, from the first, while the warmers take theirs
+  from the last case backwards and stop where the graded worker has reached; they are killed when its cases
+  end. A notebook whose compilation is small then waits for nothing; judged calls share the GPU with the
+  warmers as they already do with the other exercises graded side by side.
+
+Nothing they do is judged or trusted: they answer nothing the grade reads, they are killed before the
+graded worker's judging and timing, and a warmer that fails, hangs or is slow only leaves more for the
+graded worker to compile.
 The learner's code in them is confined as in any worker; its only way to touch the graded run is the
 submission's own cache, which the graded worker's own code (the learner's) could write just the same.
 """
@@ -22,12 +32,22 @@ import time
 
 MAX_WARMERS = 6  # ptxas and Triton's passes are one process each: past a few, the warmers' own start dominates
 ENV = "AUTOGRADER_WARMERS"
+MODE_ENV = "AUTOGRADER_WARM_MODE"
+MODES = ("before", "beside")
+
+
+def warm_mode() -> str:
+    mode = os.environ.get(MODE_ENV) or MODES[0]
+    if mode not in MODES:
+        raise ValueError(f"{MODE_ENV}={mode!r}: expected one of {', '.join(MODES)}")
+    return mode
 
 
 def warmer_count(exercises_side_by_side: int) -> int:
     """How many warmers each exercise gets: ``AUTOGRADER_WARMERS`` if set; none without a GPU (the Triton
     interpreter compiles nothing); otherwise the cores left once every exercise graded side by side has its
     graded and baseline workers, shared out, at most ``MAX_WARMERS``."""
+    warm_mode()  # a mistyped mode is an error before anything is graded, not one per exercise
     if os.environ.get(ENV):
         return max(0, int(os.environ[ENV]))
     import course
@@ -38,20 +58,29 @@ def warmer_count(exercises_side_by_side: int) -> int:
     return max(0, min(MAX_WARMERS, per_exercise - 2))
 
 
-def shares(n_cases: int, count: int) -> list[list[int]]:
-    """The case numbers each warmer calls: every case once, dealt out in turn, the first cases first (the
-    graded worker needs them first)."""
-    return [list(range(i, n_cases, count)) for i in range(count)] if count else []
+def shares(n_cases: int, count: int, mode: str = "before") -> list[list[int]]:
+    """The case numbers each warmer calls: every case once, dealt out in turn; ``before``: the first cases
+    first (the graded worker needs them first), ``beside``: the last first (the graded worker compiles the
+    first ones itself)."""
+    if not count:
+        return []
+    if mode == "beside":
+        return [list(range(n_cases - 1 - i, -1, -count)) for i in range(count)]
+    return [list(range(i, n_cases, count)) for i in range(count)]
 
 
 class Warmers:
     """``count`` workers of ``job``: ``start`` starts their processes (their Python start overlaps the
     graded worker's and the plan's making), ``run(plan)`` has each call its share of the cases in a thread
-    of this process, ``wait`` returns when all are done (or ``limit_s`` has passed) and kills them all."""
+    of this process; ``before_cases`` is what the graded worker does before its first case (``before``:
+    wait for them), ``reached`` tells them which case it has reached, ``close`` kills them all."""
 
-    def __init__(self, job: dict, count: int, timeout_s: float, cwd: str | None, scratch: str):
+    def __init__(self, job: dict, count: int, timeout_s: float, cwd: str | None, scratch: str,
+                 mode: str | None = None):
         from autograder.isolation import WorkerSession
 
+        self.mode = mode or warm_mode()
+        self.reached_case = -1  # beside: the graded worker's case; a warmer stops at it
         self.plan: list = []
         self.sessions = [WorkerSession(job, timeout_s, cwd=cwd, scratch=f"{scratch}-warm{i}")
                          for i in range(count)]
@@ -72,7 +101,7 @@ class Warmers:
         count = len(self.sessions)
         self.threads = [threading.Thread(target=self._warm, args=(i, share, timed_args if i == count - 1 else None),
                                          daemon=True)
-                        for i, share in enumerate(shares(len(plan), count))]
+                        for i, share in enumerate(shares(len(plan), count, self.mode))]
         for thread in self.threads:
             thread.start()
 
@@ -88,12 +117,27 @@ class Warmers:
                     worker.request({"op": "drop"})
                     self.timed_call_done = True
                 for number in share:
+                    if number <= self.reached_case:
+                        return  # the graded worker is there: the rest of this share is behind it
                     worker.request({"op": "load", "slot": 0, "args": self.plan[number].a})
                     worker.request({"op": "call", "slots": [0], "record": True, "config": number})
                     worker.request({"op": "drop"})
                     self.calls[i] += 1
         except Exception:  # noqa: BLE001  (a warmer's failure costs nothing but the time it would have saved)
             return
+
+    def reached(self, number: int) -> None:
+        self.reached_case = number
+
+    def before_cases(self, worker, clock, timeout_s: float) -> None:
+        """``before``: wait for the warmers (at most a quarter of the time limit), kill them, and give the
+        graded worker back the time they took; ``beside``: nothing (they run on beside its cases)."""
+        if self.mode != "before":
+            return
+        start = time.monotonic()
+        self.wait(timeout_s / 4)
+        worker.deadline += time.monotonic() - start
+        clock.lap("compiling ahead")
 
     def wait(self, limit_s: float) -> int:
         """Wait for every warmer (at most ``limit_s``), then kill what is left; the cases they called."""

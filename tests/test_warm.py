@@ -18,6 +18,13 @@ def test_shares_deal_every_case_once():
     assert warm.shares(7, 3) == [[0, 3, 6], [1, 4], [2, 5]]
     assert warm.shares(2, 4) == [[0], [1], [], []]
     assert warm.shares(5, 0) == []
+    assert warm.shares(7, 3, "beside") == [[6, 3, 0], [5, 2], [4, 1]]  # from the last case backwards
+
+
+def test_a_mistyped_mode_is_an_error_before_grading(monkeypatch):
+    monkeypatch.setenv(warm.MODE_ENV, "sideways")
+    with pytest.raises(ValueError, match="before, beside"):
+        warm.warmer_count(1)
 
 
 def test_no_warmers_without_a_gpu_unless_asked(monkeypatch):
@@ -81,10 +88,10 @@ def test_every_warmer_is_gone_before_the_graded_cases(monkeypatch):
         seen.append(self)
         real_run(self, plan, timed_args)
 
-    def run_cases(session, plan):
+    def run_cases(session, plan, on_case=None):
         for warmers in seen:
             assert all(s.proc.poll() is not None for s in warmers.sessions)
-        return real_run_cases(session, plan)
+        return real_run_cases(session, plan, on_case)
 
     monkeypatch.setattr(warm.Warmers, "run", remember)
     monkeypatch.setattr(grading.runner, "run_cases", run_cases)
@@ -112,3 +119,34 @@ def test_the_last_warmer_calls_the_timed_workload_first(tmp_path):
     assert ahead.wait(60.0) == 3
     assert ahead.timed_call_done and ahead.calls == [2, 1]
     assert all(s.proc.poll() is not None for s in ahead.sessions)
+
+
+def test_beside_the_graded_worker_warmers_stop_where_it_is_and_are_gone_before_judging(monkeypatch):
+    from autograder import grading, runner
+
+    seen, reached_when_judged = [], []
+    real_run, real_judge = warm.Warmers.run, runner.judge_cases
+
+    def remember(self, plan, timed_args=None):
+        seen.append(self)
+        real_run(self, plan, timed_args)
+
+    def judge_cases(spec, plan, runs, where):
+        for warmers in seen:
+            assert all(s.proc.poll() is not None for s in warmers.sessions)  # killed when the cases ended
+            reached_when_judged.append(warmers.reached_case)
+        return real_judge(spec, plan, runs, where)
+
+    monkeypatch.setattr(warm.Warmers, "run", remember)
+    monkeypatch.setattr(grading.runner, "judge_cases", judge_cases)
+    monkeypatch.setenv("AUTOGRADER_JOBS", "1")
+    monkeypatch.setenv(warm.ENV, "2")
+    monkeypatch.setenv(warm.MODE_ENV, "beside")
+    result = grade_submission(SUBMISSIONS / "good_triton.py", ["bias_gelu"], quick=True)
+    ex = result["exercises"][0]
+    assert ex["correct"] and "compiling ahead" not in ex["seconds"]  # nothing waited for them
+    warmers = seen[0]
+    assert warmers.mode == "beside" and reached_when_judged == [len(warmers.plan) - 1]
+    # between the graded worker (forwards) and the warmers (backwards), no case was called twice by a warmer
+    # after the graded worker had reached it
+    assert sum(warmers.calls) <= len(warmers.plan)

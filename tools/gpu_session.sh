@@ -76,7 +76,7 @@ for stage in "$@"; do
                       --save-to "$RES" solutions/09_capstone/09_capstone.ipynb ;;
         # One notebook's grading time (solution and untouched, no execution, no calibration), labelled
         # GRADING_LABEL, in a fresh Triton cache: run it with the grader's knobs set (AUTOGRADER_WARMERS,
-        # AUTOGRADER_TIMING_SECONDS) to compare one setting with another on the same machine.
+        # AUTOGRADER_WARM_MODE, AUTOGRADER_TIMING_SECONDS) to compare one setting with another on the same machine.
         grading-time) label=grading-${GRADING_LABEL:-now}
                       TAIL=40 run_logged "$label" env TRITON_CACHE_DIR="$(mktemp -d)" python3 -m tools.gpu_autograde "$RES/$label" \
                           --skip-calibration --no-execute --solutions-only ${ASSIGNMENTS:+--assignments "$ASSIGNMENTS"} ;;
