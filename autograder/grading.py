@@ -71,7 +71,7 @@ def grade_submission(path, exercise_ids=None, quick: bool | None = None, timeout
 
         workers = concurrent_workers(chosen, jobs)
         gate = TimingGate() if workers > 1 else _Alone()
-        warmers = warm.warmer_count(workers)
+        warmers = warm.warmer_count(workers, cores=jobs)
 
         def grade_one(spec):
             workdir = Path(tmp) / spec.id

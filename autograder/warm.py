@@ -43,10 +43,11 @@ def warm_mode() -> str:
     return mode
 
 
-def warmer_count(exercises_side_by_side: int) -> int:
+def warmer_count(exercises_side_by_side: int, cores: int | None = None) -> int:
     """How many warmers each exercise gets: ``AUTOGRADER_WARMERS`` if set; none without a GPU (the Triton
     interpreter compiles nothing); otherwise the cores left once every exercise graded side by side has its
-    graded and baseline workers, shared out, at most ``MAX_WARMERS``."""
+    graded and baseline workers, shared out, at most ``MAX_WARMERS``. ``cores``: this submission's share of
+    the machine (batch grading passes its own: the cores over the submissions graded at once), else all."""
     warm_mode()  # a mistyped mode is an error before anything is graded, not one per exercise
     if os.environ.get(ENV):
         return max(0, int(os.environ[ENV]))
@@ -54,7 +55,7 @@ def warmer_count(exercises_side_by_side: int) -> int:
 
     if not course.ON_GPU:
         return 0
-    per_exercise = (os.cpu_count() or 1) // max(1, exercises_side_by_side)
+    per_exercise = (cores or os.cpu_count() or 1) // max(1, exercises_side_by_side)
     return max(0, min(MAX_WARMERS, per_exercise - 2))
 
 

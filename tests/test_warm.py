@@ -37,6 +37,8 @@ def test_no_warmers_without_a_gpu_unless_asked(monkeypatch):
     monkeypatch.setattr(warm.os, "cpu_count", lambda: 16)
     assert warm.warmer_count(3) == 3   # 16 cores over 3 exercises: 5 each, less the graded and baseline workers
     assert warm.warmer_count(1) == warm.MAX_WARMERS
+    assert warm.warmer_count(1, cores=8) == 6  # a batch worker's share of the machine, not all of it
+    assert warm.warmer_count(2, cores=8) == 2
     monkeypatch.setattr(warm.os, "cpu_count", lambda: 2)
     assert warm.warmer_count(2) == 0
     monkeypatch.setenv(warm.ENV, "2")
