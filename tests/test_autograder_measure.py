@@ -65,3 +65,17 @@ def test_probes_have_the_cost_they_claim():
     t0 = time.perf_counter(); fn(); first = time.perf_counter() - t0
     t0 = time.perf_counter(); fn(); second = time.perf_counter() - t0
     assert first > 0.055 and second < 0.03
+
+
+def test_no_constant_answer_passes_the_counting_exercises():
+    """The random cases of count_kernel_launches and peak_memory_bytes ask for distinct counts, so a
+    function returning one fixed number fails some case of every grading and of every check."""
+    import re
+
+    from autograder import specs
+
+    for _ in range(50):
+        for quick in (True, False):
+            ops = [int(re.match(r"(\d+) elementwise", c.name).group(1)) for c in specs.get("count_kernel_launches").cases(quick)]
+            live = [int(re.match(r"(\d+) live", c.name).group(1)) for c in specs.get("peak_memory_bytes").cases(quick)]
+            assert len(set(ops)) == len(ops) >= 2 and len(set(live)) == len(live) >= 2

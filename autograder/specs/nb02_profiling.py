@@ -16,8 +16,9 @@ NOTEBOOK = "02_profiling"
 def _launch_cases(quick):
     rng = random.Random()
     cases = []
-    for _ in range(2 if quick else 4):
-        ops = [rng.choice(sorted(UNARY)) for _ in range(rng.randint(1, 7))]
+    # distinct counts: no constant answer passes (1..7 drawn independently gave two 1s one time in 49)
+    for count in rng.sample(range(1, 8), 2 if quick else 4):
+        ops = [rng.choice(sorted(UNARY)) for _ in range(count)]
         shape = (rng.randint(1, 300), rng.randint(1, 300))
         cases.append(Case(f"{len(ops)} elementwise ops on {shape}",
                           lambda g, p=ops_probe(ops), s=shape: (p, rand(g, s)),
@@ -29,8 +30,8 @@ def _launch_cases(quick):
 def _memory_cases(quick):
     rng = random.Random()
     cases = []
-    for _ in range(2 if quick else 3):
-        live, n = rng.randint(1, 4), rng.randint(200_000, 1_000_000)
+    for live in rng.sample(range(1, 5), 2 if quick else 3):  # distinct: no constant multiple of n passes
+        n = rng.randint(200_000, 1_000_000)
         cases.append(Case(f"{live} live temporaries of {n} floats", lambda g, p=alloc_probe(live), n=n: (p, rand(g, (n,))),
                           hint="peak minus memory allocated before the call (torch.cuda.max_memory_allocated after "
                                "reset_peak_memory_stats; on the CPU, the profiler's memory events)", family="value",

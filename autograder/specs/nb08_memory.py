@@ -176,8 +176,12 @@ WHY["gather"] = "load the target logit in your kernel (logits[row, target[row]])
 # rows) is off by O(0.1) or more. float16 on a GPU: cuBLAS may reduce in half precision (torch's default
 # allow_fp16_reduced_precision_reduction), and the solution's dw1 was 0.0058 off at |expected| 0.028 on an
 # H200 (results/h200-2026-11-23/grading/grading-run7.json), past (4e-3, 1e-2): twice that, (1e-2, 2e-2).
-# Eager autograd on the CPU stays within 0.7 of the old bound.
-MLP_TOLERANCES = {torch.float32: (1e-4, 1e-3), torch.float16: (1e-2, 2e-2), torch.bfloat16: (3e-2, 4e-2)}
+# Eager autograd on the CPU stays within 0.7 of the old bound. bfloat16: a correct bfloat16 backward (eager
+# autograd through tests/submissions/later/good_08.py, 1500 seeds per shape on the CPU) needs an atol of
+# 0.020 at the 99th percentile and up to 0.040 (at M=D=H=1) beside rtol 4e-2: (3e-2, 4e-2) failed one
+# grading in 300 at M=5 D=24 H=40; (6e-2, 4e-2) leaves 1.5x the worst seen, and a backward without
+# GELU's derivative is still caught on all of 200 seeds from M=5 on.
+MLP_TOLERANCES = {torch.float32: (1e-4, 1e-3), torch.float16: (1e-2, 2e-2), torch.bfloat16: (6e-2, 4e-2)}
 
 HINT_GRAD = ("compare your backward with torch.autograd on the same inputs: dw2 = dy.T @ gelu(h), "
              "dh = (dy @ w2) * gelu'(h), dw1 = dh.T @ x, dx = dh @ w1, and the biases sum over rows")
