@@ -6,8 +6,10 @@ list[BenchCase]``; ``kernels_ref.bench`` collects them and hands them to :func:`
 1. measures the machine's two ceilings in the same run (:func:`measure_ceilings`): device-to-device copy
    bandwidth (read + write bytes counted) and the bf16 matmul rate at 8192^3;
 2. checks every candidate against the case's float64 reference before timing it (``measure.tolerance``:
-   the course's one tolerance table, elementwise, NaN never passes); a wrong candidate is reported and
-   not timed;
+   the course's one tolerance table, elementwise, NaN never passes); a wrong kernel of ours (a goal's
+   candidate, or any "triton" candidate) is reported and not timed; a baseline (eager, torch.compile, a
+   vendor library) whose outputs are off but finite is reported as off and timed all the same: it is what
+   a user would run, and a goal against it needs its time;
 3. times each candidate with the course's one timer protocol (``measure.timer.median_ms``: warm-up, L2
    flushed before every repetition, every stream waited for, median less an empty call's; torch.compile
    has already compiled during the check);
@@ -197,10 +199,14 @@ def run_case(
         row = Row(case.op, case.label, name, correct=True, sweep=case.sweep, sweep_value=case.sweep_value)
         try:
             out = fn(*inputs)  # also the warm-up that makes torch.compile compile before timing
+            timed_off = False
             if ref is not None:
                 row.correct, row.error, row.note = check_outputs(out, ref, case.tolerances)
+                timed_off = not row.correct and not _ours(case, name) and _finite(out)
+                if timed_off:
+                    row.note = f"a baseline, timed though its outputs are {row.note}"
             del out
-            if row.correct:
+            if row.correct or timed_off:
                 if case.metric == "peak_memory":
                     row.peak_bytes = peak_memory(lambda: fn(*inputs))
                 row.ms = clock(lambda: fn(*inputs))
@@ -218,6 +224,16 @@ def run_case(
         rows.append(row)
     _fill_speedups(case, rows)
     return rows
+
+
+def _ours(case: BenchCase, name: str) -> bool:
+    """Whether a candidate is a kernel of ours (judged strictly: wrong means not timed)."""
+    return name.startswith("triton") or any(goal.candidate == name for goal in case.goals)
+
+
+def _finite(out) -> bool:
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    return all(torch.isfinite(t).all().item() for t in outs if isinstance(t, torch.Tensor) and t.is_floating_point())
 
 
 def _value(case: BenchCase, row: Row) -> float | None:

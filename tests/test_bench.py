@@ -139,6 +139,22 @@ def test_a_gpu_time_case_is_timed_by_the_gpu_clock():
         case("wall")
 
 
+def test_a_baseline_with_outputs_off_is_timed_and_said_so_ours_is_not():
+    # eager's dweight in bfloat16 can be outside the tolerance at long sums: the goal against it still needs
+    # its time. A kernel of ours that is off, or a baseline that returns NaN, is not timed.
+    def off(x):
+        return x + 1e-2
+
+    case = BenchCase("fake", "c", lambda: (torch.ones(4),),
+                     {"triton": lambda x: x * 1, "eager": off, "vendor_nan": lambda x: x * float("nan"), "triton_v2": off},
+                     reference=lambda x: x.double(), goals=[Goal.faster("triton", "eager")])
+    _, rows, verdicts = benchmarking.run_suite([case], ceilings=CEILINGS, timer=lambda fn: 1.0, progress=False)
+    by = {r.candidate: r for r in rows}
+    assert by["eager"].ms == 1.0 and not by["eager"].correct and "timed though" in by["eager"].note
+    assert by["vendor_nan"].ms is None and by["triton_v2"].ms is None
+    assert verdicts[0].value == pytest.approx(1.0)  # the goal has its baseline
+
+
 def test_a_crashing_candidate_is_reported_not_fatal():
     def boom(x):
         raise RuntimeError("illegal memory access\nmore")
