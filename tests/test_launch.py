@@ -107,3 +107,17 @@ def test_binding_switched_off_launches_through_the_autotuner(monkeypatch):
     monkeypatch.setattr(_launch.BoundLaunches, "enabled", True)
     launches[(1,)](x, x, 8, 0.5)
     assert log[-1][0] == "bound"
+
+
+def test_the_launch_cost_tool_calls_every_kernel_it_names(capsys):
+    """tools.launch_cost: each kernel's call is well formed (run here under the interpreter); the timing
+    itself needs a GPU, and says so without one."""
+    import course
+    from tools import launch_cost
+
+    calls = launch_cost._calls((8, 48), torch.float32)
+    assert set(calls) == {"bias_gelu", "softmax", "online_softmax", "layer_norm_fwd", "layer_norm_bwd"}
+    for fn, args in calls.values():
+        assert all(torch.isfinite(t).all() for t in launch_cost._outputs(fn(*args)))
+    if not course.ON_GPU:
+        assert launch_cost.main([]) == 2 and "needs a GPU" in capsys.readouterr().out
