@@ -31,6 +31,7 @@ from typing import Callable, Sequence
 import torch
 
 from measure import files, memory, timer as course_timer
+from measure.memory import tensors_in
 from measure.tolerance import compare
 
 COMPARISONS = (">=", "<=")
@@ -232,8 +233,7 @@ def _ours(case: BenchCase, name: str) -> bool:
 
 
 def _finite(out) -> bool:
-    outs = out if isinstance(out, (tuple, list)) else (out,)
-    return all(torch.isfinite(t).all().item() for t in outs if isinstance(t, torch.Tensor) and t.is_floating_point())
+    return all(torch.isfinite(t).all().item() for t in tensors_in(out) if t.is_floating_point())
 
 
 def _value(case: BenchCase, row: Row) -> float | None:

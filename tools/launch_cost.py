@@ -43,13 +43,10 @@ def _calls(shape: tuple[int, int], dtype: torch.dtype) -> dict:
     }
 
 
-def _outputs(result) -> list[torch.Tensor]:
-    return list(result) if isinstance(result, (tuple, list)) else [result]
-
-
 def measure(shape: tuple[int, int], dtype: torch.dtype) -> dict:
     """name -> {path -> {cpu_us, protocol_ms, gpu_ms}} for path in ("bound", "unbound")."""
     from kernels_ref._launch import BoundLaunches
+    from measure.memory import tensors_in
     from measure.timer import cpu_us_per_call, gpu_event_clock, l2_flush_buffer, time_interleaved
 
     rows = {}
@@ -59,7 +56,7 @@ def measure(shape: tuple[int, int], dtype: torch.dtype) -> dict:
         for path, enabled in (("unbound", False), ("bound", True)):
             BoundLaunches.enabled = enabled
             try:
-                outputs[path] = [t.clone() for t in _outputs(fn(*args))]
+                outputs[path] = [t.clone() for t in tensors_in(fn(*args))]
                 fn(*args)  # the bound path binds on the first call; this one is bound
                 torch.cuda.synchronize()
                 row[path] = {
