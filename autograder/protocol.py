@@ -50,25 +50,31 @@ class ChannelClosed(Exception):
 
 def send(sock: socket.socket, obj) -> None:
     try:
-        data = b"J" + json.dumps(obj).encode()
+        kind, payload = b"J", json.dumps(obj).encode()
     except (TypeError, ValueError):  # tensors inside: the slower format that carries them
         import torch
 
         buf = io.BytesIO()
         torch.save(obj, buf)
-        data = b"T" + buf.getvalue()
-    sock.sendall(HEADER.pack(len(data)) + data)
+        kind, payload = b"T", buf.getbuffer()
+    head = HEADER.pack(len(payload) + 1) + kind
+    if kind == b"J":
+        sock.sendall(head + payload)  # one write: control messages sit inside timed round trips
+    else:
+        sock.sendall(head)
+        sock.sendall(payload)  # a tensor frame (tens of MB) is not copied to be framed
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    chunks, got = [], 0
+def _recv_exact(sock: socket.socket, n: int) -> bytearray:
+    """Exactly ``n`` bytes, read straight into one buffer."""
+    data = bytearray(n)
+    view, got = memoryview(data), 0
     while got < n:
-        chunk = sock.recv(min(n - got, 1 << 22))
-        if not chunk:
+        count = sock.recv_into(view[got:], min(n - got, 1 << 22))
+        if not count:
             raise ChannelClosed("the other side closed the channel")
-        chunks.append(chunk)
-        got += len(chunk)
-    return b"".join(chunks)
+        got += count
+    return data
 
 
 def recv(sock: socket.socket):
@@ -77,10 +83,10 @@ def recv(sock: socket.socket):
     if n > MAX_FRAME or n < 1:
         raise ChannelClosed(f"a frame of {n} bytes is not a message")
     data = _recv_exact(sock, n)
-    kind, payload = data[:1], data[1:]
+    kind, payload = bytes(data[:1]), memoryview(data)[1:]
     try:
         if kind == b"J":
-            return json.loads(payload)
+            return json.loads(bytes(payload))
         if kind == b"T":
             import torch
 

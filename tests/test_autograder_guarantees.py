@@ -252,6 +252,30 @@ def test_same_values_sees_modifications_and_keeps_nan():
     assert not same_values(a, torch.tensor([1.5, float("nan")]))
 
 
+def test_a_pinned_call_does_not_benchmark_its_one_config():
+    # Benchmarking the one config a pin leaves (~0.15 s per new shape on a GPU) chooses nothing; unpinned
+    # calls (the timed workload) still benchmark every config as the learner's program would.
+    from triton.runtime.autotuner import Autotuner
+
+    from autograder.worker import AutotunePin
+
+    benched = []
+    AutotunePin.uninstall()
+    original = Autotuner._bench
+    Autotuner._bench = lambda self, *args, config, **meta: benched.append(config) or [1.0, 1.0, 1.0]
+    try:
+        AutotunePin.install()
+        try:
+            with AutotunePin.pinned(4):
+                assert Autotuner._bench(None, config="pinned") == [0.0, 0.0, 0.0]
+            assert Autotuner._bench(None, config="free") == [1.0, 1.0, 1.0]
+        finally:
+            AutotunePin.uninstall()
+    finally:
+        Autotuner._bench = original
+    assert benched == ["free"]
+
+
 def test_a_pinned_config_that_does_not_fit_the_gpu_gives_way_to_the_next_as_autotuning_would():
     import triton
     import triton.language as tl

@@ -1,0 +1,127 @@
+"""Where an exercise's graded cases spend their time once its kernels are compiled.
+
+    python -m tools.profile_cases layer_norm_fwd flash_attention_fwd [--top 25]
+
+For each exercise: the solution notebook's code is loaded as a worker loads a submission, and the grader's
+plan (full cases, one seed) runs through ``runner.run_cases`` three times: in this process (it compiles
+every kernel into Triton's cache), then in a new process under cProfile (the graded worker after the
+warmers: a process that has loaded nothing, a cache that holds everything), then again in this process
+(every kernel loaded: what is left is the calls and the grader's own requests). Printed for the last two:
+seconds per kind of request and the slowest cases; for the new process, the functions with the most
+cumulative time. In-process: the socket's part of ``ship`` is not in these numbers.
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import os
+import pstats
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def load_solution(spec):
+    """The entry point of the exercise's solution notebook, loaded like a worker loads a submission."""
+    from autograder import protocol, submission
+    from autograder.worker import load_entry
+
+    sub = submission.load(ROOT / "solutions" / spec.notebook / f"{spec.notebook}.ipynb")
+    workdir = Path(tempfile.mkdtemp(prefix="profile-cases-"))
+    source_file = sub.write(workdir)
+    fn, ready = load_entry({"code": "submission", "exercise": spec.id, "entry": spec.entry,
+                            "source_file": str(source_file), "submission_dir": str(workdir)})
+    if ready.status != "ok":
+        raise SystemExit(f"{spec.id}: the solution did not load: {protocol.to_wire(ready)}")
+    return fn, str(source_file)
+
+
+def run_plan(session, plan) -> list[float]:
+    """Seconds of each case (load, call, ship, refill, call, ship), timed through ``runner.run_cases``."""
+    from autograder import runner
+
+    starts = []
+    runner.run_cases(session, plan, on_case=lambda k: starts.append(time.perf_counter()))
+    ends = starts[1:] + [time.perf_counter()]
+    return [end - start for start, end in zip(starts, ends)]
+
+
+class Local:
+    """A worker's requests made in this process, through the wire format as over a socket."""
+
+    def __init__(self, worker):
+        self.worker = worker
+
+    def request(self, req, reply=None):
+        from autograder import protocol
+
+        msg = self.worker.handle(req)
+        return protocol.from_wire(msg) if reply is not None else msg
+
+
+def measured_pass(exercise_id: str, seed: int, top: int | None, label: str, worker=None):
+    """One run of the plan, timed by request and by case (under cProfile when ``top``); the worker."""
+    from autograder import runner
+    from autograder.specs import get
+    from autograder.worker import Worker
+
+    spec = get(exercise_id)
+    if worker is None:
+        start = time.perf_counter()
+        fn, source_file = load_solution(spec)
+        worker = Worker(fn, source_file, poison=spec.judged_on_tensors, harness=spec.harness)
+        print(f"\n== {exercise_id}, {label}: the notebook's code loaded in {time.perf_counter() - start:.2f} s")
+    plan = runner.make_plan(spec, quick=False, seed=seed)
+    clock = runner.RequestClock(Local(worker))
+    prof = cProfile.Profile()
+    if top:
+        prof.enable()
+    per_case = run_plan(clock, plan)
+    prof.disable()
+    print(f"== {exercise_id}, {label}: {len(plan)} cases in {sum(per_case):.2f} s; by request: "
+          + ", ".join(f"{k} {v:.2f}" for k, v in clock.seconds.items()))
+    slowest = sorted(zip(per_case, (p.case.name for p in plan)), reverse=True)[:6]
+    print("   slowest cases:", "; ".join(f"{name} {s * 1e3:.0f} ms" for s, name in slowest))
+    if top:
+        text = io.StringIO()
+        pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(top)
+        print("\n".join(line for line in text.getvalue().splitlines() if line.strip()))
+    return worker
+
+
+def profile(exercise_id: str, top: int) -> None:
+    from autograder.specs.base import fresh_seed
+
+    seed = fresh_seed()
+    worker = measured_pass(exercise_id, seed, None, "compiling")
+    subprocess.run([sys.executable, "-m", "tools.profile_cases", exercise_id, "--top", str(top),
+                    "--new-process", str(seed)], check=False)
+    measured_pass(exercise_id, seed, None, "again in the first process", worker)
+    worker.restore()
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("exercises", nargs="+")
+    parser.add_argument("--top", type=int, default=30)
+    parser.add_argument("--new-process", type=int, metavar="SEED",
+                        help="(internal) the measured pass in a new process, with this plan seed")
+    args = parser.parse_args(argv)
+    os.environ["AUTOGRADER_WORKER"] = "1"  # the notebook's own check() calls do nothing, as in a worker
+    import course  # noqa: F401  (the device, before any kernel is defined)
+
+    for exercise_id in args.exercises:
+        if args.new_process is not None:
+            measured_pass(exercise_id, args.new_process, args.top, "a new process, kernels in the cache")
+        else:
+            profile(exercise_id, args.top)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
