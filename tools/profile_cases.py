@@ -79,6 +79,7 @@ def measured_pass(exercise_id: str, seed: int, top: int | None, label: str, work
     plan = runner.make_plan(spec, quick=False, seed=seed)
     clock = runner.RequestClock(Local(worker))
     prof = cProfile.Profile()
+    modules_before = set(sys.modules)
     if top:
         prof.enable()
     per_case = run_plan(clock, plan)
@@ -87,11 +88,37 @@ def measured_pass(exercise_id: str, seed: int, top: int | None, label: str, work
           + ", ".join(f"{k} {v:.2f}" for k, v in clock.seconds.items()))
     slowest = sorted(zip(per_case, (p.case.name for p in plan)), reverse=True)[:6]
     print("   slowest cases:", "; ".join(f"{name} {s * 1e3:.0f} ms" for s, name in slowest))
+    imported = sorted(set(sys.modules) - modules_before)
+    if imported:
+        print(f"   modules first imported by the cases: {imported_summary(imported)}")
     if top:
-        text = io.StringIO()
-        pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(top)
-        print("\n".join(line for line in text.getvalue().splitlines() if line.strip()))
+        for order in ("cumulative", "tottime"):
+            text = io.StringIO()
+            pstats.Stats(prof, stream=text).sort_stats(order).print_stats(top)
+            lines = text.getvalue().splitlines()
+            start = next((i for i, line in enumerate(lines) if "ncalls" in line), 0)
+            print(f"   by {order}:\n" + "\n".join(line[:150] for line in lines[start:] if line.strip()))
     return worker
+
+
+def imported_summary(names: list[str]) -> str:
+    """'package: N modules (M without a cached .pyc), ...': what a new process imports at its first call
+    (a module without bytecode in its __pycache__ is compiled from source in every new process)."""
+    import importlib.util
+
+    by_package: dict[str, list[int]] = {}
+    for name in names:
+        counts = by_package.setdefault(name.split(".")[0], [0, 0])
+        counts[0] += 1
+        path = getattr(sys.modules.get(name), "__file__", None)
+        if path and path.endswith(".py"):
+            try:
+                cached = Path(importlib.util.cache_from_source(path)).exists()
+            except (NotImplementedError, ValueError):
+                cached = False
+            counts[1] += not cached
+    return ", ".join(f"{pkg}: {n} ({bare} without .pyc)" for pkg, (n, bare) in
+                     sorted(by_package.items(), key=lambda kv: -kv[1][0]))
 
 
 def profile(exercise_id: str, top: int) -> None:
