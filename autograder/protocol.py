@@ -7,8 +7,11 @@ every reply is a dict of plain values and tensors, loaded with ``torch.load(weig
 rebuilt into the dataclasses below. Requests go the other way as plain dicts too.
 
 Frames: an 8-byte little-endian length, a one-byte kind, then the payload: ``J`` JSON for control messages
-(plain values: cheap enough to sit inside a timed round trip), ``T`` a ``torch.save`` payload for tensors
-(inputs going in, outputs coming back, always outside any timed window).
+(plain values: cheap enough to sit inside a timed round trip); ``R`` tensors raw (``autograder.frames``: a
+JSON skeleton naming each tensor's dtype, shape, strides and storage, then the storages' bytes, read
+straight into tensors made by the reader: no pickle, no archive, one copy each way); ``T`` a ``torch.save``
+payload, for what ``R`` cannot carry (a tensor that is not a plain strided CPU tensor). Inputs going in
+and outputs coming back, always outside any timed window.
 
 Requests (grading process -> worker):
 - ``load``    {"slot", "args"}: keep device copies of ``args`` (CPU tensors, probe dicts, plain values).
@@ -38,7 +41,7 @@ import io
 import json
 import socket
 import struct
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 
 HEADER = struct.Struct("<Q")
 MAX_FRAME = 8 << 30  # a reply larger than this is not a course output (8 GiB): refuse it
@@ -50,19 +53,30 @@ class ChannelClosed(Exception):
 
 def send(sock: socket.socket, obj) -> None:
     try:
-        kind, payload = b"J", json.dumps(obj).encode()
-    except (TypeError, ValueError):  # tensors inside: the slower format that carries them
-        import torch
+        sock.sendall(_frame_head(json.dumps(obj).encode(), b"J"))  # one write: inside timed round trips
+        return
+    except (TypeError, ValueError):  # tensors inside
+        pass
+    from autograder import frames
 
-        buf = io.BytesIO()
-        torch.save(obj, buf)
-        kind, payload = b"T", buf.getbuffer()
-    head = HEADER.pack(len(payload) + 1) + kind
-    if kind == b"J":
-        sock.sendall(head + payload)  # one write: control messages sit inside timed round trips
-    else:
-        sock.sendall(head)
-        sock.sendall(payload)  # a tensor frame (tens of MB) is not copied to be framed
+    raw = frames.encode(obj)
+    if raw is not None:
+        head, buffers = raw
+        sock.sendall(HEADER.pack(1 + len(head) + sum(b.nbytes for b in buffers)) + b"R" + head)
+        for buf in buffers:
+            sock.sendall(buf)  # each storage's bytes as they are: not copied to be framed
+        return
+    import torch
+
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    payload = buf.getbuffer()
+    sock.sendall(HEADER.pack(len(payload) + 1) + b"T")
+    sock.sendall(payload)
+
+
+def _frame_head(payload: bytes, kind: bytes) -> bytes:
+    return HEADER.pack(len(payload) + 1) + kind + payload
 
 
 def _recv_exact(sock: socket.socket, n: int) -> bytearray:
@@ -78,12 +92,17 @@ def _recv_exact(sock: socket.socket, n: int) -> bytearray:
 
 
 def recv(sock: socket.socket):
-    """One frame: JSON, or tensors loaded with weights_only=True: plain values and tensors only, never code."""
+    """One frame: JSON, raw tensors (plain values, tensors made here from bytes), or tensors loaded with
+    weights_only=True: plain values and tensors only, never code."""
     (n,) = HEADER.unpack(_recv_exact(sock, HEADER.size))
     if n > MAX_FRAME or n < 1:
         raise ChannelClosed(f"a frame of {n} bytes is not a message")
-    data = _recv_exact(sock, n)
-    kind, payload = bytes(data[:1]), memoryview(data)[1:]
+    kind = bytes(_recv_exact(sock, 1))
+    if kind == b"R":
+        from autograder import frames
+
+        return frames.decode(sock, n - 1, _recv_exact, ChannelClosed)
+    payload = _recv_exact(sock, n - 1)
     try:
         if kind == b"J":
             return json.loads(bytes(payload))
@@ -131,7 +150,8 @@ class Shipped:
 
 
 def to_wire(reply) -> dict:
-    return {"type": type(reply).__name__, **asdict(reply)}
+    # the fields as they are (dataclasses.asdict would deep-copy every shipped tensor once more)
+    return {"type": type(reply).__name__, **{f.name: getattr(reply, f.name) for f in fields(reply)}}
 
 
 _REPLIES = {cls.__name__: cls for cls in (Ready, CallDone, Shipped)}

@@ -414,6 +414,11 @@ def make_worker(fn, job: dict) -> Worker:
         worker = Worker(fn, job.get("source_file"), poison=job.get("poison", True), harness=spec.harness, fresh=fresh)
     if worker.on_gpu:
         worker.torch.empty(1, device=worker.device)  # the CUDA context, made now rather than at the first load
+    # The operator recorder's first use imports torch._dynamo (PyTorch wraps every dispatch mode's handler
+    # in torch._disable_dynamo, which imports it lazily): 1-4 s, paid here, beside the grading process's
+    # own preparation, rather than inside the first case.
+    with worker.legality.OpRecorder(None):
+        worker.torch.zeros(1).add_(1)
     return worker
 
 

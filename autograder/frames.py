@@ -1,0 +1,147 @@
+"""Raw tensor frames (``R``, ``autograder.protocol``): a message holding tensors, without pickle or archive.
+
+A message is a tree of dicts (string keys), lists, tuples, plain values and CPU tensors. It travels as
+``<8-byte length of the skeleton><skeleton JSON><storage bytes>...``:
+
+- the skeleton is the tree with each tensor replaced by ``{"__tensor__": i}`` and each tuple by
+  ``{"__tuple__": [...]}``, plus ``tensors`` ([dtype, shape, strides, storage offset, storage index,
+  requires_grad] each) and ``storages`` (byte lengths);
+- each storage's bytes follow in order. Tensors that share a storage (views of one buffer) share it here
+  too, and a view keeps its strides and offset, as ``torch.save`` would keep them: a case built as a
+  strided view reaches the worker as that view.
+
+The reader allocates each storage itself and reads the bytes straight into it (``socket.recv_into``), then
+rebuilds the views with ``Tensor.set_``, which refuses any view that reaches outside its storage. Nothing in
+a frame is executed or unpickled: dtypes come from a fixed list, every size is checked against the frame's
+length before anything is allocated, and anything malformed closes the channel.
+
+For ``torch.save``'s archive the bytes were copied into a zip (with a checksum) and out of it again; this
+frame costs one copy each way (measured in tests/test_protocol_frames.py).
+"""
+from __future__ import annotations
+
+import json
+import struct
+
+import torch
+
+_LENGTH = struct.Struct("<Q")
+DTYPES = {str(d).removeprefix("torch."): d for d in (
+    torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.complex64, torch.complex128,
+    torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)}
+for _name in ("float8_e4m3fn", "float8_e5m2", "uint16", "uint32", "uint64"):
+    if hasattr(torch, _name):
+        DTYPES[_name] = getattr(torch, _name)
+
+
+class Unframeable(Exception):
+    """The message holds something a raw frame does not carry (the caller falls back to torch.save)."""
+
+
+def encode(obj):
+    """(head bytes, [storage buffers]) for ``obj``, or None when a raw frame cannot carry it."""
+    try:
+        tensors, storages, index = [], [], {}
+        skeleton = _skeleton(obj, tensors, storages, index)
+    except Unframeable:
+        return None
+    skeleton = {"tree": skeleton, "tensors": tensors, "storages": [b.nbytes for b in storages]}
+    try:
+        text = json.dumps(skeleton).encode()
+    except (TypeError, ValueError):
+        return None
+    return _LENGTH.pack(len(text)) + text, storages
+
+
+def _skeleton(obj, tensors, storages, index):
+    if isinstance(obj, torch.Tensor):
+        return {"__tensor__": _describe(obj, tensors, storages, index)}
+    if isinstance(obj, tuple):
+        return {"__tuple__": [_skeleton(o, tensors, storages, index) for o in obj]}
+    if isinstance(obj, list):
+        return [_skeleton(o, tensors, storages, index) for o in obj]
+    if isinstance(obj, dict):
+        if not all(isinstance(k, str) for k in obj) or "__tensor__" in obj or "__tuple__" in obj:
+            raise Unframeable
+        return {k: _skeleton(v, tensors, storages, index) for k, v in obj.items()}
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    raise Unframeable
+
+
+def _describe(t: torch.Tensor, tensors, storages, index) -> int:
+    name = str(t.dtype).removeprefix("torch.")
+    if type(t) is not torch.Tensor or t.layout != torch.strided \
+            or t.device.type != "cpu" or name not in DTYPES or t.is_conj() or t.is_neg():
+        raise Unframeable
+    storage = t.untyped_storage()
+    key = storage.data_ptr()
+    if key not in index or storages[index[key]].nbytes != storage.nbytes():
+        index[key] = len(storages)
+        whole = torch.empty(0, dtype=torch.uint8).set_(storage)
+        storages.append(memoryview(whole.numpy()).cast("B"))
+    tensors.append([name, list(t.shape), list(t.stride()), t.storage_offset(), index[key], t.requires_grad])
+    return len(tensors) - 1
+
+
+def decode(sock, nbytes: int, recv_exact, closed):
+    """The message of a raw frame of ``nbytes`` (after its kind byte), read from ``sock``."""
+    try:
+        (head_len,) = _LENGTH.unpack(recv_exact(sock, _LENGTH.size))
+        if head_len > nbytes - _LENGTH.size:
+            raise ValueError("skeleton longer than the frame")
+        head = json.loads(bytes(recv_exact(sock, head_len)))
+        sizes = [int(n) for n in head["storages"]]
+        if any(n < 0 for n in sizes) or _LENGTH.size + head_len + sum(sizes) != nbytes:
+            raise ValueError("storage sizes do not add up to the frame")
+    except closed:
+        raise
+    except Exception as exc:  # noqa: BLE001  (malformed: the other side is not speaking the protocol)
+        raise closed(f"an unreadable frame ({type(exc).__name__})") from None
+    storages = []
+    for n in sizes:
+        buf = torch.empty(n, dtype=torch.uint8)
+        _recv_into(sock, memoryview(buf.numpy()).cast("B"), closed)
+        storages.append(buf.untyped_storage())
+    try:
+        tensors = [_view(spec, storages) for spec in head["tensors"]]
+        return _tree(head["tree"], tensors)
+    except Exception as exc:  # noqa: BLE001
+        raise closed(f"an unreadable frame ({type(exc).__name__})") from None
+
+
+def _recv_into(sock, view: memoryview, closed) -> None:
+    got = 0
+    while got < len(view):
+        count = sock.recv_into(view[got:], min(len(view) - got, 1 << 22))
+        if not count:
+            raise closed("the other side closed the channel")
+        got += count
+
+
+def _view(spec, storages) -> torch.Tensor:
+    name, shape, stride, offset, which, requires_grad = spec
+    shape, stride = [int(n) for n in shape], [int(n) for n in stride]
+    if len(shape) != len(stride) or min(shape + stride + [int(offset)], default=0) < 0:
+        raise ValueError("a bad view")
+    # set_ refuses a view that reaches past the end of its storage
+    t = torch.empty(0, dtype=DTYPES[name]).set_(storages[_index(which, len(storages))], int(offset), shape, stride)
+    return t.requires_grad_() if requires_grad is True else t
+
+
+def _index(value, count: int) -> int:
+    if type(value) is not int or not 0 <= value < count:
+        raise ValueError("an index out of range")
+    return value
+
+
+def _tree(node, tensors):
+    if isinstance(node, list):
+        return [_tree(n, tensors) for n in node]
+    if isinstance(node, dict):
+        if set(node) == {"__tensor__"}:
+            return tensors[_index(node["__tensor__"], len(tensors))]
+        if set(node) == {"__tuple__"}:
+            return tuple(_tree(n, tensors) for n in node["__tuple__"])
+        return {k: _tree(v, tensors) for k, v in node.items()}
+    return node
