@@ -278,3 +278,17 @@ def test_grading_runs_compare_side_by_side():
     assert row.split()[1:] == ["79.5", "48.2"]  # docs/GRADING_TIME.md's table
     assert "15.5 + 9.7 + 8.8 (1.66x)" in text  # flash_attention_bwd after: compiling ahead, cases, timing, speedup
     assert grading_compare.main([str(ROOT / "results")]) == 2  # no autograde.json there: said, not a traceback
+
+
+def test_outcomes_keep_each_students_report_and_drop_the_scratch_course(tmp_path):
+    run = {"gpu": "NVIDIA H100 80GB HBM3", "driver": "580", "python": "3.12", "torch": "2.11", "triton": "3.6",
+           "date": "2026-11-26T10:00:00+00:00", "method": "m"}
+    (tmp_path / "autograde.json").write_text(json.dumps(run))
+    graded = tmp_path / "course" / "autograder_results" / "05_layer_norm"
+    graded.mkdir(parents=True)
+    (graded / "solution.json").write_text(json.dumps({"gpu": None, "torch": "2.11", "notebooks": {"x": 1}}))
+    [kept] = results.outcomes(tmp_path)
+    data = json.loads(kept.read_text())
+    assert kept.name == "05_layer_norm-solution.json" and not (tmp_path / "course").exists()
+    assert data["gpu"] == run["gpu"] and data["protocol"] == timing.PROTOCOL and data["notebooks"] == {"x": 1}
+    assert results.file_kind(f"grading-x/{kept.name}") == "outcome"

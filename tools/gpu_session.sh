@@ -87,7 +87,8 @@ for stage in "$@"; do
         # AUTOGRADER_WARM_MODE, AUTOGRADER_TIMING_SECONDS) to compare one setting with another on the same machine.
         grading-time) label=grading-${GRADING_LABEL:-now}
                       TAIL=40 run_logged "$label" env TRITON_CACHE_DIR="$(mktemp -d)" python3 -m tools.gpu_autograde "$RES/$label" \
-                          --skip-calibration --no-execute --solutions-only ${ASSIGNMENTS:+--assignments "$ASSIGNMENTS"} ;;
+                          --skip-calibration --no-execute --solutions-only ${ASSIGNMENTS:+--assignments "$ASSIGNMENTS"}
+                      python3 -m tools.results outcomes "$RES/$label" ;;
         autograde) TAIL=80 run_logged autograde python3 -m tools.gpu_autograde "$RES/autograder" --calibration "$RES/calibration.json" ${ASSIGNMENTS:+--assignments "$ASSIGNMENTS"} ${AUTOGRADE_FLAGS:-} ;;
         # The naive versions alone, timed by the grader's protocol (NAIVE_ASSIGNMENTS): the calibration's other half
         # when the solutions were graded in another run.

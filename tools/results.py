@@ -127,6 +127,34 @@ def stamp(path: Path, meta: dict) -> dict:
     return stamped
 
 
+def outcomes(folder: Path) -> list[Path]:
+    """A grading run's outcomes kept, its scratch course dropped: each ``course/autograder_results/<notebook>/
+    <student>.json`` becomes ``<notebook>-<student>.json`` beside ``autograde.json``, stamped with the run's
+    machine keys and the timing protocol (what tests/test_results.py reads); ``course/`` is removed."""
+    import shutil
+
+    from autograder.timing import PROTOCOL
+
+    run = json.loads((folder / "autograde.json").read_text())
+    written = []
+    for found in sorted((folder / "course" / "autograder_results").glob("*/*.json")):
+        assignment, student = found.parent.name, found.stem
+        method = ("python -m autograder autograde (tools/gpu_autograde.py, tools/gpu_session.sh grading-time): "
+                  "this student's outcome as recorded in the scratch course's gradebook: every exercise's "
+                  "report and where its seconds went")
+        outcome = json.loads(found.read_text())
+        # the outcome's own machine keys where it has them (its "gpu" is null: the grading process names it
+        # under "device"), the run's otherwise
+        data = {**{k: run.get(k) for k in META_KEYS}, "method": method, "protocol": PROTOCOL,
+                "assignment": assignment, "student": student,
+                **{k: v for k, v in outcome.items() if v is not None or k not in META_KEYS}}
+        target = folder / f"{assignment}-{student}.json"
+        write_json(target, data)
+        written.append(target)
+    shutil.rmtree(folder / "course", ignore_errors=True)
+    return written
+
+
 # ----------------------------------------------------------------------------- runs and their index
 
 def file_kind(relative: str) -> str:
@@ -217,6 +245,8 @@ def main(argv=None) -> int:
     s = sub.add_parser("stamp", help="add this machine's keys to JSON result files")
     s.add_argument("files", nargs="+", type=Path)
     s.add_argument("--method", required=True)
+    o = sub.add_parser("outcomes", help="keep a grading run's outcomes (DIR/<notebook>-<student>.json), drop its course")
+    o.add_argument("directory", type=Path)
     i = sub.add_parser("index", help="write DIR/run.json")
     i.add_argument("directory", type=Path)
     i.add_argument("--method", default="see each file")
@@ -226,6 +256,8 @@ def main(argv=None) -> int:
         print(run_name(meta))
     elif args.command == "header":
         print(header({**meta, "method": args.method}), end="")
+    elif args.command == "outcomes":
+        print(f"kept {len(outcomes(args.directory))} outcomes in {args.directory}")
     elif args.command == "stamp":
         for f in args.files:
             stamp(f, {**meta, "method": args.method})
