@@ -23,7 +23,7 @@ def test_shares_deal_every_case_once():
 
 def test_a_mistyped_mode_is_an_error_before_grading(monkeypatch):
     monkeypatch.setenv(warm.MODE_ENV, "sideways")
-    with pytest.raises(ValueError, match="before, beside"):
+    with pytest.raises(ValueError, match="beside, before"):
         warm.warmer_count(1)
 
 
@@ -50,7 +50,9 @@ def _scores(result):
 
 
 @pytest.mark.timeout(600)
-def test_warmers_change_no_verdict(monkeypatch):
+@pytest.mark.parametrize("mode", warm.MODES)
+def test_warmers_change_no_verdict(monkeypatch, mode):
+    monkeypatch.setenv(warm.MODE_ENV, mode)
     monkeypatch.setenv("AUTOGRADER_JOBS", "1")
     monkeypatch.setenv(warm.ENV, "0")
     plain = grade_submission(SUBMISSIONS / "good_triton.py", ["vector_add", "softmax"], quick=True)
@@ -58,29 +60,32 @@ def test_warmers_change_no_verdict(monkeypatch):
     warmed = grade_submission(SUBMISSIONS / "good_triton.py", ["vector_add", "softmax"], quick=True)
     assert _scores(warmed) == _scores(plain)
     assert all(correct for _, correct in _scores(warmed).values())
-    assert all("compiling ahead" in ex["seconds"] for ex in warmed["exercises"])
+    # "before": the graded worker waited for them (a lap of its own); "beside": it waited for nothing
+    assert all(("compiling ahead" in ex["seconds"]) == (mode == "before") for ex in warmed["exercises"])
     assert all("compiling ahead" not in ex["seconds"] for ex in plain["exercises"])
     wrong = grade_submission(SUBMISSIONS / "wrong_on_odd.py", ["softmax"], quick=True)
     assert not wrong["exercises"][0]["correct"]
 
 
-def test_a_hanging_warmer_is_cut_off_and_the_graded_worker_judges(monkeypatch):
+@pytest.mark.parametrize("mode", warm.MODES)
+def test_a_hanging_warmer_is_cut_off_and_the_graded_worker_judges(monkeypatch, mode):
     import time
 
+    monkeypatch.setenv(warm.MODE_ENV, mode)
     monkeypatch.setenv("AUTOGRADER_JOBS", "1")
     monkeypatch.setenv(warm.ENV, "2")
     start = time.monotonic()
     result = grade_submission(SUBMISSIONS / "hangs.py", ["softmax"], quick=True, timeout=20.0)
     ex = result["exercises"][0]
     assert not ex["correct"] and "time limit" in "\n".join(ex["feedback"])
-    # the warmers waited at most 5 s (a quarter of the limit), and that wait was given back to the worker
-    assert ex["seconds"]["compiling ahead"] <= 6.0
+    # before: the warmers waited at most 5 s (a quarter of the limit), and that wait was given back to the worker
+    assert ex["seconds"].get("compiling ahead", 0.0) <= 6.0
     assert time.monotonic() - start < 20.0 + 6.0 + 15.0  # limit, warm wait, process starts and teardown
 
 
 def test_every_warmer_is_gone_before_the_graded_cases(monkeypatch):
-    """The warmers' processes are dead when the graded worker runs its first case: none shares the GPU
-    with a judged call."""
+    """``before``: the warmers' processes are dead when the graded worker runs its first case: none shares
+    the GPU with a judged call."""
     from autograder import grading, runner
 
     seen = []
@@ -99,6 +104,7 @@ def test_every_warmer_is_gone_before_the_graded_cases(monkeypatch):
     monkeypatch.setattr(grading.runner, "run_cases", run_cases)
     monkeypatch.setenv("AUTOGRADER_JOBS", "1")
     monkeypatch.setenv(warm.ENV, "2")
+    monkeypatch.setenv(warm.MODE_ENV, "before")
     result = grade_submission(SUBMISSIONS / "good_triton.py", ["bias_gelu"], quick=True)
     assert seen and result["exercises"][0]["correct"]
     assert sum(seen[0].calls) == len(seen[0].plan)  # between them they called every case
