@@ -1,8 +1,10 @@
 """Honest (and slow) while the grader poisons fresh memory; otherwise returns torch.empty unwritten,
-hoping the memory still holds the answer that the baseline, or its own previous call, left there.
+hoping the memory still holds the answer that its own previous call left there.
 
-The grader turns poisoning off while timing (a NaN fill would be timed too): this submission then does
-no work at all. Every output is poisoned after its timed call, and a timed call is checked. Must not pass.
+A checked call is made on poisoned memory (NaN in every float dtype: the allocator's free blocks filled on
+a GPU, PyTorch's deterministic fill on the CPU), so an unwritten output that is all NaN says "checked".
+The grader turns poisoning off while timing (a NaN fill would be timed too): this submission then does no
+work at all. Every timed call gets fresh values and some are checked. Must not pass.
 """
 import torch
 import torch.utils.deterministic
@@ -10,7 +12,14 @@ import torch.utils.deterministic
 from naive_triton import softmax as slow_softmax
 
 
+def _poisoned(out):
+    if not out.is_cuda and not torch.utils.deterministic.fill_uninitialized_memory:
+        return False
+    return out.numel() == 0 or bool(out.isnan().all())
+
+
 def softmax(x):
-    if torch.utils.deterministic.fill_uninitialized_memory:
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    if _poisoned(out):
         return slow_softmax(x)
-    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    return out
