@@ -11,7 +11,7 @@ A message is a tree of dicts (string keys), lists, tuples, plain values and CPU 
   strided view reaches the worker as that view.
 
 The reader allocates each storage itself and reads the bytes straight into it (``socket.recv_into``), then
-rebuilds the views with ``Tensor.set_``, which refuses any view that reaches outside its storage. Nothing in
+rebuilds the views with ``Tensor.set_``, after checking that each stays inside the bytes received. Nothing in
 a frame is executed or unpickled: dtypes come from a fixed list, every size is checked against the frame's
 length before anything is allocated, and anything malformed closes the channel.
 
@@ -78,8 +78,7 @@ def _describe(t: torch.Tensor, tensors, storages, index) -> int:
     key = storage.data_ptr()
     if key not in index or storages[index[key]].nbytes != storage.nbytes():
         index[key] = len(storages)
-        whole = torch.empty(0, dtype=torch.uint8).set_(storage)
-        storages.append(memoryview(whole.numpy()).cast("B"))
+        storages.append(_bytes_of(storage))
     tensors.append([name, list(t.shape), list(t.stride()), t.storage_offset(), index[key], t.requires_grad])
     return len(tensors) - 1
 
@@ -100,14 +99,26 @@ def decode(sock, nbytes: int, recv_exact, closed):
         raise closed(f"an unreadable frame ({type(exc).__name__})") from None
     storages = []
     for n in sizes:
-        buf = torch.empty(n, dtype=torch.uint8)
-        _recv_into(sock, memoryview(buf.numpy()).cast("B"), closed)
-        storages.append(buf.untyped_storage())
+        storage = torch.empty(n, dtype=torch.uint8).untyped_storage()
+        _recv_into(sock, _bytes_of(storage), closed)
+        storages.append(storage)
     try:
         tensors = [_view(spec, storages) for spec in head["tensors"]]
         return _tree(head["tree"], tensors)
     except Exception as exc:  # noqa: BLE001
         raise closed(f"an unreadable frame ({type(exc).__name__})") from None
+
+
+def _bytes_of(storage) -> memoryview:
+    """A CPU storage's bytes as a writable memoryview over the same memory (no copy, no numpy). The view
+    is only used while the storage is alive: the message (sending) or the tensors made from it (reading)
+    hold it."""
+    import ctypes
+
+    n = storage.nbytes()
+    if n == 0:
+        return memoryview(bytearray())
+    return memoryview((ctypes.c_char * n).from_address(storage.data_ptr())).cast("B")
 
 
 def _recv_into(sock, view: memoryview, closed) -> None:
@@ -124,8 +135,12 @@ def _view(spec, storages) -> torch.Tensor:
     shape, stride = [int(n) for n in shape], [int(n) for n in stride]
     if len(shape) != len(stride) or min(shape + stride + [int(offset)], default=0) < 0:
         raise ValueError("a bad view")
-    # set_ refuses a view that reaches past the end of its storage
-    t = torch.empty(0, dtype=DTYPES[name]).set_(storages[_index(which, len(storages))], int(offset), shape, stride)
+    dtype, storage = DTYPES[name], storages[_index(which, len(storages))]
+    # the last element the view reaches must lie inside the bytes received (set_ would grow the storage)
+    reach = (int(offset) + sum((n - 1) * st for n, st in zip(shape, stride)) + 1) if all(shape) else 0
+    if reach * dtype.itemsize > storage.nbytes():
+        raise ValueError("a view past the end of its storage")
+    t = torch.empty(0, dtype=dtype).set_(storage, int(offset), shape, stride)
     return t.requires_grad_() if requires_grad is True else t
 
 
