@@ -5,8 +5,7 @@ A message is a tree of dicts (string keys), lists, tuples, plain values and CPU 
 
 - the skeleton is the tree with each tensor replaced by ``{"__tensor__": i}`` and each tuple by
   ``{"__tuple__": [...]}``, plus ``tensors`` ([dtype, shape, strides, storage offset, storage index,
-  requires_grad] each) and ``storages`` ([byte length, device] each: a GPU storage is copied to the CPU to
-  be sent and put back on that GPU by the reader, as torch.save and torch.load would);
+  requires_grad] each) and ``storages`` (byte lengths);
 - each storage's bytes follow in order. Tensors that share a storage (views of one buffer) share it here
   too, and a view keeps its strides and offset, as ``torch.save`` would keep them: a case built as a
   strided view reaches the worker as that view.
@@ -22,7 +21,6 @@ frame costs one copy each way (measured in tests/test_protocol_frames.py).
 from __future__ import annotations
 
 import json
-import re
 import struct
 
 import torch
@@ -47,25 +45,12 @@ def encode(obj):
         skeleton = _skeleton(obj, tensors, storages, index)
     except Unframeable:
         return None
-    skeleton = {"tree": skeleton, "tensors": tensors,
-                "storages": [[s.bytes.nbytes, s.device] for s in storages]}
+    skeleton = {"tree": skeleton, "tensors": tensors, "storages": [b.nbytes for b in storages]}
     try:
         text = json.dumps(skeleton).encode()
     except (TypeError, ValueError):
         return None
-    return _LENGTH.pack(len(text)) + text, [s.bytes for s in storages]
-
-
-class _Storage:
-    """A storage's bytes on the CPU (for a GPU storage, a copy: the frame carries it to the same device on
-    the other side, so a case's views keep their layout there) and the device it lives on."""
-
-    def __init__(self, storage, device: torch.device):
-        if device.type != "cpu":
-            storage = torch.empty(0, dtype=torch.uint8, device=device).set_(storage).cpu().untyped_storage()
-        self.kept = storage  # alive while the frame is sent
-        self.bytes = _bytes_of(storage)
-        self.device = str(device)
+    return _LENGTH.pack(len(text)) + text, storages
 
 
 def _skeleton(obj, tensors, storages, index):
@@ -86,14 +71,14 @@ def _skeleton(obj, tensors, storages, index):
 
 def _describe(t: torch.Tensor, tensors, storages, index) -> int:
     name = str(t.dtype).removeprefix("torch.")
-    if type(t) is not torch.Tensor or t.layout != torch.strided or t.device.type not in ("cpu", "cuda") \
-            or name not in DTYPES or t.is_conj() or t.is_neg():
+    if type(t) is not torch.Tensor or t.layout != torch.strided \
+            or t.device.type != "cpu" or name not in DTYPES or t.is_conj() or t.is_neg():
         raise Unframeable
     storage = t.untyped_storage()
-    key = (str(t.device), storage.data_ptr(), storage.nbytes())
-    if key not in index:
+    key = storage.data_ptr()
+    if key not in index or storages[index[key]].nbytes != storage.nbytes():
         index[key] = len(storages)
-        storages.append(_Storage(storage, t.device))
+        storages.append(_bytes_of(storage))
     tensors.append([name, list(t.shape), list(t.stride()), t.storage_offset(), index[key], t.requires_grad])
     return len(tensors) - 1
 
@@ -105,8 +90,7 @@ def decode(sock, nbytes: int, recv_exact, closed):
         if head_len > nbytes - _LENGTH.size:
             raise ValueError("skeleton longer than the frame")
         head = json.loads(bytes(recv_exact(sock, head_len)))
-        sizes = [int(n) for n, _ in head["storages"]]
-        devices = [_device(d) for _, d in head["storages"]]
+        sizes = [int(n) for n in head["storages"]]
         if any(n < 0 for n in sizes) or _LENGTH.size + head_len + sum(sizes) != nbytes:
             raise ValueError("storage sizes do not add up to the frame")
     except closed:
@@ -119,8 +103,6 @@ def decode(sock, nbytes: int, recv_exact, closed):
         _recv_into(sock, _bytes_of(storage), closed)
         storages.append(storage)
     try:
-        storages = [s if d.type == "cpu" else torch.empty(0, dtype=torch.uint8).set_(s).to(d).untyped_storage()
-                    for s, d in zip(storages, devices)]
         tensors = [_view(spec, storages) for spec in head["tensors"]]
         return _tree(head["tree"], tensors)
     except Exception as exc:  # noqa: BLE001
@@ -137,17 +119,6 @@ def _bytes_of(storage) -> memoryview:
     if n == 0:
         return memoryview(bytearray())
     return memoryview((ctypes.c_char * n).from_address(storage.data_ptr())).cast("B")
-
-
-def _device(name) -> torch.device:
-    """A storage's device: the CPU, or a CUDA device this process has."""
-    if name == "cpu":
-        return torch.device("cpu")
-    if isinstance(name, str) and re.fullmatch(r"cuda(:[0-9]{1,2})?", name) and torch.cuda.is_available():
-        device = torch.device(name)
-        if (device.index or 0) < torch.cuda.device_count():
-            return device
-    raise ValueError(f"no such device here: {name!r}")
 
 
 def _recv_into(sock, view: memoryview, closed) -> None:

@@ -66,18 +66,16 @@ def _raw(skeleton: dict, payload: bytes) -> bytes:
 
 
 @pytest.mark.parametrize("skeleton, payload", [
-    ({"tree": {"__tensor__": 0}, "tensors": [["float32", [4], [1], 0, 0, False]], "storages": [[8, "cpu"]]}, bytes(8)),
-    ({"tree": {"__tensor__": 0}, "tensors": [["float32", [2], [1], 1, 0, False]], "storages": [[8, "cpu"]]}, bytes(8)),
-    ({"tree": {"__tensor__": 0}, "tensors": [["object", [1], [1], 0, 0, False]], "storages": [[8, "cpu"]]}, bytes(8)),
-    ({"tree": {"__tensor__": 1}, "tensors": [["float32", [1], [1], 0, 0, False]], "storages": [[4, "cpu"]]}, bytes(4)),
-    ({"tree": {"__tensor__": -1}, "tensors": [["float32", [1], [1], 0, 0, False]], "storages": [[4, "cpu"]]}, bytes(4)),
-    ({"tree": {"__tensor__": 0}, "tensors": [["float32", [1], [1], 0, 3, False]], "storages": [[4, "cpu"]]}, bytes(4)),
-    ({"tree": {"__tensor__": 0}, "tensors": [["float32", [2], [-1], 1, 0, False]], "storages": [[8, "cpu"]]}, bytes(8)),
-    ({"tree": None, "tensors": [], "storages": [[16, "cpu"]]}, bytes(8)),
-    ({"tree": None, "tensors": [], "storages": [[8, "cuda:99"]]}, bytes(8)),
-    ({"tree": None, "tensors": [], "storages": [[8, "cpu;rm"]]}, bytes(8)),
+    ({"tree": {"__tensor__": 0}, "tensors": [["float32", [4], [1], 0, 0, False]], "storages": [8]}, bytes(8)),
+    ({"tree": {"__tensor__": 0}, "tensors": [["float32", [2], [1], 1, 0, False]], "storages": [8]}, bytes(8)),
+    ({"tree": {"__tensor__": 0}, "tensors": [["object", [1], [1], 0, 0, False]], "storages": [8]}, bytes(8)),
+    ({"tree": {"__tensor__": 1}, "tensors": [["float32", [1], [1], 0, 0, False]], "storages": [4]}, bytes(4)),
+    ({"tree": {"__tensor__": -1}, "tensors": [["float32", [1], [1], 0, 0, False]], "storages": [4]}, bytes(4)),
+    ({"tree": {"__tensor__": 0}, "tensors": [["float32", [1], [1], 0, 3, False]], "storages": [4]}, bytes(4)),
+    ({"tree": {"__tensor__": 0}, "tensors": [["float32", [2], [-1], 1, 0, False]], "storages": [8]}, bytes(8)),
+    ({"tree": None, "tensors": [], "storages": [16]}, bytes(8)),
 ], ids=["past-the-end", "offset-past-the-end", "dtype", "index", "negative-index", "storage", "negative-stride",
-        "sizes", "device", "device-name"])
+        "sizes"])
 def test_a_malformed_raw_frame_closes_the_channel(skeleton, payload):
     a, b = socket.socketpair()
     with a, b:
@@ -118,23 +116,3 @@ def test_a_raw_frame_is_faster_than_torch_save():
 
     raw, saved = seconds(lambda sock: protocol.send(sock, msg)), seconds(archive)
     assert raw < saved, (raw, saved)
-
-
-@pytest.mark.gpu
-def test_a_gpu_view_arrives_on_the_gpu_with_its_layout():
-    # a case's strided input (rows of a wider buffer) and a transposed view of the same buffer keep their
-    # strides, offset, shared storage and device, as torch.save and torch.load would keep them
-    import threading
-
-    base = torch.randn(64, 300, device="cuda")
-    msg = {"args": (base[:, 5:261], base.t())}
-    a, b = socket.socketpair()
-    with a, b:
-        sender = threading.Thread(target=protocol.send, args=(a, msg))
-        sender.start()
-        got = protocol.recv(b)
-        sender.join()
-    rows, cols = got["args"]
-    assert rows.is_cuda and rows.stride() == (300, 1) and rows.storage_offset() == 5
-    assert torch.equal(rows, msg["args"][0]) and torch.equal(cols, msg["args"][1])
-    assert rows.untyped_storage().data_ptr() == cols.untyped_storage().data_ptr()
