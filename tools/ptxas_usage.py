@@ -1,0 +1,112 @@
+"""Registers and spills of a Triton kernel on an H100 (sm_90a), without a GPU: each config compiled ahead
+of time to PTX, then assembled by ptxas with ``-v``.
+
+    python -m tools.ptxas_usage kernels_ref.layer_norm _layer_norm_bwd_dx_kernel \\
+        --const BLOCK_M=1 BLOCK_N=8192 SPLIT=1 --fp32 mean_ptr rstd_ptr dw_part_ptr db_part_ptr --warps 4 8 16 32
+
+Pointers (arguments named ``*_ptr``) are bfloat16 unless named in ``--fp32``; every other non-constexpr
+argument is an int32 divisible by 16, as the JIT sees sizes and strides of aligned tensors. The ptxas is
+the newest the Triton wheel carries (``ptxas-blackwell``: it reads the PTX versions Triton writes), so its
+register counts can differ a little from what the GPU's own Triton and ptxas produce; what it is for is the
+order of magnitude: whether a config spills, and how many programs of it fit on an SM (65536 registers).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+REGISTERS_PER_SM = 65536
+THREADS_PER_SM = 2048
+
+
+def _jit_function(kernel):
+    import triton
+
+    while not isinstance(kernel, triton.runtime.jit.JITFunction):
+        kernel = kernel.fn  # beneath autotune and heuristics
+    return kernel
+
+
+def compile_ptx(fn, consts: dict, fp32: set, num_warps: int, num_stages: int) -> str:
+    """The PTX of ``fn`` for sm_90a with these constexprs and launch options."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    signature, attrs = {}, {}
+    for i, name in enumerate(fn.arg_names):
+        if name in consts:
+            signature[name] = "constexpr"
+            continue
+        signature[name] = ("*fp32" if name in fp32 else "*bf16") if name.endswith("_ptr") else "i32"
+        attrs[(i,)] = [["tt.divisibility", 16]]
+    src = ASTSource(fn=fn, signature=signature, attrs=attrs,
+                    constexprs={(fn.arg_names.index(k),): v for k, v in consts.items()})
+    compiled = triton.compile(src, target=GPUTarget("cuda", 90, 128),
+                              options={"num_warps": num_warps, "num_stages": num_stages})
+    return compiled.asm["ptx"]
+
+
+def ptxas_usage(ptx: str) -> dict:
+    """{registers, spill_stores, spill_loads, stack} in bytes (registers: per thread), from ``ptxas -v``."""
+    import triton
+
+    ptxas = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas-blackwell")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "kernel.ptx")
+        with open(path, "w") as fh:
+            fh.write(ptx)
+        run = subprocess.run([ptxas, "-arch=sm_90a", "-v", path, "-o", os.devnull], capture_output=True, text=True)
+    log = run.stdout + run.stderr
+    if run.returncode != 0:
+        raise RuntimeError(f"ptxas failed: {log[-500:]}")
+    spills = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)
+    return {"registers": int(re.search(r"Used (\d+) registers", log).group(1)),
+            "spill_stores": int(spills.group(1)), "spill_loads": int(spills.group(2)),
+            "stack": int(re.search(r"(\d+) bytes stack frame", log).group(1))}
+
+
+def programs_per_sm(registers: int, num_warps: int) -> int:
+    """How many programs of this size an SM holds at once, by its registers and its threads (shared memory
+    not counted)."""
+    threads = num_warps * 32
+    return min(REGISTERS_PER_SM // max(1, registers * threads), THREADS_PER_SM // threads)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("module")
+    p.add_argument("kernel")
+    p.add_argument("--const", nargs="*", default=[], metavar="NAME=INT", help="constexpr values")
+    p.add_argument("--fp32", nargs="*", default=[], metavar="NAME", help="pointers to float32 (others: bf16)")
+    p.add_argument("--warps", nargs="*", type=int, default=[4, 8, 16, 32])
+    p.add_argument("--stages", type=int, default=1)
+    args = p.parse_args(argv)
+    # Compiled kernels, even on a machine without a GPU: Triton imported with the interpreter off (its own
+    # jitted helpers must be compiled functions), then course told so (it turns the interpreter on without
+    # a GPU), before the kernel's module defines anything.
+    os.environ["TRITON_INTERPRET"] = "0"
+    import triton.language  # noqa: F401
+
+    import course.device
+
+    os.environ["TRITON_INTERPRET"] = "0"
+    course.device.INTERPRET = False
+    fn = _jit_function(getattr(importlib.import_module(args.module), args.kernel))
+    consts = {k: int(v) for k, v in (c.split("=", 1) for c in args.const)}
+    print(f"{args.kernel} {consts} on sm_90a (num_stages={args.stages})")
+    print("warps  registers  spill stores  spill loads  stack  programs per SM (registers, threads)")
+    for warps in args.warps:
+        use = ptxas_usage(compile_ptx(fn, consts, set(args.fp32), warps, args.stages))
+        print(f"{warps:5d}  {use['registers']:9d}  {use['spill_stores']:10d} B  {use['spill_loads']:9d} B"
+              f"  {use['stack']:4d} B  {programs_per_sm(use['registers'], warps):d}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
