@@ -75,21 +75,23 @@ def _describe(t: torch.Tensor, tensors, storages, index) -> int:
             or t.device.type != "cpu" or name not in DTYPES or t.is_conj() or t.is_neg():
         raise Unframeable
     storage = t.untyped_storage()
-    key = storage.data_ptr()
-    if key not in index or storages[index[key]].nbytes != storage.nbytes():
+    key = (storage.data_ptr(), storage.nbytes())  # empty storages all start at 0
+    if key not in index:
         index[key] = len(storages)
         storages.append(_bytes_of(storage))
     tensors.append([name, list(t.shape), list(t.stride()), t.storage_offset(), index[key], t.requires_grad])
     return len(tensors) - 1
 
 
-def decode(sock, nbytes: int, recv_exact, closed):
+def decode(sock, nbytes: int):
     """The message of a raw frame of ``nbytes`` (after its kind byte), read from ``sock``."""
+    from autograder.protocol import ChannelClosed as closed, _recv_exact, recv_into
+
     try:
-        (head_len,) = _LENGTH.unpack(recv_exact(sock, _LENGTH.size))
+        (head_len,) = _LENGTH.unpack(_recv_exact(sock, _LENGTH.size))
         if head_len > nbytes - _LENGTH.size:
             raise ValueError("skeleton longer than the frame")
-        head = json.loads(bytes(recv_exact(sock, head_len)))
+        head = json.loads(bytes(_recv_exact(sock, head_len)))
         sizes = [int(n) for n in head["storages"]]
         if any(n < 0 for n in sizes) or _LENGTH.size + head_len + sum(sizes) != nbytes:
             raise ValueError("storage sizes do not add up to the frame")
@@ -100,7 +102,7 @@ def decode(sock, nbytes: int, recv_exact, closed):
     storages = []
     for n in sizes:
         storage = torch.empty(n, dtype=torch.uint8).untyped_storage()
-        _recv_into(sock, _bytes_of(storage), closed)
+        recv_into(sock, _bytes_of(storage))
         storages.append(storage)
     try:
         tensors = [_view(spec, storages) for spec in head["tensors"]]
@@ -119,15 +121,6 @@ def _bytes_of(storage) -> memoryview:
     if n == 0:
         return memoryview(bytearray())
     return memoryview((ctypes.c_char * n).from_address(storage.data_ptr())).cast("B")
-
-
-def _recv_into(sock, view: memoryview, closed) -> None:
-    got = 0
-    while got < len(view):
-        count = sock.recv_into(view[got:], min(len(view) - got, 1 << 22))
-        if not count:
-            raise closed("the other side closed the channel")
-        got += count
 
 
 def _view(spec, storages) -> torch.Tensor:

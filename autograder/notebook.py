@@ -103,10 +103,10 @@ def _child_main(fn, poison, sock, out_fd, harness=None):
 class InProcessSession(Session):
     """The call loop in this very process (on a GPU: CUDA cannot be forked)."""
 
-    def __init__(self, fn, poison: bool, timeout_s: float, harness=None):
+    def __init__(self, fn, poison: bool, timeout_s: float, harness=None, source_file: str | None = None):
         from autograder.worker import Worker
 
-        self.worker = Worker(fn, None, poison, harness=harness)
+        self.worker = Worker(fn, source_file, poison, harness=harness)
         self.timeout_s = timeout_s
 
     def __enter__(self):

@@ -79,15 +79,20 @@ def _frame_head(payload: bytes, kind: bytes) -> bytes:
     return HEADER.pack(len(payload) + 1) + kind + payload
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytearray:
-    """Exactly ``n`` bytes, read straight into one buffer."""
-    data = bytearray(n)
-    view, got = memoryview(data), 0
-    while got < n:
-        count = sock.recv_into(view[got:], min(n - got, 1 << 22))
+def recv_into(sock: socket.socket, view: memoryview) -> None:
+    """Fill ``view`` from the socket, exactly."""
+    got = 0
+    while got < len(view):
+        count = sock.recv_into(view[got:], min(len(view) - got, 1 << 22))
         if not count:
             raise ChannelClosed("the other side closed the channel")
         got += count
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytearray:
+    """Exactly ``n`` bytes, read straight into one buffer."""
+    data = bytearray(n)
+    recv_into(sock, memoryview(data))
     return data
 
 
@@ -101,7 +106,7 @@ def recv(sock: socket.socket):
     if kind == b"R":
         from autograder import frames
 
-        return frames.decode(sock, n - 1, _recv_exact, ChannelClosed)
+        return frames.decode(sock, n - 1)
     payload = _recv_exact(sock, n - 1)
     try:
         if kind == b"J":

@@ -412,13 +412,13 @@ def make_worker(fn, job: dict) -> Worker:
         worker = Worker(fn, None, poison=job.get("poison", True), prepare=spec.performance.baseline_args, fresh=fresh)
     else:
         worker = Worker(fn, job.get("source_file"), poison=job.get("poison", True), harness=spec.harness, fresh=fresh)
+        # The operator recorder (checked calls; a baseline makes timed calls only) imports torch._dynamo at
+        # its first use (PyTorch wraps every dispatch mode's handler in torch._disable_dynamo, which imports
+        # it lazily): 1-4 s, paid here, beside the grading process's own preparation, not in the first case.
+        with worker.legality.OpRecorder(None):
+            worker.torch.zeros(1).add_(1)
     if worker.on_gpu:
         worker.torch.empty(1, device=worker.device)  # the CUDA context, made now rather than at the first load
-    # The operator recorder's first use imports torch._dynamo (PyTorch wraps every dispatch mode's handler
-    # in torch._disable_dynamo, which imports it lazily): 1-4 s, paid here, beside the grading process's
-    # own preparation, rather than inside the first case.
-    with worker.legality.OpRecorder(None):
-        worker.torch.zeros(1).add_(1)
     return worker
 
 

@@ -45,6 +45,22 @@ def test_no_warmers_without_a_gpu_unless_asked(monkeypatch):
     assert warm.warmer_count(8) == 2
 
 
+def _remember_warmers(monkeypatch) -> list:
+    """Every Warmers the grader runs from now on, in a list (filled as they start their cases)."""
+    seen, real_run = [], warm.Warmers.run
+
+    def remember(self, plan, timed_args=None):
+        seen.append(self)
+        real_run(self, plan, timed_args)
+
+    monkeypatch.setattr(warm.Warmers, "run", remember)
+    return seen
+
+
+def _all_gone(warmers) -> bool:
+    return all(s.proc.poll() is not None for s in warmers.sessions)
+
+
 def _scores(result):
     return {ex["id"]: (ex["score"], ex["correct"]) for ex in result["exercises"]}
 
@@ -88,19 +104,14 @@ def test_every_warmer_is_gone_before_the_graded_cases(monkeypatch):
     the GPU with a judged call."""
     from autograder import grading, runner
 
-    seen = []
-    real_run_cases, real_run = runner.run_cases, warm.Warmers.run
-
-    def remember(self, plan, timed_args=None):
-        seen.append(self)
-        real_run(self, plan, timed_args)
+    seen = _remember_warmers(monkeypatch)
+    real_run_cases = runner.run_cases
 
     def run_cases(session, plan, on_case=None):
         for warmers in seen:
-            assert all(s.proc.poll() is not None for s in warmers.sessions)
+            assert _all_gone(warmers)
         return real_run_cases(session, plan, on_case)
 
-    monkeypatch.setattr(warm.Warmers, "run", remember)
     monkeypatch.setattr(grading.runner, "run_cases", run_cases)
     monkeypatch.setenv("AUTOGRADER_JOBS", "1")
     monkeypatch.setenv(warm.ENV, "2")
@@ -126,26 +137,21 @@ def test_the_last_warmer_calls_the_timed_workload_first(tmp_path):
     ahead.run(plan, timed_args)
     assert ahead.wait(60.0) == 3
     assert ahead.timed_call_done and ahead.calls == [2, 1]
-    assert all(s.proc.poll() is not None for s in ahead.sessions)
+    assert _all_gone(ahead)
 
 
 def test_beside_the_graded_worker_warmers_stop_where_it_is_and_are_gone_before_judging(monkeypatch):
     from autograder import grading, runner
 
-    seen, reached_when_judged = [], []
-    real_run, real_judge = warm.Warmers.run, runner.judge_cases
-
-    def remember(self, plan, timed_args=None):
-        seen.append(self)
-        real_run(self, plan, timed_args)
+    seen, reached_when_judged = _remember_warmers(monkeypatch), []
+    real_judge = runner.judge_cases
 
     def judge_cases(spec, plan, runs, where):
         for warmers in seen:
-            assert all(s.proc.poll() is not None for s in warmers.sessions)  # killed when the cases ended
+            assert _all_gone(warmers)  # killed when the cases ended
             reached_when_judged.append(warmers.reached_case)
         return real_judge(spec, plan, runs, where)
 
-    monkeypatch.setattr(warm.Warmers, "run", remember)
     monkeypatch.setattr(grading.runner, "judge_cases", judge_cases)
     monkeypatch.setenv("AUTOGRADER_JOBS", "1")
     monkeypatch.setenv(warm.ENV, "2")

@@ -51,33 +51,21 @@ def run_plan(session, plan) -> list[float]:
     return [end - start for start, end in zip(starts, ends)]
 
 
-class Local:
-    """A worker's requests made in this process, through the wire format as over a socket."""
-
-    def __init__(self, worker):
-        self.worker = worker
-
-    def request(self, req, reply=None):
-        from autograder import protocol
-
-        msg = self.worker.handle(req)
-        return protocol.from_wire(msg) if reply is not None else msg
-
-
-def measured_pass(exercise_id: str, seed: int, top: int | None, label: str, worker=None):
-    """One run of the plan, timed by request and by case (under cProfile when ``top``); the worker."""
+def measured_pass(exercise_id: str, seed: int, top: int | None, label: str, session=None):
+    """One run of the plan, timed by request and by case (under cProfile when ``top``); the session (the
+    worker in this process, its requests through the wire format as over a socket)."""
     from autograder import runner
+    from autograder.notebook import InProcessSession
     from autograder.specs import get
-    from autograder.worker import Worker
 
     spec = get(exercise_id)
-    if worker is None:
+    if session is None:
         start = time.perf_counter()
         fn, source_file = load_solution(spec)
-        worker = Worker(fn, source_file, poison=spec.judged_on_tensors, harness=spec.harness)
+        session = InProcessSession(fn, spec.judged_on_tensors, spec.timeout_s, spec.harness, source_file)
         print(f"\n== {exercise_id}, {label}: the notebook's code loaded in {time.perf_counter() - start:.2f} s")
     plan = runner.make_plan(spec, quick=False, seed=seed)
-    clock = runner.RequestClock(Local(worker))
+    clock = runner.RequestClock(session)
     prof = cProfile.Profile()
     modules_before = set(sys.modules)
     if top:
@@ -98,7 +86,7 @@ def measured_pass(exercise_id: str, seed: int, top: int | None, label: str, work
             lines = text.getvalue().splitlines()
             start = next((i for i, line in enumerate(lines) if "ncalls" in line), 0)
             print(f"   by {order}:\n" + "\n".join(line[:150] for line in lines[start:] if line.strip()))
-    return worker
+    return session
 
 
 def imported_summary(names: list[str]) -> str:
@@ -125,11 +113,10 @@ def profile(exercise_id: str, top: int) -> None:
     from autograder.specs.base import fresh_seed
 
     seed = fresh_seed()
-    worker = measured_pass(exercise_id, seed, None, "compiling")
-    subprocess.run([sys.executable, "-m", "tools.profile_cases", exercise_id, "--top", str(top),
-                    "--new-process", str(seed)], check=False)
-    measured_pass(exercise_id, seed, None, "again in the first process", worker)
-    worker.restore()
+    with measured_pass(exercise_id, seed, None, "compiling") as session:  # restores the worker's switches
+        subprocess.run([sys.executable, "-m", "tools.profile_cases", exercise_id, "--top", str(top),
+                        "--new-process", str(seed)], check=False)
+        measured_pass(exercise_id, seed, None, "again in the first process", session)
 
 
 def main(argv=None) -> int:

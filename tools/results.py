@@ -136,12 +136,12 @@ def outcomes(folder: Path) -> list[Path]:
     from autograder.timing import PROTOCOL
 
     run = json.loads((folder / "autograde.json").read_text())
+    method = ("python -m autograder autograde (tools/gpu_autograde.py, tools/gpu_session.sh grading-time): "
+              "this student's outcome as recorded in the scratch course's gradebook: every exercise's "
+              "report and where its seconds went")
     written = []
     for found in sorted((folder / "course" / "autograder_results").glob("*/*.json")):
         assignment, student = found.parent.name, found.stem
-        method = ("python -m autograder autograde (tools/gpu_autograde.py, tools/gpu_session.sh grading-time): "
-                  "this student's outcome as recorded in the scratch course's gradebook: every exercise's "
-                  "report and where its seconds went")
         outcome = json.loads(found.read_text())
         # the outcome's own machine keys where it has them (its "gpu" is null: the grading process names it
         # under "device"), the run's otherwise
