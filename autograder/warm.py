@@ -25,6 +25,10 @@ graded worker's judging and timing, and a warmer that fails, hangs or is slow on
 graded worker to compile.
 The learner's code in them is confined as in any worker; its only way to touch the graded run is the
 submission's own cache, which the graded worker's own code (the learner's) could write just the same.
+Beside the cases a warmer is alive while judged calls run, as the workers of the notebook's other exercises
+already are: a helper in one of them, computing answers outside the graded worker's operator recorder,
+would need the submission's folder as a channel, and the static audit gives no points to code that writes
+files, maps memory, opens sockets or starts threads or processes (``autograder.audit``).
 """
 from __future__ import annotations
 
