@@ -41,14 +41,28 @@ import triton.language as tl
 
 from course.triton_compat import autotune, dot
 from kernels_ref._triton_math import LOG2E
+from kernels_ref._validate import cuda_capability_major
 from measure import reference
+
+try:  # host-side TMA descriptors: triton >= 3.4
+    from triton.tools.tensor_descriptor import TensorDescriptor
+except ImportError:  # pragma: no cover - older triton: pointer loads only
+    TensorDescriptor = None
 
 _SUPPORTED = (torch.float16, torch.bfloat16, torch.float32)
 
 
-def _configs(pairs):
+def _set_kv_block_shapes(nargs):
+    """Autotune pre-hook: with TMA loads (``kernel="tma"``) the key and value descriptors' block shape is
+    the config's key tile, [BLOCK_N, HEAD_DIM]."""
+    if nargs.get("TMA"):
+        for name in ("K_DESC", "V_DESC"):
+            nargs[name].block_shape = [nargs["BLOCK_N"], nargs["HEAD_DIM"]]
+
+
+def _configs(pairs, pre_hook=None):
     return [
-        triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
+        triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s, pre_hook=pre_hook)
         for bm, bn, w, s in pairs
     ]
 
@@ -62,7 +76,7 @@ def _configs(pairs):
 _FWD_CONFIGS = _configs([
     (128, 128, 8, 3), (128, 128, 8, 2), (128, 64, 8, 3), (128, 64, 4, 3),
     (128, 64, 4, 4), (64, 64, 4, 3), (64, 32, 4, 4),
-])
+], pre_hook=_set_kv_block_shapes)
 # dK/dV: few queries per step (BLOCK_M) against many keys held in registers (BLOCK_N); BLOCK_N must be
 # a multiple of BLOCK_M. dQ: the mirror image; BLOCK_M a multiple of BLOCK_N.
 _DKDV_CONFIGS = _configs([
@@ -74,7 +88,8 @@ _DQ_CONFIGS = _configs([
     (64, 64, 4, 3), (64, 32, 4, 3), (128, 16, 4, 4),
 ])
 # Interpreter: small tiles so that S = 17, 64, 100 cross several full, diagonal and ragged tiles.
-_FWD_INTERPRET = triton.Config({"BLOCK_M": 32, "BLOCK_N": 16}, num_warps=4, num_stages=1)
+_FWD_INTERPRET = triton.Config({"BLOCK_M": 32, "BLOCK_N": 16}, num_warps=4, num_stages=1,
+                               pre_hook=_set_kv_block_shapes)
 _DKDV_INTERPRET = triton.Config({"BLOCK_M": 16, "BLOCK_N": 32}, num_warps=4, num_stages=1)
 _DQ_INTERPRET = triton.Config({"BLOCK_M": 32, "BLOCK_N": 16}, num_warps=4, num_stages=1)
 
@@ -88,10 +103,13 @@ _EVEN = {
 
 @triton.jit
 def _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_kd, stride_vs, stride_vd,
-               offs_m, lo, hi, S, qk_scale,
+               offs_m, lo, hi, S, qk_scale, k_desc, v_desc, kv_row0,
                HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-               MASK_CAUSAL: tl.constexpr, MASK_KV: tl.constexpr):
-    """Fold key tiles [lo, hi) into the running (acc, l, m) of one query tile."""
+               MASK_CAUSAL: tl.constexpr, MASK_KV: tl.constexpr, TMA: tl.constexpr):
+    """Fold key tiles [lo, hi) into the running (acc, l, m) of one query tile. With TMA, a whole tile
+    (every key < S: not MASK_KV) comes through the descriptors of the [B*H*S, D] views of k and v, row
+    kv_row0 + start_n; a ragged last tile by masked pointer loads (a descriptor row past this head's S
+    would be the next head's)."""
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, HEAD_DIM)
     kt_ptrs = k_base + offs_n[None, :] * stride_ks + offs_d[:, None] * stride_kd  # K^T tile [D, BLOCK_N]
@@ -100,6 +118,8 @@ def _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_kd, stride_vs
         cols = start_n + offs_n
         if MASK_KV:
             kt = tl.load(kt_ptrs + start_n * stride_ks, mask=cols[None, :] < S, other=0.0)
+        elif TMA:
+            kt = k_desc.load([kv_row0 + start_n, 0]).T
         else:
             kt = tl.load(kt_ptrs + start_n * stride_ks)
         # 2*BLOCK_M*BLOCK_N*D FLOPs; scores in log2 units: one multiply by sm_scale*log2(e)
@@ -117,6 +137,8 @@ def _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_kd, stride_vs
         acc = acc * alpha[:, None]
         if MASK_KV:
             v = tl.load(v_ptrs + start_n * stride_vs, mask=cols[:, None] < S, other=0.0)
+        elif TMA:
+            v = v_desc.load([kv_row0 + start_n, 0])
         else:
             v = tl.load(v_ptrs + start_n * stride_vs)
         acc = dot(p.to(v.dtype), v, acc)  # another 2*BLOCK_M*BLOCK_N*D FLOPs
@@ -124,7 +146,7 @@ def _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_kd, stride_vs
     return acc, l_i, m_i
 
 
-@autotune(configs=_FWD_CONFIGS, key=["S", "HEAD_DIM", "CAUSAL"], fallback=_FWD_INTERPRET)
+@autotune(configs=_FWD_CONFIGS, key=["S", "HEAD_DIM", "CAUSAL", "TMA"], fallback=_FWD_INTERPRET)
 @triton.heuristics(_EVEN)
 @triton.jit
 def _fwd_kernel(Q, K, V, O, LSE, sm_scale, H, S,
@@ -132,9 +154,11 @@ def _fwd_kernel(Q, K, V, O, LSE, sm_scale, H, S,
                 stride_kb, stride_kh, stride_ks, stride_kd,
                 stride_vb, stride_vh, stride_vs, stride_vd,
                 stride_ob, stride_oh, stride_os, stride_od,
+                K_DESC, V_DESC,
                 CAUSAL: tl.constexpr, HEAD_DIM: tl.constexpr,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                EVEN_M: tl.constexpr, EVEN_N: tl.constexpr):
+                EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, TMA: tl.constexpr = False):
+    # K_DESC, V_DESC: TMA descriptors of k and v seen as [B*H*S, D] when TMA, else unused (k and v again).
     start_m = tl.program_id(0)
     bh = tl.program_id(1)
     b = (bh // H).to(tl.int64)
@@ -152,6 +176,7 @@ def _fwd_kernel(Q, K, V, O, LSE, sm_scale, H, S,
     else:
         q = tl.load(q_ptrs, mask=offs_m[:, None] < S, other=0.0)
 
+    kv_row0 = bh * S  # this head's first row in the [B*H*S, D] views (TMA)
     qk_scale = sm_scale * LOG2E  # log2(e): exp(x * sm_scale) == exp2(x * qk_scale)
     m_i = tl.full((BLOCK_M,), float("-inf"), dtype=tl.float32)
     l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
@@ -161,21 +186,21 @@ def _fwd_kernel(Q, K, V, O, LSE, sm_scale, H, S,
         # Keys [0, start_m*BLOCK_M) are below the diagonal for every row of this tile: no mask.
         diag = start_m * BLOCK_M
         acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_kd, stride_vs,
-                                   stride_vd, offs_m, 0, diag, S, qk_scale,
-                                   HEAD_DIM, BLOCK_M, BLOCK_N, False, False)
+                                   stride_vd, offs_m, 0, diag, S, qk_scale, K_DESC, V_DESC, kv_row0,
+                                   HEAD_DIM, BLOCK_M, BLOCK_N, False, False, TMA)
         # The BLOCK_M / BLOCK_N tiles on the diagonal: causal mask (and the ragged end of the sequence).
         acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_kd, stride_vs,
                                    stride_vd, offs_m, diag, tl.minimum(diag + BLOCK_M, S), S, qk_scale,
-                                   HEAD_DIM, BLOCK_M, BLOCK_N, True, not EVEN_N)
+                                   K_DESC, V_DESC, kv_row0, HEAD_DIM, BLOCK_M, BLOCK_N, True, not EVEN_N, TMA)
     else:
         n_full = (S // BLOCK_N) * BLOCK_N
         acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_kd, stride_vs,
-                                   stride_vd, offs_m, 0, n_full, S, qk_scale,
-                                   HEAD_DIM, BLOCK_M, BLOCK_N, False, False)
+                                   stride_vd, offs_m, 0, n_full, S, qk_scale, K_DESC, V_DESC, kv_row0,
+                                   HEAD_DIM, BLOCK_M, BLOCK_N, False, False, TMA)
         if not EVEN_N:
             acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_kd,
                                        stride_vs, stride_vd, offs_m, n_full, S, S, qk_scale,
-                                       HEAD_DIM, BLOCK_M, BLOCK_N, False, True)
+                                       K_DESC, V_DESC, kv_row0, HEAD_DIM, BLOCK_M, BLOCK_N, False, True, TMA)
 
     o = acc / l_i[:, None]
     lse = (m_i + tl.log2(l_i)) * 0.6931471805599453  # back to natural log: ln(x) = log2(x) * ln(2)
@@ -433,12 +458,14 @@ def _strides(t: torch.Tensor):
     return t.stride(0), t.stride(1), t.stride(2), t.stride(3)
 
 
-def flash_attention_fwd(q, k, v, causal: bool = False, sm_scale: float | None = None, out=None):
+def flash_attention_fwd(q, k, v, causal: bool = False, sm_scale: float | None = None, out=None,
+                        kernel: str | None = None):
     """``(o, lse)``: o = softmax(q k^T * sm_scale [causal]) v, lse float32 [B, H, S] (natural log).
 
     ``out``: a ``[B, H, S, D]`` tensor of any strides to write o into (returned as o), e.g. a ``[B, S, H, D]``
     buffer seen through ``.transpose(1, 2)``: the heads then land side by side in each token's row, the
-    layout the output projection reads, with no copy (``kernels_ref.transformer_block``)."""
+    layout the output projection reads, with no copy (``kernels_ref.transformer_block``).
+    ``kernel``: see ``_use_tma``."""
     _check_qkv(q, k, v, **({} if out is None else {"out": out}))
     B, H, S, D = q.shape
     scale = _scale(sm_scale, D)
@@ -450,10 +477,46 @@ def flash_attention_fwd(q, k, v, causal: bool = False, sm_scale: float | None = 
     def grid(meta):
         return (triton.cdiv(S, meta["BLOCK_M"]), B * H)
 
+    tma = _use_tma(kernel, k, v)
+    descs = (_rows_descriptor(k), _rows_descriptor(v)) if tma else (k, v)
     _fwd_kernel[grid](q, k, v, o, lse, scale, H, S,
-                      *_strides(q), *_strides(k), *_strides(v), *_strides(o),
-                      CAUSAL=bool(causal), HEAD_DIM=D)
+                      *_strides(q), *_strides(k), *_strides(v), *_strides(o), *descs,
+                      CAUSAL=bool(causal), HEAD_DIM=D, TMA=tma)
     return o, lse
+
+
+def _rows_view(t: torch.Tensor) -> torch.Tensor | None:
+    """``t [B, H, S, D]`` as ``[B*H*S, D]`` without a copy when (b, h, s) step through memory as one index
+    with unit stride along D, 16-byte aligned (what a TMA descriptor needs); else None."""
+    B, H, S, D = t.shape
+    sb, sh, ss, sd = t.stride()
+    if sd != 1 or (H > 1 and sh != S * ss) or (B > 1 and sb != H * sh):
+        return None
+    if (ss * t.element_size()) % 16 or t.data_ptr() % 16:
+        return None
+    return t.as_strided((B * H * S, D), (ss, 1))
+
+
+def _rows_descriptor(t: torch.Tensor):
+    # The block shape is a placeholder: the autotuner's pre-hook (_set_kv_block_shapes) sets the config's.
+    return TensorDescriptor.from_tensor(_rows_view(t), [16, t.shape[-1]])
+
+
+def _use_tma(kernel: str | None, k: torch.Tensor, v: torch.Tensor) -> bool:
+    """``kernel``: "tma" (key and value tiles by TMA: Hopper or newer, 16-bit, the layouts _rows_view
+    takes; under the interpreter too, to check its indexing), "pointer", or None: pointer loads
+    (the TMA forward has not been measured faster yet: results/NOTES.md)."""
+    if kernel not in (None, "tma", "pointer"):
+        raise ValueError(f'kernel must be "tma", "pointer" or None, got {kernel!r}')
+    if kernel != "tma":
+        return False
+    ok = (TensorDescriptor is not None and k.dtype in (torch.float16, torch.bfloat16)
+          and _rows_view(k) is not None and _rows_view(v) is not None
+          and (course.INTERPRET or cuda_capability_major(k.device) >= 9))
+    if not ok:
+        raise ValueError("kernel='tma' needs triton >= 3.4, a Hopper or newer GPU (or the interpreter), 16-bit "
+                         "k and v, and [B, H, S, D] layouts whose (b, h, s) form one 16-byte aligned row index")
+    return True
 
 
 def flash_attention_bwd(do, q, k, v, o, lse, causal: bool = False, sm_scale: float | None = None):

@@ -279,6 +279,46 @@ def test_forward_backward_gpu(B, H, S, D, causal, dtype):
         assert_normwise(got, want, GPU_NORMWISE_TOL[dtype], name)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("B,H,S,D", [(2, 2, 100, 16), (1, 2, 64, 32)])
+def test_forward_with_tma_key_and_value_tiles(B, H, S, D, causal):
+    # Whole key tiles by TMA from the [B*H*S, D] views, the ragged last one (S = 100) by pointers: a tile
+    # read past a head's S would be the next head's keys, and only a wrong output would show it.
+    q, k, v = _qkv(B, H, S, D, torch.bfloat16)
+    o, lse = flash_attention_fwd(q, k, v, causal, None, kernel="tma")
+    ro, rlse, _ = _ref(q, k, v, causal)
+    assert_close(o, ro, OUT_TOL[torch.bfloat16], "o")
+    torch.testing.assert_close(lse.double(), rlse, atol=LSE_ATOL, rtol=0)
+
+
+def test_tma_forward_refuses_what_it_cannot_read():
+    q, k, v = _qkv(1, 2, 32, 16, torch.bfloat16)
+    with pytest.raises(ValueError, match="kernel must be"):
+        flash_attention_fwd(q, k, v, kernel="wgmma")
+    with pytest.raises(ValueError, match="16-bit"):
+        flash_attention_fwd(*(t.float() for t in (q, k, v)), kernel="tma")
+    heads_inside = [t.transpose(1, 2).contiguous().transpose(1, 2) for t in (q, k, v)]  # [B, S, H, D] memory
+    with pytest.raises(ValueError, match="layouts"):
+        flash_attention_fwd(*heads_inside, kernel="tma")
+    o, _ = flash_attention_fwd(*heads_inside, kernel="pointer")  # the pointer kernel reads any strides
+    assert_close(o, _ref(q, k, v, False)[0], OUT_TOL[torch.bfloat16], "o")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("S", [1000, 1024])
+def test_tma_forward_gpu(S, causal):
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("TMA needs a Hopper or newer GPU")
+    q, k, v = _qkv(2, 4, S, 128, torch.bfloat16)
+    o, lse = flash_attention_fwd(q, k, v, causal, None, kernel="tma")
+    ro, rlse, _ = _ref(q, k, v, causal)
+    assert_normwise(o, ro, GPU_NORMWISE_TOL[torch.bfloat16], "o")
+    torch.testing.assert_close(lse.double(), rlse, atol=1e-3, rtol=0)
+    po, plse = flash_attention_fwd(q, k, v, causal, None, kernel="pointer")
+    assert_normwise(o, po.double(), GPU_NORMWISE_TOL[torch.bfloat16], "o vs the pointer kernel")
+
+
 @pytest.mark.gpu
 def test_deterministic_backward_gpu():
     q, k, v = _qkv(2, 4, 777, 64, torch.bfloat16)

@@ -37,7 +37,7 @@ def test_quick_run_prints_and_writes_json(tmp_path, capsys):
     for res in data["ops"].values():
         assert [s["shape"] for s in res["shapes"]] == data["shapes"]
         rows = {r["variant"]: r for r in res["shapes"][0]["rows"]}
-        assert {"copy", "current", "eager"} <= set(rows)
+        assert {"copy", "current", "eager"} | {f"triton copy e{e} w{w}" for e, w in probe.TRITON_COPIES} <= set(rows)
         # eager LayerNorm backward's bf16 sums on a CPU miss the tolerance; every variant is right
         assert all(r["correct"] and r["ms"] for n, r in rows.items() if n != "eager")
         assert res["best"]["variant"] in rows
@@ -58,3 +58,36 @@ def test_best_skips_a_variant_that_regresses_elsewhere():
 def test_unknown_op_is_refused():
     with pytest.raises(SystemExit):
         probe.parse_args(["--ops", "matmul"])
+
+
+def test_a_triton_copy_moves_the_bytes_it_is_timed_for():
+    nbytes = 4 * 3000 + 4  # not a multiple of any block: the masked tail too
+    run = probe.triton_copy_of(nbytes, block=1024, num_warps=4)
+    src = torch.randn(nbytes // 4, dtype=torch.bfloat16)
+    dst = torch.full_like(src, float("nan"))
+    probe._copy_kernel[(3,)](src, dst, src.numel(), BLOCK=1024)
+    assert torch.equal(src, dst)
+    run()  # and the timed closure launches
+
+
+def test_the_best_is_never_a_copy():
+    rows = [{"variant": n, "params": {}, "ms": ms, "correct": True, "of_copy": None, "of_copy_1g": None,
+             "x_current": 1.0 / ms, "x_eager": None}
+            for n, ms in (("copy", 0.5), ("triton copy e8192 w8", 0.6), ("current", 1.0), ("eager", 2.0))]
+    assert probe.best({"shape": "s", "rows": rows}, [])["variant"] == "current"
+
+
+def test_shapes_and_variants_are_chosen_on_the_command_line():
+    args = probe.parse_args(["--shapes", "8192x8192,4096x16384", "--variants", "split, w16"])
+    assert args.shapes == ((8192, 8192), (4096, 16384)) and args.variants == ["split", "w16"]
+    for bad in ("8192", "8x8x8", "0x4", "ax4"):
+        with pytest.raises(SystemExit):
+            probe.parse_args(["--shapes", bad])
+    op = probe.ops()["layer_norm_bwd"]
+    res = probe.probe_op(op, [(19, 72), (5, 40)], False, {"reps": 1, "warmup": 0, "max_seconds": 5.0}, None,
+                         log=lambda *a, **k: None, only=["split"])
+    head, other = ({r["variant"] for r in s["rows"]} for s in res["shapes"])
+    splits = {v.name for v in op.variants(False) if "split" in v.name}
+    assert len(splits) == 9 and splits <= head and splits <= other  # every split variant on every shape
+    assert not {n for n in head if "split" not in n} - {"copy", "current", "eager"} - \
+        {f"triton copy e{e} w{w}" for e, w in probe.TRITON_COPIES}

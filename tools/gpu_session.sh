@@ -2,7 +2,8 @@
 # Named stages on a GPU machine, in one call from the repository root:
 #   bash tools/gpu_session.sh STAGE [STAGE ...]
 # Stages: env | kernel-tests | bench | bench-quick | bench-quick-gpu | bench-matmul | gpu-tests | notebooks | capstone | autograde | naive |
-#         autograder-check | sandbox | batch-throughput | probe-configs | probe-matmul | launch-cost | launch-cost-memory | grading-time
+#         autograder-check | sandbox | batch-throughput | probe-configs | probe-matmul | probe-attention | launch-cost |
+#         launch-cost-memory | grading-time
 # OPS=a,b limits bench, bench-quick and probe-configs to those ops; PYTEST_K=expr selects kernel-tests; ASSIGNMENTS=05_layer_norm,... limits notebooks and autograde;
 # ONLY=label,... limits autograder-check to those submissions; AUTOGRADE_FLAGS=--no-execute grades without
 # executing the notebooks (calibration only). batch-throughput needs dask in .whl/ too:
@@ -99,7 +100,13 @@ for stage in "$@"; do
         bench-matmul) run_logged matmul-tests env COURSE_AUTOTUNE_MAX=${COURSE_AUTOTUNE_MAX:-2} python3 -m pytest -m gpu tests/test_kernels_matmul.py -q -p no:cacheprovider --timeout 600
                       TAIL=60 run_logged bench-matmul python3 -m kernels_ref.bench --quick --no-progress --ops matmul,linear_bias_gelu --json "$RES/bench-matmul.json" ;;
         # The memory-bound kernels' launch configurations, each checked, then timed against a copy of the same bytes.
-        probe-configs) TAIL=60 run_logged probe-configs python3 -m tools.probe_kernel_configs ${OPS:+--ops "$OPS"} --json "$RES/probe-configs.json" ;;
+        # PROBE_ARGS adds options (e.g. --shapes 8192x8192 --variants split), PROBE_LABEL names the files.
+        probe-configs) name=probe-configs${PROBE_LABEL:+-$PROBE_LABEL}
+                       TAIL=60 run_logged "$name" python3 -m tools.probe_kernel_configs ${OPS:+--ops "$OPS"} ${PROBE_ARGS:-} --json "$RES/$name.json" ;;
+        # The attention forward's pointer and TMA loads, autotuned and config by config, beside cuDNN
+        # (ATTENTION_SHAPES="B,H,S,D;..." picks the shapes).
+        probe-attention) TAIL=40 run_logged probe-attention python3 -m tools.probe_attention \
+                             ${ATTENTION_SHAPES:+--shapes "$ATTENTION_SHAPES"} --json "$RES/probe-attention.json" ;;
         # The fused GEMM's launch configurations (tile, stages, warps, epilogue, order, warp specialization),
         # each checked, then timed against cuBLAS's bare matmul and eager.
         probe-matmul) TAIL=70 run_logged probe-matmul python3 -m tools.probe_matmul_configs --json "$RES/probe-matmul.json" ;;

@@ -119,6 +119,28 @@ def _softmax_variant_kernel(x_ptr, y_ptr, M, N, stride_xm, stride_ym, BLOCK_M: t
                       EVICT_X, STORE_HINT)
 
 
+@triton.jit
+def _copy_kernel(src_ptr, dst_ptr, n, BLOCK: tl.constexpr):
+    """dst = src, BLOCK elements per program: the loads and stores of a memory-bound kernel with no arithmetic."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(dst_ptr + offs, tl.load(src_ptr + offs, mask=mask, eviction_policy="evict_first"), mask=mask)
+
+
+def triton_copy_of(nbytes: int, block: int, num_warps: int):
+    """A plain Triton copy moving nbytes (half read, half written) as bfloat16, BLOCK elements per program:
+    what a Triton load/store kernel reaches on this GPU, the ceiling of the element-wise and row kernels."""
+    src = torch.empty(nbytes // 4, dtype=torch.bfloat16, device=course.DEVICE).normal_()
+    dst = torch.empty_like(src)
+    grid = (triton.cdiv(src.numel(), block),)
+    return lambda *_inputs: _copy_kernel[grid](src, dst, src.numel(), BLOCK=block, num_warps=num_warps)
+
+
+# Plain copies timed beside every shape's variants: (elements per program, warps); 8192 and 8 warps are
+# bias_gelu's tiles (8x1024) and softmax's rows at 4096 columns (2 rows).
+TRITON_COPIES = ((8192, 8), (16384, 16), (4096, 4))
+
+
 def _programs(per_sm: int, device, n_work: int) -> int:
     return max(1, min(per_sm * cuda_sm_count(device), n_work))
 
@@ -221,7 +243,7 @@ def softmax_variants(quick: bool) -> list[Variant]:
 def layer_norm_bwd_variants(quick: bool) -> list[Variant]:
     out = []
 
-    def ref(elems=4096, num_warps=8, num_stages=2, per_sm=4, one_sum=False, sum=None, SPLIT=None):
+    def ref(elems=4096, num_warps=8, num_stages=2, per_sm=4, one_sum=False, sum=None, SPLIT=None, everywhere=False):
         p = {"elems": elems, "num_warps": num_warps, "num_stages": num_stages, "per_sm": per_sm}
         extra = {"one_sum": one_sum}
         if sum is not None:
@@ -235,13 +257,15 @@ def layer_norm_bwd_variants(quick: bool) -> list[Variant]:
         def run(x, w, b, dy, mean, rstd, p=p, extra=extra):
             config = {"BLOCK_M": _rows(p["elems"], *x.shape), **{k: v for k, v in p.items() if k != "elems"}, **extra}
             return ln.layer_norm_bwd(dy, x, w, mean, rstd, config=config)
-        out.append(Variant(name, run, {**p, **extra}))
+        out.append(Variant(name, run, {**p, **extra}, everywhere=everywhere))
 
     rows = [dict(num_warps=w, num_stages=s) for w in (4, 8, 16) for s in (1, 2, 3)]       # the row kernel
     rows += [dict(per_sm=g, num_warps=w) for g in (1, 2, 8) for w in (8, 16)]               # partial-sum groups
     rows += [dict(elems=e, num_warps=w) for e in (8192, 16384) for w in (8, 16)]            # rows per step
     rows += [dict(per_sm=g, one_sum=True) for g in (2, 3)]  # one sum in column_sum_config's blocks (p4: below)
-    rows += [dict(SPLIT=2, num_warps=w) for w in (4, 8)]    # two programs per row block (wide rows' default)
+    # Programs sharing a row block, on every shape: a wide row's columns per program decide how many
+    # programs an SM holds (tools.ptxas_usage: 8192 columns fit one, 4096 fit two).
+    rows += [dict(SPLIT=sp, num_warps=w, everywhere=True) for sp in (1, 2, 4) for w in (4, 8, 16)]
     sums = [dict(one_sum=True)] + [dict(one_sum=o, sum=c) for o in (False, True) for c in (
         "torch", {"BLOCK_G": 64, "BLOCK_N": 128, "num_warps": 4}, {"BLOCK_G": 32, "BLOCK_N": 64, "num_warps": 2},
         {"BLOCK_G": 16, "BLOCK_N": 32, "num_warps": 1})]                                    # the second step
@@ -349,13 +373,15 @@ def probe_shape(op: Op, M: int, N: int, variants: list[Variant], timing: dict, c
         rows[v.name].params = v.params
     del ref
     nbytes = op.nbytes(M, N, torch.empty((), dtype=dtype).element_size())
-    fns = {"copy": copy_of(nbytes), "current": op.current, "eager": op.eager}
+    copies = {"copy": copy_of(nbytes)}
+    copies.update({f"triton copy e{e} w{w}": triton_copy_of(nbytes, e, w) for e, w in TRITON_COPIES})
+    fns = {**copies, "current": op.current, "eager": op.eager}
     fns.update({v.name: v.fn for v in variants})
     # A variant is timed when correct; the baselines whenever they run (eager's bf16 sums on a CPU miss).
     fns = {name: fn for name, fn in fns.items()
-           if name == "copy" or rows[name].correct or name in ("current", "eager") and rows[name].ran}
+           if name in copies or rows[name].correct or name in ("current", "eager") and rows[name].ran}
     ms = time_interleaved(fns, inputs, **timing)
-    rows["copy"] = Row("copy")
+    rows.update({name: Row(name) for name in copies})
     for name, row in rows.items():
         row.variant = name
         if name not in ms:
@@ -371,8 +397,11 @@ def probe_shape(op: Op, M: int, N: int, variants: list[Variant], timing: dict, c
             "rows": [vars(r) for r in sorted(rows.values(), key=lambda r: (r.ms is None, r.ms or 0.0))]}
 
 
-def probe_op(op: Op, shapes, quick: bool, timing: dict, copy_1g: float | None, log=print) -> dict:
-    variants = op.variants(quick)
+def probe_op(op: Op, shapes, quick: bool, timing: dict, copy_1g: float | None, log=print,
+             only: list[str] | None = None) -> dict:
+    """Every variant (or those whose name holds one of ``only``) on the first shape, the fastest few and
+    the ``everywhere`` ones on the others."""
+    variants = [v for v in op.variants(quick) if not only or any(o in v.name for o in only)]
     t0 = time.perf_counter()
     head = probe_shape(op, *shapes[0], variants, timing, copy_1g)
     log(table(op.name, head), flush=True)
@@ -387,6 +416,11 @@ def probe_op(op: Op, shapes, quick: bool, timing: dict, copy_1g: float | None, l
     return result
 
 
+def is_copy(name: str) -> bool:
+    """A copy timed beside the variants (torch's or a plain Triton kernel's): a ceiling, not a candidate."""
+    return name == "copy" or name.startswith("triton copy")
+
+
 def best(head: dict, others: list[dict]) -> dict:
     """The fastest variant on the headline shape that is correct everywhere and nowhere slower than the
     current kernel (NO_REGRESSION); the current kernel when none is."""
@@ -396,7 +430,7 @@ def best(head: dict, others: list[dict]) -> dict:
     rows = by_name(head)
     fine = []
     for name, row in rows.items():
-        if name in ("copy", "eager") or row["ms"] is None:
+        if is_copy(name) or name == "eager" or row["ms"] is None:
             continue
         elsewhere = [by_name(s).get(name) for s in others]
         if all(r is not None and r["correct"] and r["x_current"] is not None and r["x_current"] >= NO_REGRESSION
@@ -434,9 +468,11 @@ def summary(results: dict, top: int = 3) -> str:
     for op, res in results.items():
         head, others = res["shapes"][0], res["shapes"][1:]
         timed = [r for r in head["rows"] if r["ms"] is not None and r["variant"] != "copy"]
+        triton_copy = [r for r in timed if is_copy(r["variant"])][:1]   # the fastest plain Triton copy
+        timed = [r for r in timed if not is_copy(r["variant"])]
         variants = [r for r in timed if r["variant"] not in ("current", "eager")]
         chosen = res["best"]["variant"]
-        show = [r for r in timed if r["variant"] in ("current", "eager")] + variants[:top]
+        show = triton_copy + [r for r in timed if r["variant"] in ("current", "eager")] + variants[:top]
         show += [r for r in timed if r["variant"] == chosen and r not in show]
         for r in show:
             elsewhere = []
@@ -451,6 +487,16 @@ def summary(results: dict, top: int = 3) -> str:
     return "\n".join(lines)
 
 
+def _shapes(text: str) -> tuple[tuple[int, int], ...]:
+    try:
+        shapes = tuple(tuple(int(d) for d in part.lower().split("x")) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"shapes are MxN,MxN,...: {text!r}") from None
+    if not shapes or any(len(sh) != 2 or min(sh) < 1 for sh in shapes):
+        raise argparse.ArgumentTypeError(f"shapes are MxN,MxN,... with M, N >= 1: {text!r}")
+    return shapes
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m tools.probe_kernel_configs", description=__doc__.splitlines()[0])
     p.add_argument("--ops", default=",".join(OPS), type=lambda s: [o.strip() for o in s.split(",") if o.strip()],
@@ -458,6 +504,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="a few variants of each family, not all")
     p.add_argument("--json", metavar="PATH", help="write every row, the best variants and the machine here")
     p.add_argument("--reps", type=int, default=None, help="timed repetitions per variant (default: 40 on a GPU)")
+    p.add_argument("--shapes", type=_shapes, default=None, metavar="MxN,...",
+                   help="bf16 shapes on a GPU, the first one the headline (default: "
+                        + ",".join(f"{m}x{n}" for m, n in GPU_SHAPES) + ")")
+    p.add_argument("--variants", default=None, type=lambda s: [o.strip() for o in s.split(",") if o.strip()],
+                   metavar="a,b", help="only the variants whose name holds one of these (e.g. split,w16)")
     args = p.parse_args(argv)
     unknown = [o for o in args.ops if o not in OPS]
     if unknown:
@@ -471,7 +522,7 @@ def main(argv=None) -> int:
 
     args = parse_args(argv)
     on_gpu = course.ON_GPU
-    shapes = GPU_SHAPES if on_gpu else CPU_SHAPES
+    shapes = (args.shapes or GPU_SHAPES) if on_gpu else CPU_SHAPES
     timing = {"reps": args.reps or (40 if on_gpu else 2), "warmup": 3 if on_gpu else 0, "max_seconds": 10.0}
     print(course.describe(), flush=True)
     torch.manual_seed(0)
@@ -487,7 +538,7 @@ def main(argv=None) -> int:
               "shapes": [f"{M}x{N} bf16" for M, N in shapes], "ops": {}}
     table_of = ops()
     for name in args.ops:
-        record["ops"][name] = probe_op(table_of[name], shapes, args.quick, timing, copy_1g)
+        record["ops"][name] = probe_op(table_of[name], shapes, args.quick, timing, copy_1g, only=args.variants)
         if args.json:  # what is finished survives a run cut off later
             write_json_atomic(args.json, record, nonfinite_as_null=True)
     print(summary(record["ops"]))

@@ -40,7 +40,8 @@ KINDS = (
     (r"(.*/)?autograde\.json", "autograde"),   # tools/gpu_autograde.py: calibration rows + nbgrader runs
     (r"(.*/)?summary\.json", "check"),         # tools/gpu_autograder_check.py: expectations and spreads
     (r"(.*/)?throughput\.json", "throughput"),  # tools/synthetic_class.py: a class graded on 1 and on N GPUs
-    (r"probe-configs\.json", "probe"),         # tools/probe_kernel_configs.py: launch configurations timed
+    (r"probe-configs[^/]*\.json", "probe"),    # tools/probe_kernel_configs.py: launch configurations timed
+    (r"probe-attention[^/]*\.json", "probe-attention"),  # tools/probe_attention.py: the attention forward's loads
     (r"probe-matmul[^/]*\.json", "probe-matmul"), # tools/probe_matmul_configs.py: the fused GEMM's configurations
     (r"(.*/)?grading-run\d+\.json", "grading"),  # tools/gpu_autograde.py: a notebook's grading, where its time went
     (r"(.*/)?[^/]+-(solution|untouched)\.json", "outcome"),  # python -m autograder autograde: one student's notebook
@@ -66,6 +67,8 @@ WHAT = {"bench": "python -m kernels_ref.bench --json", "calibration": "speedups 
                  "a copy of the same bytes",
         "probe-matmul": "tools/probe_matmul_configs.py: launch configurations of the fused linear_bias_gelu, timed "
                         "against cuBLAS's bare matmul and eager",
+        "probe-attention": "tools/probe_attention.py: the FlashAttention forward with pointer and TMA loads of its "
+                           "key and value tiles, autotuned and config by config, timed against cuDNN",
         "outcome": "python -m autograder autograde: one student's graded notebook as recorded in the gradebook "
                    "(every exercise's report, the seconds each part took)",
         "table": "a class report's scores per student and exercise", "page": "a class report's leaderboard",
