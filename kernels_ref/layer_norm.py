@@ -116,16 +116,19 @@ def _row_grad(x, dy, w, mean, rstd, c1, c2):
     return xhat, dx
 
 
-@autotune(configs=_row_configs(), key=["N", "BLOCK_M", "BLOCK_N", "SPLIT"], fallback=triton.Config({}, num_warps=4))
+@autotune(configs=_row_configs(), key=["N", "BLOCK_M", "BLOCK_N", "SPLIT", "SUMS_GIVEN"],
+          fallback=triton.Config({}, num_warps=4))
 @triton.jit
 def _layer_norm_bwd_dx_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_ptr, db_part_ptr,
-                              M, N, stride_dym, stride_xm, stride_dxm, stride_pm,
-                              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT: tl.constexpr = 1):
+                              sums_ptr, M, N, stride_dym, stride_xm, stride_dxm, stride_pm,
+                              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT: tl.constexpr = 1,
+                              SUMS_GIVEN: tl.constexpr = False):
     # SPLIT programs share each row block: program (g, s) sums the whole rows for c1, c2 chunk by chunk,
     # then computes dx and accumulates dweight, dbias for its own BLOCK_N / SPLIT columns only. A wide row
     # (16384 columns) no longer has to sit whole in one program's registers next to two row-sized
     # accumulators (which spilled), and the SPLIT programs of a row block are neighbours in launch order,
-    # so the row's second and third reads hit L2.
+    # so the row's second and third reads hit L2. SUMS_GIVEN: the row sums come from sums_ptr ([2, M]:
+    # _layer_norm_bwd_sums_kernel's), so each program reads only its own columns of x and dy.
     COLS: tl.constexpr = BLOCK_N // SPLIT
     pid = tl.program_id(0) // SPLIT
     part = tl.program_id(0) % SPLIT
@@ -142,13 +145,16 @@ def _layer_norm_bwd_dx_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, 
         rows64 = rows.to(tl.int64)
         mean = tl.load(mean_ptr + rows, mask=row_ok, other=0.0)
         rstd = tl.load(rstd_ptr + rows, mask=row_ok, other=0.0)
-        if SPLIT > 1:  # whole-row sums, a chunk at a time, before this program's own columns are loaded
+        if SUMS_GIVEN:
+            s1 = tl.load(sums_ptr + rows, mask=row_ok, other=0.0)
+            s2 = tl.load(sums_ptr + M + rows, mask=row_ok, other=0.0)
+        elif SPLIT > 1:  # whole-row sums, a chunk at a time, before this program's own columns are loaded
             s1, s2 = _row_sums(dy_ptr, x_ptr, w_ptr, mean, rstd, rows64, row_ok, N, stride_dym, stride_xm,
                                BLOCK_M, COLS, SPLIT)
         mask = row_ok[:, None] & col_ok[None, :]
         x = tl.load(x_ptr + rows64[:, None] * stride_xm + cols[None, :], mask=mask, other=0.0).to(tl.float32)
         dy = tl.load(dy_ptr + rows64[:, None] * stride_dym + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-        if SPLIT == 1:  # the whole row is this program's: one read of x and dy
+        if SPLIT == 1 and not SUMS_GIVEN:  # the whole row is this program's: one read of x and dy
             s1, s2 = _grad_sums(x, dy, w, mean, rstd, mask)
         xhat, dx = _row_grad(x, dy, w, mean, rstd, s1 / N, s2 / N)
         xhat = tl.where(mask, xhat, 0.0)
@@ -187,6 +193,33 @@ def _row_sums(dy_ptr, x_ptr, w_ptr, mean, rstd, rows64, row_ok, N, stride_dym, s
 
 
 @triton.jit
+def _layer_norm_bwd_sums_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, sums_ptr, M, N, stride_dym, stride_xm,
+                                BLOCK_M: tl.constexpr, CHUNK: tl.constexpr):
+    """The two-pass backward's first pass: sums[0, m] = sum(g * xhat), sums[1, m] = sum(g) over row m
+    (g = dy * w), for BLOCK_M rows a program, CHUNK columns at a time, summed element-wise in registers and
+    reduced once. Reads x and dy (2*M*N*s bytes), writes 8*M; many small programs, no row held whole."""
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = rows < M
+    rows64 = rows.to(tl.int64)
+    mean = tl.load(mean_ptr + rows, mask=row_ok, other=0.0)
+    rstd = tl.load(rstd_ptr + rows, mask=row_ok, other=0.0)
+    acc1 = tl.zeros([BLOCK_M, CHUNK], tl.float32)
+    acc2 = tl.zeros([BLOCK_M, CHUNK], tl.float32)
+    for start in range(0, N, CHUNK):
+        cols = start + tl.arange(0, CHUNK)
+        col_ok = cols < N
+        mask = row_ok[:, None] & col_ok[None, :]
+        x = tl.load(x_ptr + rows64[:, None] * stride_xm + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        dy = tl.load(dy_ptr + rows64[:, None] * stride_dym + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        w = tl.load(w_ptr + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
+        g = dy * w[None, :]
+        acc1 += g * tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
+        acc2 += g
+    tl.store(sums_ptr + rows, tl.sum(acc1, axis=1), mask=row_ok)
+    tl.store(sums_ptr + M + rows, tl.sum(acc2, axis=1), mask=row_ok)
+
+
+@triton.jit
 def _column_sum_kernel(part_ptr, out_ptr, G, N, stride_pg, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr):
     """out[n] = sum_g part[g, n] (fp32 partials, stored in out's dtype); one program per column block."""
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -203,6 +236,7 @@ def _column_sum_kernel(part_ptr, out_ptr, G, N, stride_pg, BLOCK_G: tl.constexpr
 _COLUMN_SUM = BoundLaunches(_column_sum_kernel)
 _LAYER_NORM_FWD = BoundLaunches(_layer_norm_fwd_kernel)
 _LAYER_NORM_BWD_DX = BoundLaunches(_layer_norm_bwd_dx_kernel)
+_LAYER_NORM_BWD_SUMS = BoundLaunches(_layer_norm_bwd_sums_kernel)
 
 
 def column_sum_config(N: int) -> dict:
@@ -305,7 +339,9 @@ def layer_norm_bwd(dy, x, weight, mean, rstd, *, config: dict | None = None):
     per_sm (programs per SM) and SPLIT (programs sharing a row block, each with its own columns) for the
     row kernel; "one_sum" (default True) puts both partials in one
     [G, 2N] buffer summed by one launch, False in two; "sum": column_sum's config, or "torch" for torch.sum
-    over G."""
+    over G; "two_pass": True or {BLOCK_M, CHUNK, num_warps} (``_sums_config``) computes the row sums first
+    (``_layer_norm_bwd_sums_kernel``: x and dy read twice, no row held whole), and SPLIT then tiles the
+    columns (default: 1024 a program)."""
     _check_x_w(x, weight)
     check_tensor("dy", dy, ndim=2)
     check_same("dy", dy, "x", x)
@@ -320,18 +356,40 @@ def layer_norm_bwd(dy, x, weight, mean, rstd, *, config: dict | None = None):
     BLOCK_N = triton.next_power_of_2(N)
     config = dict(config or {})
     one_sum, sum_config = config.pop("one_sum", True), config.pop("sum", None)
-    BLOCK_M = config.pop("BLOCK_M", _rows_per_program(BLOCK_N, M))
-    SPLIT = config.pop("SPLIT", _column_split(BLOCK_N))
+    two_pass = config.pop("two_pass", None)
+    sums = _row_sums_first(dy, x, weight, mean, rstd, two_pass) if two_pass else mean  # mean: unused then
+    SPLIT = config.pop("SPLIT", max(1, BLOCK_N // TWO_PASS_COLS) if two_pass else _column_split(BLOCK_N))
+    BLOCK_M = config.pop("BLOCK_M", _rows_per_program(BLOCK_N // SPLIT if two_pass else BLOCK_N, M))
     G = max(1, _n_programs(x, M, BLOCK_M, config.pop("per_sm", None)) // SPLIT)
     # Partial sums: dw's in columns [0, N) of a row, db's in [N, 2N) with one_sum, else two [G, N] buffers.
     part = torch.empty((G, 2 * N) if one_sum else (2, G, N), dtype=torch.float32, device=x.device)
     dw_part, db_part = (part[:, :N], part[:, N:]) if one_sum else (part[0], part[1])
     kernel = _layer_norm_bwd_dx_kernel.fn if config else _LAYER_NORM_BWD_DX  # .fn: beneath autotune
-    kernel[(G * SPLIT,)](dy, x, weight, mean, rstd, dx, dw_part, db_part, M, N, dy.stride(0), x.stride(0),
-                         dx.stride(0), dw_part.stride(0), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, SPLIT=SPLIT, **config)
-    sums = [p.sum(0).to(weight.dtype) if sum_config == "torch" else column_sum(p, weight.dtype, config=sum_config)
-            for p in ((part,) if one_sum else (dw_part, db_part))]
-    return (dx, sums[0][:N], sums[0][N:]) if one_sum else (dx, *sums)
+    kernel[(G * SPLIT,)](dy, x, weight, mean, rstd, dx, dw_part, db_part, sums, M, N, dy.stride(0), x.stride(0),
+                         dx.stride(0), dw_part.stride(0), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, SPLIT=SPLIT,
+                         SUMS_GIVEN=bool(two_pass), **config)
+    grads = [p.sum(0).to(weight.dtype) if sum_config == "torch" else column_sum(p, weight.dtype, config=sum_config)
+             for p in ((part,) if one_sum else (dw_part, db_part))]
+    return (dx, grads[0][:N], grads[0][N:]) if one_sum else (dx, *grads)
+
+
+TWO_PASS_COLS = 1024  # columns a program of the two-pass backward's second kernel owns, by default
+
+
+def _sums_config(N: int, M: int) -> dict:
+    """The row-sum pass's blocks: CHUNK columns (up to 2048) by BLOCK_M rows, about 4096 elements a step."""
+    chunk = min(triton.next_power_of_2(N), 2048)
+    return {"BLOCK_M": max(1, min(4096 // chunk, triton.next_power_of_2(M))), "CHUNK": chunk, "num_warps": 8}
+
+
+def _row_sums_first(dy, x, weight, mean, rstd, two_pass) -> torch.Tensor:
+    """[2, M] fp32: sum(dy * w * xhat) and sum(dy * w) of every row (the two-pass backward's first pass)."""
+    M, N = x.shape
+    meta = {**_sums_config(N, M), **(two_pass if isinstance(two_pass, dict) else {})}
+    sums = torch.empty((2, M), dtype=torch.float32, device=x.device)
+    _LAYER_NORM_BWD_SUMS[(triton.cdiv(M, meta["BLOCK_M"]),)](dy, x, weight, mean, rstd, sums, M, N,
+                                                              dy.stride(0), x.stride(0), **meta)
+    return sums
 
 
 class LayerNormFunction(torch.autograd.Function):

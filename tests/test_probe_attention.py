@@ -21,7 +21,7 @@ def test_without_a_hopper_gpu_it_says_so(capsys):
 
 
 def test_candidates_name_both_kernels_and_pytorchs():
-    names = list(probe.candidates())
+    names = list(probe.candidates(causal=False))
     assert names[:2] == ["pointer (autotuned)", "tma (autotuned)"] and names[-2:] == ["sdpa_flash", "sdpa_cudnn"]
 
 
@@ -33,3 +33,17 @@ def test_table_marks_a_wrong_output_and_an_untimed_one():
          "error": 0.5, "note": ""}]}
     text = probe.table(case)
     assert "500" in text and "0.900" in text and "WRONG: normwise 5.00e-01" in text
+
+
+def test_the_dissected_loop_with_its_softmax_is_attention():
+    import torch
+
+    from kernels_ref.flash_attention import attention_torch
+
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 2, 64, 16) for _ in range(3))
+    want, _ = attention_torch(q.double(), k.double(), v.double())
+    got = probe.dissected(True, 16, 16, 4, 1)(q, k, v, False)
+    assert (got.double() - want).abs().max() < 1e-4
+    gemms = probe.dissected(False, 16, 16, 4, 1)(q, k, v, False)   # (q k^T) v, unnormalized: timed only
+    assert torch.allclose(gemms.double(), (q.double() @ k.double().transpose(-2, -1)) @ v.double(), rtol=1e-4, atol=1e-3)

@@ -272,6 +272,26 @@ def layer_norm_bwd_variants(quick: bool) -> list[Variant]:
     both = rows + sums
     for p in both[:: 6] if quick else both:
         ref(**p)
+
+    def two_pass(cols, rows, num_warps, per_sm, sums=None):
+        """The row sums first, then tiles of ``cols`` columns by ``rows`` rows (on every shape)."""
+        p = {"cols": cols, "rows": rows, "num_warps": num_warps, "per_sm": per_sm}
+        name = "two_pass " + _name(p) + ("" if sums is None else " sums=" + _name(sums))
+
+        def run(x, w, b, dy, mean, rstd, p=p, sums=sums):
+            split = max(1, triton.next_power_of_2(x.shape[1]) // p["cols"])
+            config = {"two_pass": sums or True, "SPLIT": split, "BLOCK_M": p["rows"], "num_warps": p["num_warps"],
+                      "num_stages": 2, "per_sm": p["per_sm"]}
+            return ln.layer_norm_bwd(dy, x, w, mean, rstd, config=config)
+        out.append(Variant(name, run, {**p, "sums": sums}, everywhere=True))
+
+    tiles = [(1024, 4, 8, 4), (1024, 4, 4, 8), (1024, 8, 8, 4), (1024, 2, 4, 8), (2048, 2, 8, 4), (2048, 4, 8, 4),
+             (512, 8, 4, 8), (4096, 1, 8, 4)]
+    for t in tiles[:: 4] if quick else tiles:
+        two_pass(*t)
+    for sums in ({"BLOCK_M": 4, "CHUNK": 1024, "num_warps": 4}, {"BLOCK_M": 1, "CHUNK": 4096, "num_warps": 8},
+                 {"BLOCK_M": 8, "CHUNK": 512, "num_warps": 4})[: 1 if quick else None]:
+        two_pass(1024, 4, 8, 4, sums)
     return out
 
 
