@@ -12,9 +12,12 @@ fixed number of programs G (a few per SM), each walking rows pid, pid+G, ... and
 fp32 partial sums of dy*xhat and dy in registers, written once to a [G, N] buffer; kernel 2 sums the G
 partials per column. Deterministic (no atomics), and the partial buffer (2*G*N*4 bytes) is tiny next
 to the M*N traffic. FLOPs: ~10 per element forward, ~15 backward: memory-bound. Rows of 16384 columns
-and more are shared by SPLIT programs (``_column_split``): each sums the whole rows for mean(g * xhat)
-and mean(g) a chunk at a time, then owns BLOCK_N / SPLIT columns of dx and of the partial sums; the row is
-read SPLIT + 1 times, the repeats from L2, instead of spilling two row-wide accumulators.
+and more go in two passes (``TWO_PASS_FROM``): a first kernel sums each row (many small programs streaming
+x and dy), then the row kernel, handed those sums, tiles the columns: x and dy are read twice (5 passes
+over [M, N] instead of 3) but at near copy speed, where one long row a program held each SM to a single
+program. (``config={"SPLIT": n, "two_pass": False}`` still runs the one-pass way for such rows: SPLIT
+programs share a row block, each summing the whole rows a chunk at a time and owning BLOCK_N / SPLIT
+columns.)
 
 Fused with an activation (``layer_norm_gelu``, inference): the same forward kernel with a GELU epilogue
 (a ``tl.constexpr`` flag) and no statistics stored: read x, write y, nothing else; eager PyTorch runs
@@ -356,11 +359,12 @@ def layer_norm_bwd(dy, x, weight, mean, rstd, *, config: dict | None = None):
     BLOCK_N = triton.next_power_of_2(N)
     config = dict(config or {})
     one_sum, sum_config = config.pop("one_sum", True), config.pop("sum", None)
-    two_pass = config.pop("two_pass", None)
+    two_pass = config.pop("two_pass", BLOCK_N >= TWO_PASS_FROM)
     sums = _row_sums_first(dy, x, weight, mean, rstd, two_pass) if two_pass else mean  # mean: unused then
     SPLIT = config.pop("SPLIT", max(1, BLOCK_N // TWO_PASS_COLS) if two_pass else _column_split(BLOCK_N))
-    BLOCK_M = config.pop("BLOCK_M", _rows_per_program(BLOCK_N // SPLIT if two_pass else BLOCK_N, M))
-    G = max(1, _n_programs(x, M, BLOCK_M, config.pop("per_sm", None)) // SPLIT)
+    BLOCK_M = config.pop("BLOCK_M", TWO_PASS_ROWS if two_pass else _rows_per_program(BLOCK_N, M))
+    per_sm = config.pop("per_sm", TWO_PASS_PER_SM if two_pass else None)
+    G = max(1, _n_programs(x, M, BLOCK_M, per_sm) // SPLIT)
     # Partial sums: dw's in columns [0, N) of a row, db's in [N, 2N) with one_sum, else two [G, N] buffers.
     part = torch.empty((G, 2 * N) if one_sum else (2, G, N), dtype=torch.float32, device=x.device)
     dw_part, db_part = (part[:, :N], part[:, N:]) if one_sum else (part[0], part[1])
@@ -373,7 +377,11 @@ def layer_norm_bwd(dy, x, weight, mean, rstd, *, config: dict | None = None):
     return (dx, grads[0][:N], grads[0][N:]) if one_sum else (dx, *grads)
 
 
-TWO_PASS_COLS = 1024  # columns a program of the two-pass backward's second kernel owns, by default
+# The two-pass backward: from rows of 16384 columns (BLOCK_N) on, by default; its second kernel's
+# programs own 1024 columns by 2 rows a step, 8 programs an SM. On an H100 at 4096x16384 bf16 it ran 1.29x
+# the one-pass kernel with split rows, and 0.75-0.88x it at 8192 columns and fewer (two more reads of x
+# and dy against rows held whole): results/h100-2026-11-26/probe-configs-ln-two-pass.log.
+TWO_PASS_FROM, TWO_PASS_COLS, TWO_PASS_ROWS, TWO_PASS_PER_SM = 16384, 1024, 2, 8
 
 
 def _sums_config(N: int, M: int) -> dict:

@@ -38,7 +38,7 @@ def main(module_name: str, kernel_name: str, head_dim: int) -> None:
     while not isinstance(fn, triton.runtime.jit.JITFunction):
         fn = fn.fn
     consts = {"HAS_BIAS": True, "GELU": True, "HAS_RESIDUAL": False, "CAUSAL": True, "HEAD_DIM": head_dim,
-              "EVEN_K": True, "EVEN_M": True, "EVEN_N": True}
+              "EVEN_K": True, "EVEN_M": True, "EVEN_N": True, "TMA": False, "SCALE_NONNEG": True}
     consts.update(configs[0].kwargs)
     signature, attrs = {}, {}
     # matmul names its pointers x_ptr (M, N, K are sizes); attention names them Q, K, V, ... (H, S sizes)

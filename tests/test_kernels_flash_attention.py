@@ -291,6 +291,18 @@ def test_forward_with_tma_key_and_value_tiles(B, H, S, D, causal):
     torch.testing.assert_close(lse.double(), rlse, atol=LSE_ATOL, rtol=0)
 
 
+@pytest.mark.parametrize("kernel", ["pointer", "tma"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_forward_with_a_negative_scale(causal, kernel):
+    # Whole tiles take the row max of the raw scores and scale it once, which holds only for a scale >= 0:
+    # a negative one must take the other path (its largest scaled score is the smallest raw one).
+    q, k, v = _qkv(1, 2, 64, 16, torch.bfloat16)
+    o, lse = flash_attention_fwd(q, k, v, causal, -0.3, kernel=kernel)
+    ro, rlse, _ = _ref(q, k, v, causal, sm_scale=-0.3)
+    assert_close(o, ro, OUT_TOL[torch.bfloat16], "o")
+    torch.testing.assert_close(lse.double(), rlse, atol=LSE_ATOL, rtol=0)
+
+
 def test_tma_forward_refuses_what_it_cannot_read():
     q, k, v = _qkv(1, 2, 32, 16, torch.bfloat16)
     with pytest.raises(ValueError, match="kernel must be"):

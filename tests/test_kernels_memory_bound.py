@@ -9,6 +9,7 @@ Every output is allocated poisoned (NaN / a sentinel) so an element the kernel f
 import course
 import pytest
 import torch
+import triton
 
 from measure.tolerance import GRAD_TOLERANCES, TOLERANCES, compare
 from kernels_ref.bias_gelu import bias_gelu, bias_gelu_torch
@@ -186,7 +187,7 @@ def _autograd_ref(fn, x, params, dy):
 @pytest.mark.parametrize("split", [2, 4])
 @pytest.mark.parametrize("M,N", [(37, 40), (9, 128), (70, 100)])
 def test_layer_norm_bwd_split_rows(M, N, split):
-    # Wide rows share each row block between SPLIT programs (16384 columns and more on a GPU): each sums the
+    # Wide rows can share each row block between SPLIT programs (the one-pass way): each sums the
     # whole rows chunk by chunk, then owns BLOCK_N / SPLIT columns of dx, dweight and dbias. Forced here on
     # small odd widths: the last chunk masked, one chunk entirely past N (N=40 at split 4: 16-column chunks).
     dtype = torch.float32
@@ -392,13 +393,17 @@ def test_gpu_full_size_memory_bound(dtype):
 @pytest.mark.gpu
 @pytest.mark.parametrize("N", [16384, 32768, 50000])
 def test_gpu_layer_norm_bwd_wide_rows(N):
-    # Rows this wide take the split backward (SPLIT programs per row block; _column_split).
+    # Rows this wide take the two-pass backward (TWO_PASS_FROM), and still run the one-pass split kernel
+    # when asked to (SPLIT programs per row block; _column_split).
     M, dtype = 2048, torch.bfloat16
     x, dy, w, b = randn(M, N, dtype=dtype), randn(M, N, dtype=dtype), randn(N, dtype=dtype), randn(N, dtype=dtype)
     _, mean, rstd = layer_norm_fwd(x, w, b, 1e-5)
     _, (gx, gw, gb) = _autograd_ref(lambda x, w, b: layer_norm_torch(x, w, b, 1e-5), x, (w, b), dy)
-    for got, want, what in zip(layer_norm_bwd(dy, x, w, mean, rstd), (gx, gw, gb), ("dx", "dw", "db")):
-        assert_close(got, want, dtype, f"layer_norm {what}", sum_over_rows=what != "dx")
+    split = {"two_pass": False, "SPLIT": triton.next_power_of_2(N) // 8192, "num_warps": 8}
+    for config in (None, split):
+        for got, want, what in zip(layer_norm_bwd(dy, x, w, mean, rstd, config=config), (gx, gw, gb),
+                                   ("dx", "dw", "db")):
+            assert_close(got, want, dtype, f"layer_norm {what} ({config})", sum_over_rows=what != "dx")
 
 
 @pytest.mark.gpu
