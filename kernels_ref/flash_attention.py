@@ -72,10 +72,12 @@ def _configs(pairs, pre_hook=None):
 # Shared memory per stage: (BLOCK_N * D) * 2 tensors * 2 bytes: 64 KB for 128x128 at D=128, so 2-3 stages.
 # Compiled for sm_90 (triton 3.9, no GPU): every config below lowers to wgmma with cp.async pipelining;
 # 128x128 at D=128 with 8 warps and 3 stages takes 224 KB of shared memory (the limit is 227 KB) and 254
-# registers; with 4 warps it spills, so that one is left out.
+# registers; with 4 warps it spills, so that one is left out. Timed one by one on an H100 (tools.probe_attention,
+# results/h100-2026-11-26/probe-attention*.log): 128x128/8 warps/3 stages and 64x64/4/3 lead at D=128,
+# 64x64/4/3 and 128x64/8/3 at D=64; two stages, and 128x64 with 4 warps and 4 stages, were never ahead and
+# are left out (fewer configs: less autotuning noise and time). The last, the smallest, fits float32.
 _FWD_CONFIGS = _configs([
-    (128, 128, 8, 3), (128, 128, 8, 2), (128, 64, 8, 3), (128, 64, 4, 3),
-    (128, 64, 4, 4), (64, 64, 4, 3), (64, 32, 4, 4),
+    (128, 128, 8, 3), (64, 64, 4, 3), (128, 64, 8, 3), (128, 64, 4, 3), (64, 32, 4, 4),
 ], pre_hook=_set_kv_block_shapes)
 # dK/dV: few queries per step (BLOCK_M) against many keys held in registers (BLOCK_N); BLOCK_N must be
 # a multiple of BLOCK_M. dQ: the mirror image; BLOCK_M a multiple of BLOCK_N.
@@ -512,17 +514,23 @@ def _rows_descriptor(t: torch.Tensor):
     return TensorDescriptor.from_tensor(_rows_view(t), [16, t.shape[-1]])
 
 
+TMA_FROM_HEAD_DIM = 128  # kernel=None takes TMA loads from this head dim on
+
+
 def _use_tma(kernel: str | None, k: torch.Tensor, v: torch.Tensor) -> bool:
     """``kernel``: "tma" (key and value tiles by TMA: Hopper or newer, 16-bit, the layouts _rows_view
-    takes; under the interpreter too, to check its indexing), "pointer", or None: pointer loads
-    (the TMA forward has not been measured faster yet: results/NOTES.md)."""
+    takes; under the interpreter too, to check its indexing), "pointer", or None: TMA where it can be
+    and D >= 128 on a GPU, else pointer loads. On an H100 TMA ran 3-5% faster at D=128 and 5-11% slower
+    at D=64 (results/h100-2026-11-26/probe-attention*.log)."""
     if kernel not in (None, "tma", "pointer"):
         raise ValueError(f'kernel must be "tma", "pointer" or None, got {kernel!r}')
-    if kernel != "tma":
+    if kernel == "pointer":
         return False
     ok = (TensorDescriptor is not None and k.dtype in (torch.float16, torch.bfloat16)
           and _rows_view(k) is not None and _rows_view(v) is not None
           and (course.INTERPRET or cuda_capability_major(k.device) >= 9))
+    if kernel is None:
+        return ok and not course.INTERPRET and k.shape[-1] >= TMA_FROM_HEAD_DIM
     if not ok:
         raise ValueError("kernel='tma' needs triton >= 3.4, a Hopper or newer GPU (or the interpreter), 16-bit "
                          "k and v, and [B, H, S, D] layouts whose (b, h, s) form one 16-byte aligned row index")

@@ -303,6 +303,13 @@ def test_forward_with_a_negative_scale(causal, kernel):
     torch.testing.assert_close(lse.double(), rlse, atol=LSE_ATOL, rtol=0)
 
 
+def test_without_a_gpu_the_default_is_pointer_loads():
+    from kernels_ref.flash_attention import _use_tma
+
+    q, k, v = _qkv(1, 2, 32, 128, torch.bfloat16)
+    assert not _use_tma(None, k, v) and _use_tma("tma", k, v) and not _use_tma("pointer", k, v)
+
+
 def test_tma_forward_refuses_what_it_cannot_read():
     q, k, v = _qkv(1, 2, 32, 16, torch.bfloat16)
     with pytest.raises(ValueError, match="kernel must be"):
@@ -329,6 +336,10 @@ def test_tma_forward_gpu(S, causal):
     torch.testing.assert_close(lse.double(), rlse, atol=1e-3, rtol=0)
     po, plse = flash_attention_fwd(q, k, v, causal, None, kernel="pointer")
     assert_normwise(o, po.double(), GPU_NORMWISE_TOL[torch.bfloat16], "o vs the pointer kernel")
+    from kernels_ref.flash_attention import _use_tma
+
+    assert _use_tma(None, k, v) and not _use_tma(None, k[..., :64], v[..., :64])  # TMA by default from D=128
+    assert not _use_tma(None, k.transpose(1, 2).contiguous().transpose(1, 2), v)  # a layout it cannot view
 
 
 @pytest.mark.gpu
