@@ -130,8 +130,10 @@ def bench_section(runs: list[results.Run]) -> str:
             text.append(f"Ceilings{named}: device-to-device copy **{c['copy_gbps']:.0f} GB/s** (read + write), "
                         f"bf16 matmul **{c['matmul_tflops']:.0f} TFLOP/s**.")
         text.append(f"Files: `results/{run.name}/`: {described}, and the plots beside them.")
-        rows = []
-        for _, data in loaded:
+        if len(loaded) > 1:
+            text.append("A case timed by several files is shown from the newest.")
+        newest = {}  # (op, label) -> its table row, from the newest file that timed the case
+        for _, data in sorted(loaded, key=lambda fd: fd[1].get("date") or ""):
             cases = {}
             for r in data["rows"]:
                 cases.setdefault((r["op"], r["label"]), []).append(r)
@@ -141,7 +143,8 @@ def bench_section(runs: list[results.Run]) -> str:
                     continue
                 companions = [with_verdicts(r, data["goals"]) for r in data["rows"]
                               if r["op"] == op and r["candidate"] == "triton" and r["label"].startswith(label + " vs ")]
-                rows.append(bench_row(with_verdicts(triton, data["goals"]), case_rows, companions))
+                newest[(op, label)] = bench_row(with_verdicts(triton, data["goals"]), case_rows, companions)
+        rows = list(newest.values())
         header = ["op (bf16 unless noted)", "shape", "Triton", "of peak", "vs eager", "vs torch.compile", "goals"]
         parts.append(wrap(" ".join(text)) + "\n\n" + table(header, rows))
     return "\n\n".join(parts)
