@@ -12,11 +12,16 @@ live only in registers, one ``BLOCK_M x BLOCK_N`` tile at a time: device memory 
 and memory is O(S): o and the ``lse`` vector (4 bytes per row) are all the forward keeps.
 
 Forward (one program per ``BLOCK_M`` query rows of one (b, h)): the online softmax in base 2. The
-scale is folded into ``log2(e)`` once (``qk_scale = sm_scale * log2 e``) so each score costs one FMA and
-one ``exp2`` (the MUFU unit's native op); the running max ``m`` and sum ``l`` rescale the accumulator
-only by ``exp2(m_old - m_new)`` per tile. Causal: key tiles strictly below the diagonal run with no
-mask; only the tiles that cross the diagonal (and a ragged last tile when ``S`` is not a multiple of
-``BLOCK_N``) pay for ``tl.where``; tiles above the diagonal are never visited (half the FLOPs).
+scale is folded into ``log2(e)`` once (``qk_scale = sm_scale * log2 e``); on a whole tile the row max is
+taken of the raw scores and scaled once, so each score costs one FMA and one ``exp2`` (the MUFU unit's
+native op); the running max ``m`` and sum ``l`` rescale the accumulator only by ``exp2(m_old - m_new)``
+per tile. Causal: key tiles strictly below the diagonal run with no mask; only the tiles that cross the
+diagonal (and a ragged last tile when ``S`` is not a multiple of ``BLOCK_N``) pay for ``tl.where``; tiles
+above the diagonal are never visited (half the FLOPs). On Hopper, from head dim 128, whole key and value
+tiles come by TMA (``_use_tma``). What bounds it there: the exponentials (16 per clock per SM, against
+4096 matmul FLOPs) take half the matmuls' time at D=128 and are not overlapped with them, which cuDNN
+does by warp specialization (results/NOTES.md: its two matmuls alone run 1.07-1.14x cuDNN, the whole
+forward 0.77x).
 
 Backward by recomputation (no ``S x S`` matrix is ever stored; ``P = exp(S - lse)`` is rebuilt from
 the saved ``lse``), deterministic (no atomics):

@@ -328,7 +328,8 @@ def _n_programs(x: torch.Tensor, M: int, BLOCK_M: int, per_sm: int | None = None
 
 
 def _column_split(block_n: int) -> int:
-    """Programs sharing each row block in the backward: one per 8192 columns. At 16384 columns one program
+    """Programs sharing each row block in the one-pass backward (rows below TWO_PASS_FROM, or two_pass
+    off): one per 8192 columns. At 16384 columns one program
     held the row, dy, xhat and two row-wide fp32 accumulators, past the registers a thread can have, and
     ran at 0.63x eager on an H200 (results/h200-2026-11-23/bench.log)."""
     return max(1, block_n // 8192)
