@@ -4,8 +4,8 @@ of time to PTX, then assembled by ptxas with ``-v``.
     python -m tools.ptxas_usage kernels_ref.layer_norm _layer_norm_bwd_dx_kernel \\
         --const BLOCK_M=1 BLOCK_N=8192 SPLIT=1 --fp32 mean_ptr rstd_ptr dw_part_ptr db_part_ptr --warps 4 8 16 32
 
-Pointers (arguments named ``*_ptr``) are bfloat16 unless named in ``--fp32``; every other non-constexpr
-argument is an int32 divisible by 16, as the JIT sees sizes and strides of aligned tensors. The ptxas is
+Pointers (arguments named ``*_ptr``) are bfloat16 unless named in ``--fp32``; a constexpr with a default
+takes it unless ``--const`` names it; every other non-constexpr argument is an int32 divisible by 16, as the JIT sees sizes and strides of aligned tensors. The ptxas is
 the newest the Triton wheel carries (``ptxas-blackwell``: it reads the PTX versions Triton writes), so its
 register counts can differ a little from what the GPU's own Triton and ptxas produce; what it is for is the
 order of magnitude: whether a config spills, and how many programs of it fit on an SM (65536 registers).
@@ -32,6 +32,15 @@ def _jit_function(kernel):
     return kernel
 
 
+def _constexpr_defaults(fn) -> dict:
+    """The ``tl.constexpr`` parameters that have a default (e.g. a flag off unless asked for): their defaults,
+    so that --const need not name them."""
+    import inspect
+
+    return {name: p.default for name, p in inspect.signature(fn.fn).parameters.items()
+            if p.default is not inspect.Parameter.empty and "constexpr" in str(p.annotation)}
+
+
 def compile_ptx(fn, consts: dict, fp32: set, num_warps: int, num_stages: int) -> str:
     """The PTX of ``fn`` for sm_90a with these constexprs and launch options."""
     import triton
@@ -39,6 +48,7 @@ def compile_ptx(fn, consts: dict, fp32: set, num_warps: int, num_stages: int) ->
     from triton.compiler import ASTSource
 
     signature, attrs = {}, {}
+    consts = {**_constexpr_defaults(fn), **consts}
     for i, name in enumerate(fn.arg_names):
         if name in consts:
             signature[name] = "constexpr"
