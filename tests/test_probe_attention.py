@@ -5,13 +5,14 @@ import course
 import pytest
 
 from tools import probe_attention as probe
+from tools.args import shape_list
 
 
 def test_shapes_parse_and_bad_ones_are_refused():
     assert probe.parse_args(["--shapes", "1,2,64,16;2,2,32,32"]).shapes == ((1, 2, 64, 16), (2, 2, 32, 32))
     for bad in ("1,2,64", "1,2,0,16", "a,b,c,d"):
         with pytest.raises(argparse.ArgumentTypeError):
-            probe._shapes(bad)
+            shape_list(bad, 4, ";", ",")
 
 
 @pytest.mark.skipif(course.ON_GPU, reason="without a GPU only")

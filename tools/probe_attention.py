@@ -23,6 +23,7 @@ import triton.language as tl
 
 from kernels_ref import flash_attention as fa
 from kernels_ref._triton_math import LOG2E
+from tools.args import shape_list
 
 SHAPES = ((4, 32, 4096, 128), (2, 16, 8192, 128), (8, 32, 2048, 64))
 # Where the forward's time goes, non-causal only: its two matmuls alone (the softmax left out: p = the
@@ -71,6 +72,8 @@ def dissected(softmax: bool, bm: int, bn: int, warps: int, stages: int):
                                           SOFTMAX=softmax, num_warps=warps, num_stages=stages)
         return o
     return run
+
+
 TOLERANCE = 1e-2    # normwise, bf16 against cuDNN (tests/test_kernels_flash_attention.py: GPU_NORMWISE_TOL)
 
 
@@ -165,19 +168,9 @@ def table(case: dict) -> str:
     return "\n".join(lines)
 
 
-def _shapes(text: str):
-    try:
-        shapes = tuple(tuple(int(d) for d in part.split(",")) for part in text.split(";") if part.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"shapes are B,H,S,D;B,H,S,D...: {text!r}") from None
-    if not shapes or any(len(s) != 4 or min(s) < 1 for s in shapes):
-        raise argparse.ArgumentTypeError(f"shapes are B,H,S,D;B,H,S,D... with every number >= 1: {text!r}")
-    return shapes
-
-
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m tools.probe_attention", description=__doc__.splitlines()[0])
-    p.add_argument("--shapes", type=_shapes, default=SHAPES, metavar="B,H,S,D;...")
+    p.add_argument("--shapes", type=lambda t: shape_list(t, 4, ";", ","), default=SHAPES, metavar="B,H,S,D;...")
     p.add_argument("--json", metavar="PATH", help="write every row and the machine here")
     p.add_argument("--reps", type=int, default=30, help="timed repetitions per candidate")
     return p.parse_args(argv)

@@ -40,6 +40,7 @@ from kernels_ref._triton_math import LOG2E, gelu_tanh
 from kernels_ref._validate import cuda_sm_count
 from measure.timer import time_interleaved
 from measure.tolerance import compare
+from tools.args import shape_list
 
 OPS = ("bias_gelu", "softmax", "layer_norm_bwd")
 GPU_SHAPES = ((16384, 4096), (4096, 4096), (16384, 1024), (4096, 16384))  # the headline shape first
@@ -512,16 +513,6 @@ def summary(results: dict, top: int = 3) -> str:
     return "\n".join(lines)
 
 
-def _shapes(text: str) -> tuple[tuple[int, int], ...]:
-    try:
-        shapes = tuple(tuple(int(d) for d in part.lower().split("x")) for part in text.split(",") if part.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"shapes are MxN,MxN,...: {text!r}") from None
-    if not shapes or any(len(sh) != 2 or min(sh) < 1 for sh in shapes):
-        raise argparse.ArgumentTypeError(f"shapes are MxN,MxN,... with M, N >= 1: {text!r}")
-    return shapes
-
-
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m tools.probe_kernel_configs", description=__doc__.splitlines()[0])
     p.add_argument("--ops", default=",".join(OPS), type=lambda s: [o.strip() for o in s.split(",") if o.strip()],
@@ -529,7 +520,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="a few variants of each family, not all")
     p.add_argument("--json", metavar="PATH", help="write every row, the best variants and the machine here")
     p.add_argument("--reps", type=int, default=None, help="timed repetitions per variant (default: 40 on a GPU)")
-    p.add_argument("--shapes", type=_shapes, default=None, metavar="MxN,...",
+    p.add_argument("--shapes", type=lambda t: shape_list(t, 2, ",", "x"), default=None, metavar="MxN,...",
                    help="bf16 shapes on a GPU, the first one the headline (default: "
                         + ",".join(f"{m}x{n}" for m, n in GPU_SHAPES) + ")")
     p.add_argument("--variants", default=None, type=lambda s: [o.strip() for o in s.split(",") if o.strip()],
