@@ -18,7 +18,7 @@ native op); the running max ``m`` and sum ``l`` rescale the accumulator only by 
 per tile. Causal: key tiles strictly below the diagonal run with no mask; only the tiles that cross the
 diagonal (and a ragged last tile when ``S`` is not a multiple of ``BLOCK_N``) pay for ``tl.where``; tiles
 above the diagonal are never visited (half the FLOPs). On Hopper, from head dim 128, whole key and value
-tiles come by TMA (``_use_tma``). What bounds it there: the exponentials (16 per clock per SM, against
+tiles come by TMA (``_tma_views``). What bounds it there: the exponentials (16 per clock per SM, against
 4096 matmul FLOPs) take half the matmuls' time at D=128 and are not overlapped with them, which cuDNN
 does by warp specialization (results/NOTES.md: its two matmuls alone run 1.07-1.14x cuDNN, the whole
 forward 0.77x).
@@ -482,7 +482,7 @@ def flash_attention_fwd(q, k, v, causal: bool = False, sm_scale: float | None = 
     ``out``: a ``[B, H, S, D]`` tensor of any strides to write o into (returned as o), e.g. a ``[B, S, H, D]``
     buffer seen through ``.transpose(1, 2)``: the heads then land side by side in each token's row, the
     layout the output projection reads, with no copy (``kernels_ref.transformer_block``).
-    ``kernel``: see ``_use_tma``."""
+    ``kernel``: see ``_tma_views``."""
     _check_qkv(q, k, v, **({} if out is None else {"out": out}))
     B, H, S, D = q.shape
     scale = _scale(sm_scale, D)
@@ -494,11 +494,12 @@ def flash_attention_fwd(q, k, v, causal: bool = False, sm_scale: float | None = 
     def grid(meta):
         return (triton.cdiv(S, meta["BLOCK_M"]), B * H)
 
-    tma = _use_tma(kernel, k, v)
-    descs = (_rows_descriptor(k), _rows_descriptor(v)) if tma else (k, v)
+    views = _tma_views(kernel, k, v)
+    # The descriptors' block shape is a placeholder: the autotuner's pre-hook (_set_kv_block_shapes) sets it.
+    descs = (k, v) if views is None else tuple(TensorDescriptor.from_tensor(t, [16, D]) for t in views)
     _fwd_kernel[grid](q, k, v, o, lse, scale, H, S,
                       *_strides(q), *_strides(k), *_strides(v), *_strides(o), *descs,
-                      CAUSAL=bool(causal), HEAD_DIM=D, TMA=tma, SCALE_NONNEG=scale >= 0)
+                      CAUSAL=bool(causal), HEAD_DIM=D, TMA=views is not None, SCALE_NONNEG=scale >= 0)
     return o, lse
 
 
@@ -514,32 +515,28 @@ def _rows_view(t: torch.Tensor) -> torch.Tensor | None:
     return t.as_strided((B * H * S, D), (ss, 1))
 
 
-def _rows_descriptor(t: torch.Tensor):
-    # The block shape is a placeholder: the autotuner's pre-hook (_set_kv_block_shapes) sets the config's.
-    return TensorDescriptor.from_tensor(_rows_view(t), [16, t.shape[-1]])
-
-
 TMA_FROM_HEAD_DIM = 128  # kernel=None takes TMA loads from this head dim on
 
 
-def _use_tma(kernel: str | None, k: torch.Tensor, v: torch.Tensor) -> bool:
-    """``kernel``: "tma" (key and value tiles by TMA: Hopper or newer, 16-bit, the layouts _rows_view
-    takes; under the interpreter too, to check its indexing), "pointer", or None: TMA where it can be
-    and D >= 128 on a GPU, else pointer loads. On an H100 TMA ran 3-5% faster at D=128 and 5-11% slower
-    at D=64 (results/h100-2026-11-26/probe-attention*.log)."""
+def _tma_views(kernel: str | None, k: torch.Tensor, v: torch.Tensor):
+    """The ``[B*H*S, D]`` views of k and v to read by TMA, or None for pointer loads. ``kernel``: "tma"
+    (key and value tiles by TMA: Hopper or newer, 16-bit, the layouts _rows_view takes; under the
+    interpreter too, to check its indexing), "pointer", or None: TMA where it can be and D >= 128 on a
+    GPU, else pointer loads. On an H100 TMA ran 3-5% faster at D=128 and 5-11% slower at D=64
+    (results/h100-2026-11-26/probe-attention*.log)."""
     if kernel not in (None, "tma", "pointer"):
         raise ValueError(f'kernel must be "tma", "pointer" or None, got {kernel!r}')
-    if kernel == "pointer":
-        return False
-    ok = (TensorDescriptor is not None and k.dtype in (torch.float16, torch.bfloat16)
-          and _rows_view(k) is not None and _rows_view(v) is not None
+    if kernel == "pointer" or kernel is None and (course.INTERPRET or k.shape[-1] < TMA_FROM_HEAD_DIM):
+        return None
+    views = (_rows_view(k), _rows_view(v))
+    ok = (TensorDescriptor is not None and k.dtype in (torch.float16, torch.bfloat16) and None not in views
           and (course.INTERPRET or cuda_capability_major(k.device) >= 9))
+    if ok:
+        return views
     if kernel is None:
-        return ok and not course.INTERPRET and k.shape[-1] >= TMA_FROM_HEAD_DIM
-    if not ok:
-        raise ValueError("kernel='tma' needs triton >= 3.4, a Hopper or newer GPU (or the interpreter), 16-bit "
-                         "k and v, and [B, H, S, D] layouts whose (b, h, s) form one 16-byte aligned row index")
-    return True
+        return None
+    raise ValueError("kernel='tma' needs triton >= 3.4, a Hopper or newer GPU (or the interpreter), 16-bit "
+                     "k and v, and [B, H, S, D] layouts whose (b, h, s) form one 16-byte aligned row index")
 
 
 def flash_attention_bwd(do, q, k, v, o, lse, causal: bool = False, sm_scale: float | None = None):

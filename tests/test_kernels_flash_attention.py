@@ -304,10 +304,11 @@ def test_forward_with_a_negative_scale(causal, kernel):
 
 
 def test_without_a_gpu_the_default_is_pointer_loads():
-    from kernels_ref.flash_attention import _use_tma
+    from kernels_ref.flash_attention import _tma_views
 
     q, k, v = _qkv(1, 2, 32, 128, torch.bfloat16)
-    assert not _use_tma(None, k, v) and _use_tma("tma", k, v) and not _use_tma("pointer", k, v)
+    assert _tma_views(None, k, v) is None and _tma_views("tma", k, v) is not None
+    assert _tma_views("pointer", k, v) is None
 
 
 def test_tma_forward_refuses_what_it_cannot_read():
@@ -336,10 +337,13 @@ def test_tma_forward_gpu(S, causal):
     torch.testing.assert_close(lse.double(), rlse, atol=1e-3, rtol=0)
     po, plse = flash_attention_fwd(q, k, v, causal, None, kernel="pointer")
     assert_normwise(o, po.double(), GPU_NORMWISE_TOL[torch.bfloat16], "o vs the pointer kernel")
-    from kernels_ref.flash_attention import _use_tma
+    from kernels_ref.flash_attention import _tma_views
 
-    assert _use_tma(None, k, v) and not _use_tma(None, k[..., :64], v[..., :64])  # TMA by default from D=128
-    assert not _use_tma(None, k.transpose(1, 2).contiguous().transpose(1, 2), v)  # a layout it cannot view
+    def use_tma(kernel, k, v):
+        return _tma_views(kernel, k, v) is not None
+
+    assert use_tma(None, k, v) and not use_tma(None, k[..., :64], v[..., :64])  # TMA by default from D=128
+    assert not use_tma(None, k.transpose(1, 2).contiguous().transpose(1, 2), v)  # a layout it cannot view
 
 
 @pytest.mark.gpu
