@@ -169,11 +169,19 @@ def _layer_norm_bwd_dx_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, 
 
 
 @triton.jit
-def _grad_sums(x, dy, w, mean, rstd, mask):
-    """sum(g * xhat) and sum(g) of each row of a block (g = dy * w; columns outside ``mask`` add 0)."""
+def _grad_terms(x, dy, w, mean, rstd, mask):
+    """g * xhat and g of each element of a block (g = dy * w; elements outside ``mask`` give 0 to g * xhat,
+    and g is 0 there since dy was loaded as 0)."""
     xhat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
     g = dy * w[None, :]
-    return tl.sum(g * xhat, axis=1), tl.sum(g, axis=1)
+    return g * xhat, g
+
+
+@triton.jit
+def _grad_sums(x, dy, w, mean, rstd, mask):
+    """sum(g * xhat) and sum(g) of each row of a block (g = dy * w; columns outside ``mask`` add 0)."""
+    gx, g = _grad_terms(x, dy, w, mean, rstd, mask)
+    return tl.sum(gx, axis=1), tl.sum(g, axis=1)
 
 
 @triton.jit
@@ -215,8 +223,8 @@ def _layer_norm_bwd_sums_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, sums_p
         x = tl.load(x_ptr + rows64[:, None] * stride_xm + cols[None, :], mask=mask, other=0.0).to(tl.float32)
         dy = tl.load(dy_ptr + rows64[:, None] * stride_dym + cols[None, :], mask=mask, other=0.0).to(tl.float32)
         w = tl.load(w_ptr + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
-        g = dy * w[None, :]
-        acc1 += g * tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
+        gx, g = _grad_terms(x, dy, w, mean, rstd, mask)
+        acc1 += gx
         acc2 += g
     tl.store(sums_ptr + rows, tl.sum(acc1, axis=1), mask=row_ok)
     tl.store(sums_ptr + M + rows, tl.sum(acc2, axis=1), mask=row_ok)
