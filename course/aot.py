@@ -133,10 +133,21 @@ def _is_triton_callable(value) -> bool:
 
 _REGS = re.compile(r"Used (\d+) registers")
 _SPILLS = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
+_STACK = re.compile(r"(\d+) bytes stack frame")
+
+
+def constexpr_defaults(fn) -> dict:
+    """The ``tl.constexpr`` parameters of a ``JITFunction`` that have a default (e.g. a flag off unless asked
+    for), with their defaults: what a compile that names only some constexprs should take for the rest."""
+    import inspect
+
+    return {name: p.default for name, p in inspect.signature(fn.fn).parameters.items()
+            if p.default is not inspect.Parameter.empty and "constexpr" in str(p.annotation)}
 
 
 def ptxas_usage(ptx: str, arch: str = "sm_90a") -> dict:
-    """Registers per thread and bytes spilled (stores), from ``ptxas -v`` on the PTX (Triton's own ptxas)."""
+    """Registers per thread, bytes spilled (stores; and ``spill_loads``) and the stack frame, from
+    ``ptxas -v`` on the PTX (Triton's own ptxas)."""
     from triton.backends.nvidia.compiler import get_ptxas
 
     ptxas = get_ptxas(int(arch[3:5])).path
@@ -149,5 +160,6 @@ def ptxas_usage(ptx: str, arch: str = "sm_90a") -> dict:
     log = run.stdout + run.stderr
     if run.returncode != 0:
         raise RuntimeError(f"ptxas failed:\n{log[-2000:]}")
-    regs, spills = _REGS.search(log), _SPILLS.search(log)
-    return {"n_regs": int(regs.group(1)) if regs else None, "n_spills": int(spills.group(1)) if spills else 0}
+    regs, spills, stack = _REGS.search(log), _SPILLS.search(log), _STACK.search(log)
+    return {"n_regs": int(regs.group(1)) if regs else None, "n_spills": int(spills.group(1)) if spills else 0,
+            "spill_loads": int(spills.group(2)) if spills else 0, "stack": int(stack.group(1)) if stack else 0}

@@ -21,6 +21,7 @@ from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
 import course.device  # noqa: E402  (without a GPU it turns the interpreter back on: undone below)
+from course.aot import constexpr_defaults  # noqa: E402
 
 os.environ["TRITON_INTERPRET"] = "0"
 course.device.INTERPRET = False  # before course.triton_compat is imported: real autotune, native dots
@@ -37,8 +38,9 @@ def main(module_name: str, kernel_name: str, head_dim: int) -> None:
     fn = kernel
     while not isinstance(fn, triton.runtime.jit.JITFunction):
         fn = fn.fn
-    consts = {"HAS_BIAS": True, "GELU": True, "HAS_RESIDUAL": False, "CAUSAL": True, "HEAD_DIM": head_dim,
-              "EVEN_K": True, "EVEN_M": True, "EVEN_N": True, "TMA": False, "SCALE_NONNEG": True}
+    consts = {**constexpr_defaults(fn),  # e.g. the attention forward's TMA off, unless named below
+              "HAS_BIAS": True, "GELU": True, "HAS_RESIDUAL": False, "CAUSAL": True, "HEAD_DIM": head_dim,
+              "EVEN_K": True, "EVEN_M": True, "EVEN_N": True}
     consts.update(configs[0].kwargs)
     signature, attrs = {}, {}
     # matmul names its pointers x_ptr (M, N, K are sizes); attention names them Q, K, V, ... (H, S sizes)

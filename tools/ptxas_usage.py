@@ -5,40 +5,21 @@ of time to PTX, then assembled by ptxas with ``-v``.
         --const BLOCK_M=1 BLOCK_N=8192 SPLIT=1 --fp32 mean_ptr rstd_ptr dw_part_ptr db_part_ptr --warps 4 8 16 32
 
 Pointers (arguments named ``*_ptr``) are bfloat16 unless named in ``--fp32``; a constexpr with a default
-takes it unless ``--const`` names it; every other non-constexpr argument is an int32 divisible by 16, as the JIT sees sizes and strides of aligned tensors. The ptxas is
-the newest the Triton wheel carries (``ptxas-blackwell``: it reads the PTX versions Triton writes), so its
-register counts can differ a little from what the GPU's own Triton and ptxas produce; what it is for is the
-order of magnitude: whether a config spills, and how many programs of it fit on an SM (65536 registers).
+takes it unless ``--const`` names it; every other non-constexpr argument is an int32 divisible by 16, as
+the JIT sees sizes and strides of aligned tensors. ptxas runs as ``course.aot.ptxas_usage`` runs it (the
+kernel tests' resource checks), so its register counts can differ a little from what the GPU's own Triton
+and ptxas produce; what it is for is the order of magnitude: whether a config spills, and how many
+programs of it fit on an SM (65536 registers).
 """
 from __future__ import annotations
 
 import argparse
 import importlib
 import os
-import re
-import subprocess
 import sys
-import tempfile
 
 REGISTERS_PER_SM = 65536
 THREADS_PER_SM = 2048
-
-
-def _jit_function(kernel):
-    import triton
-
-    while not isinstance(kernel, triton.runtime.jit.JITFunction):
-        kernel = kernel.fn  # beneath autotune and heuristics
-    return kernel
-
-
-def _constexpr_defaults(fn) -> dict:
-    """The ``tl.constexpr`` parameters that have a default (e.g. a flag off unless asked for): their defaults,
-    so that --const need not name them."""
-    import inspect
-
-    return {name: p.default for name, p in inspect.signature(fn.fn).parameters.items()
-            if p.default is not inspect.Parameter.empty and "constexpr" in str(p.annotation)}
 
 
 def compile_ptx(fn, consts: dict, fp32: set, num_warps: int, num_stages: int) -> str:
@@ -47,8 +28,10 @@ def compile_ptx(fn, consts: dict, fp32: set, num_warps: int, num_stages: int) ->
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
+    from course.aot import H100, constexpr_defaults
+
     signature, attrs = {}, {}
-    consts = {**_constexpr_defaults(fn), **consts}
+    consts = {**constexpr_defaults(fn), **consts}
     for i, name in enumerate(fn.arg_names):
         if name in consts:
             signature[name] = "constexpr"
@@ -57,28 +40,9 @@ def compile_ptx(fn, consts: dict, fp32: set, num_warps: int, num_stages: int) ->
         attrs[(i,)] = [["tt.divisibility", 16]]
     src = ASTSource(fn=fn, signature=signature, attrs=attrs,
                     constexprs={(fn.arg_names.index(k),): v for k, v in consts.items()})
-    compiled = triton.compile(src, target=GPUTarget("cuda", 90, 128),
+    compiled = triton.compile(src, target=GPUTarget("cuda", *H100),
                               options={"num_warps": num_warps, "num_stages": num_stages})
     return compiled.asm["ptx"]
-
-
-def ptxas_usage(ptx: str) -> dict:
-    """{registers, spill_stores, spill_loads, stack} in bytes (registers: per thread), from ``ptxas -v``."""
-    import triton
-
-    ptxas = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas-blackwell")
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "kernel.ptx")
-        with open(path, "w") as fh:
-            fh.write(ptx)
-        run = subprocess.run([ptxas, "-arch=sm_90a", "-v", path, "-o", os.devnull], capture_output=True, text=True)
-    log = run.stdout + run.stderr
-    if run.returncode != 0:
-        raise RuntimeError(f"ptxas failed: {log[-500:]}")
-    spills = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)
-    return {"registers": int(re.search(r"Used (\d+) registers", log).group(1)),
-            "spill_stores": int(spills.group(1)), "spill_loads": int(spills.group(2)),
-            "stack": int(re.search(r"(\d+) bytes stack frame", log).group(1))}
 
 
 def programs_per_sm(registers: int, num_warps: int) -> int:
@@ -107,14 +71,17 @@ def main(argv=None) -> int:
 
     os.environ["TRITON_INTERPRET"] = "0"
     course.device.INTERPRET = False
+    from course.aot import ptxas_usage
+    from kernels_ref._launch import _jit_function
+
     fn = _jit_function(getattr(importlib.import_module(args.module), args.kernel))
     consts = {k: int(v) for k, v in (c.split("=", 1) for c in args.const)}
     print(f"{args.kernel} {consts} on sm_90a (num_stages={args.stages})")
     print("warps  registers  spill stores  spill loads  stack  programs per SM (registers, threads)")
     for warps in args.warps:
         use = ptxas_usage(compile_ptx(fn, consts, set(args.fp32), warps, args.stages))
-        print(f"{warps:5d}  {use['registers']:9d}  {use['spill_stores']:10d} B  {use['spill_loads']:9d} B"
-              f"  {use['stack']:4d} B  {programs_per_sm(use['registers'], warps):d}")
+        print(f"{warps:5d}  {use['n_regs']:9d}  {use['n_spills']:10d} B  {use['spill_loads']:9d} B"
+              f"  {use['stack']:4d} B  {programs_per_sm(use['n_regs'], warps):d}")
     return 0
 
 
