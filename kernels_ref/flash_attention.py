@@ -552,24 +552,36 @@ def flash_attention_bwd(do, q, k, v, o, lse, causal: bool = False, sm_scale: flo
     dv = torch.empty_like(dq)
     if dq.numel() == 0:
         return dq, dk, dv
-    delta = torch.empty((B, H, S), device=q.device, dtype=torch.float32)
+    delta = _bwd_delta(o, do)
+    _launch_dkdv(q, k, v, do, lse, delta, dk, dv, scale, causal)
+    _launch_dq(q, k, v, do, lse, delta, dq, scale, causal)
+    return dq, dk, dv
+
+
+# The backward's three launches, one function each (tools.probe_attention times them one by one).
+
+def _bwd_delta(o, do) -> torch.Tensor:
+    """delta = rowsum(dO * O), [B, H, S] float32."""
+    B, H, S, D = o.shape
+    delta = torch.empty((B, H, S), device=o.device, dtype=torch.float32)
     pre_block = 64 if course.INTERPRET else 128
     _bwd_preprocess[(triton.cdiv(S, pre_block), B * H)](
         o, do, delta, H, S, *_strides(o), *_strides(do), HEAD_DIM=D, BLOCK_M=pre_block)
+    return delta
 
-    def grid_kv(meta):
-        return (triton.cdiv(S, meta["BLOCK_N"]), B * H)
 
-    def grid_q(meta):
-        return (triton.cdiv(S, meta["BLOCK_M"]), B * H)
+def _launch_dkdv(q, k, v, do, lse, delta, dk, dv, scale, causal) -> None:
+    B, H, S, D = q.shape
+    _bwd_dkdv_kernel[lambda meta: (triton.cdiv(S, meta["BLOCK_N"]), B * H)](
+        q, k, v, do, lse, delta, dk, dv, scale, H, S, *_strides(q), *_strides(k), *_strides(v), *_strides(do),
+        *_strides(dk), *_strides(dv), CAUSAL=bool(causal), HEAD_DIM=D)
 
-    _bwd_dkdv_kernel[grid_kv](q, k, v, do, lse, delta, dk, dv, scale, H, S,
-                              *_strides(q), *_strides(k), *_strides(v), *_strides(do),
-                              *_strides(dk), *_strides(dv), CAUSAL=bool(causal), HEAD_DIM=D)
-    _bwd_dq_kernel[grid_q](q, k, v, do, lse, delta, dq, scale, H, S,
-                           *_strides(q), *_strides(k), *_strides(v), *_strides(do),
-                           *_strides(dq), CAUSAL=bool(causal), HEAD_DIM=D)
-    return dq, dk, dv
+
+def _launch_dq(q, k, v, do, lse, delta, dq, scale, causal) -> None:
+    B, H, S, D = q.shape
+    _bwd_dq_kernel[lambda meta: (triton.cdiv(S, meta["BLOCK_M"]), B * H)](
+        q, k, v, do, lse, delta, dq, scale, H, S, *_strides(q), *_strides(k), *_strides(v), *_strides(do),
+        *_strides(dq), CAUSAL=bool(causal), HEAD_DIM=D)
 
 
 class FlashAttentionFunction(torch.autograd.Function):

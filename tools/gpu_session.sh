@@ -2,7 +2,7 @@
 # Named stages on a GPU machine, in one call from the repository root:
 #   bash tools/gpu_session.sh STAGE [STAGE ...]
 # Stages: env | kernel-tests | bench | bench-quick | bench-quick-gpu | bench-matmul | gpu-tests | notebooks | capstone | autograde | naive |
-#         autograder-check | sandbox | batch-throughput | probe-configs | probe-matmul | probe-attention | launch-cost |
+#         autograder-check | sandbox | batch-throughput | probe-configs | probe-matmul | probe-attention | probe-attention-bwd | launch-cost |
 #         launch-cost-memory | grading-time
 # OPS=a,b limits bench, bench-quick and probe-configs to those ops; PYTEST_K=expr selects kernel-tests; ASSIGNMENTS=05_layer_norm,... limits notebooks and autograde;
 # ONLY=label,... limits autograder-check to those submissions; AUTOGRADE_FLAGS=--no-execute grades without
@@ -104,9 +104,12 @@ for stage in "$@"; do
         probe-configs) name=probe-configs${PROBE_LABEL:+-$PROBE_LABEL}
                        TAIL=60 run_logged "$name" python3 -m tools.probe_kernel_configs ${OPS:+--ops "$OPS"} ${PROBE_ARGS:-} --json "$RES/$name.json" ;;
         # The attention forward's pointer and TMA loads, autotuned and config by config, beside cuDNN
-        # (ATTENTION_SHAPES="B,H,S,D;..." picks the shapes).
+        # (ATTENTION_SHAPES="B,H,S,D;..." picks the shapes); probe-attention-bwd: the backward's kernels one by
+        # one and the one-kernel backward with atomic dQ, beside PyTorch's flash and cuDNN.
         probe-attention) TAIL=40 run_logged probe-attention python3 -m tools.probe_attention \
                              ${ATTENTION_SHAPES:+--shapes "$ATTENTION_SHAPES"} --json "$RES/probe-attention.json" ;;
+        probe-attention-bwd) TAIL=40 run_logged probe-attention-bwd python3 -m tools.probe_attention --backward \
+                             ${ATTENTION_SHAPES:+--shapes "$ATTENTION_SHAPES"} --json "$RES/probe-attention-bwd.json" ;;
         # The fused GEMM's launch configurations (tile, stages, warps, epilogue, order, warp specialization),
         # each checked, then timed against cuBLAS's bare matmul and eager.
         probe-matmul) TAIL=70 run_logged probe-matmul python3 -m tools.probe_matmul_configs --json "$RES/probe-matmul.json" ;;

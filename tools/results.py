@@ -41,6 +41,7 @@ KINDS = (
     (r"(.*/)?summary\.json", "check"),         # tools/gpu_autograder_check.py: expectations and spreads
     (r"(.*/)?throughput\.json", "throughput"),  # tools/synthetic_class.py: a class graded on 1 and on N GPUs
     (r"probe-configs[^/]*\.json", "probe"),    # tools/probe_kernel_configs.py: launch configurations timed
+    (r"probe-attention-bwd[^/]*\.json", "probe-attention-bwd"),  # tools/probe_attention.py --backward
     (r"probe-attention[^/]*\.json", "probe-attention"),  # tools/probe_attention.py: the attention forward's loads
     (r"probe-matmul[^/]*\.json", "probe-matmul"), # tools/probe_matmul_configs.py: the fused GEMM's configurations
     (r"(.*/)?grading-run\d+\.json", "grading"),  # tools/gpu_autograde.py: a notebook's grading, where its time went
@@ -69,6 +70,9 @@ WHAT = {"bench": "python -m kernels_ref.bench --json", "calibration": "speedups 
                         "against cuBLAS's bare matmul and eager",
         "probe-attention": "tools/probe_attention.py: the FlashAttention forward with pointer and TMA loads of its "
                            "key and value tiles, autotuned and config by config, timed against cuDNN",
+        "probe-attention-bwd": "tools/probe_attention.py --backward: the FlashAttention backward's two kernels "
+                               "alone and together, and a one-kernel backward with atomic dQ, timed against "
+                               "PyTorch's flash and cuDNN",
         "outcome": "python -m autograder autograde: one student's graded notebook as recorded in the gradebook "
                    "(every exercise's report, the seconds each part took)",
         "table": "a class report's scores per student and exercise", "page": "a class report's leaderboard",
