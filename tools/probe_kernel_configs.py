@@ -36,7 +36,7 @@ import triton
 import triton.language as tl
 
 from kernels_ref import bias_gelu as bg, layer_norm as ln, softmax as sm
-from kernels_ref._triton_math import LOG2E, gelu_tanh
+from kernels_ref._triton_math import LOG2E, gelu_tanh, gelu_tanh_fast
 from kernels_ref._validate import cuda_sm_count
 from measure.timer import time_interleaved
 from measure.tolerance import compare
@@ -72,8 +72,26 @@ def _store(ptrs, values, mask, HINT: tl.constexpr):
 
 
 @triton.jit
+def _gelu(z, MATH: tl.constexpr):
+    """0: the reference's gelu_tanh (exp2, then an IEEE division: a dozen instructions); 1: the GPU's tanh
+    (gelu_tanh_fast: one special-function op); 2: gelu_tanh with the approximate division (div.full.f32,
+    2 ulp). 1 and 2 are PTX: compiled kernels only. On an H200 a bf16 element has ~30 issue slots of the SM's
+    time at copy speed (4.8 TB/s, 4 bytes an element), so the math's instruction count can matter."""
+    if MATH == 1:
+        return gelu_tanh_fast(z)
+    elif MATH == 2:
+        u = 0.7978845608028654 * (z + 0.044715 * z * z * z)
+        d = 1.0 + tl.exp2(u * (-2.0 * LOG2E))
+        return tl.inline_asm_elementwise("div.full.f32 $0, $1, $2;", "=r,r,r", [z, d], dtype=tl.float32,
+                                         is_pure=True, pack=1)
+    else:
+        return gelu_tanh(z)
+
+
+@triton.jit
 def _bias_gelu_tile(x_ptr, b_ptr, y_ptr, M, N, stride_xm, stride_ym, pid_m, pid_n, BLOCK_M: tl.constexpr,
-                    BLOCK_N: tl.constexpr, EVICT_X: tl.constexpr, STORE_HINT: tl.constexpr):
+                    BLOCK_N: tl.constexpr, EVICT_X: tl.constexpr, STORE_HINT: tl.constexpr,
+                    MATH: tl.constexpr):
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     col_ok = cols < N
@@ -81,22 +99,22 @@ def _bias_gelu_tile(x_ptr, b_ptr, y_ptr, M, N, stride_xm, stride_ym, pid_m, pid_
     rows64 = rows.to(tl.int64)
     x = _load(x_ptr + rows64[:, None] * stride_xm + cols[None, :], mask, 0.0, EVICT_X).to(tl.float32)
     b = tl.load(b_ptr + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
-    y = gelu_tanh(x + b[None, :])
+    y = _gelu(x + b[None, :], MATH)
     _store(y_ptr + rows64[:, None] * stride_ym + cols[None, :], y.to(y_ptr.dtype.element_ty), mask, STORE_HINT)
 
 
 @triton.jit
 def _bias_gelu_variant_kernel(x_ptr, b_ptr, y_ptr, M, N, stride_xm, stride_ym, BLOCK_M: tl.constexpr,
                               BLOCK_N: tl.constexpr, EVICT_X: tl.constexpr, STORE_HINT: tl.constexpr,
-                              PERSISTENT: tl.constexpr):
+                              PERSISTENT: tl.constexpr, MATH: tl.constexpr):
     if PERSISTENT:  # a fixed grid: each program walks tiles pid, pid + P, ... (num_stages pipelines the loop)
         tiles_n = tl.cdiv(N, BLOCK_N)
         for tile in range(tl.program_id(0), tl.cdiv(M, BLOCK_M) * tiles_n, tl.num_programs(0)):
             _bias_gelu_tile(x_ptr, b_ptr, y_ptr, M, N, stride_xm, stride_ym, tile // tiles_n, tile % tiles_n,
-                            BLOCK_M, BLOCK_N, EVICT_X, STORE_HINT)
+                            BLOCK_M, BLOCK_N, EVICT_X, STORE_HINT, MATH)
     else:
         _bias_gelu_tile(x_ptr, b_ptr, y_ptr, M, N, stride_xm, stride_ym, tl.program_id(0), tl.program_id(1),
-                        BLOCK_M, BLOCK_N, EVICT_X, STORE_HINT)
+                        BLOCK_M, BLOCK_N, EVICT_X, STORE_HINT, MATH)
 
 
 @triton.jit
@@ -156,14 +174,15 @@ def _rows(elems: int, M: int, N: int) -> int:
     return max(1, min(elems // triton.next_power_of_2(N), triton.next_power_of_2(M)))
 
 
-def bias_gelu_variant(x, bias, *, BLOCK_M, BLOCK_N, num_warps, num_stages=1, evict_x=1, store=0, per_sm=0):
-    """bias_gelu with the variant kernel: eviction hints, and a persistent grid of per_sm programs per SM."""
+def bias_gelu_variant(x, bias, *, BLOCK_M, BLOCK_N, num_warps, num_stages=1, evict_x=1, store=0, per_sm=0, math=0):
+    """bias_gelu with the variant kernel: eviction hints, a persistent grid of per_sm programs per SM, and
+    the GELU's math (``_gelu``)."""
     M, N = x.shape
     y = torch.empty_like(x)
     tiles = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))
     grid = (_programs(per_sm, x.device, tiles[0] * tiles[1]),) if per_sm else tiles
     _bias_gelu_variant_kernel[grid](x, bias, y, M, N, x.stride(0), y.stride(0), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
-                                    EVICT_X=evict_x, STORE_HINT=store, PERSISTENT=bool(per_sm),
+                                    EVICT_X=evict_x, STORE_HINT=store, PERSISTENT=bool(per_sm), MATH=math,
                                     num_warps=num_warps, num_stages=num_stages)
     return y
 
@@ -193,7 +212,7 @@ class Variant:
 
 def _name(params: dict) -> str:
     short = {"BLOCK_M": "bm", "BLOCK_N": "bn", "num_warps": "w", "num_stages": "s", "elems": "e", "per_sm": "p",
-             "evict_x": "ev", "store": "st"}
+             "evict_x": "ev", "store": "st", "math": "m"}
     return " ".join(f"{short.get(k, k)}{v}" for k, v in params.items())
 
 
@@ -217,6 +236,11 @@ def bias_gelu_variants(quick: bool) -> list[Variant]:
         [(32, 1024, 16, p, s) for p in (1, 2) for s in (1, 3)]
     for bm, bn, w, p, s in persistent[:: 4] if quick else persistent:
         var(BLOCK_M=bm, BLOCK_N=bn, num_warps=w, num_stages=s, per_sm=p)
+    if not course.INTERPRET:  # the GELU's math in PTX (_gelu): fewer instructions an element
+        for bm, w in ((8, 8), (16, 16)):
+            for math in (1, 2):
+                var(BLOCK_M=bm, BLOCK_N=1024, num_warps=w, evict_x=0, math=math)
+        var(BLOCK_M=16, BLOCK_N=1024, num_warps=16, evict_x=0)
     return out
 
 
