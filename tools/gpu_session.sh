@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Named stages on a GPU machine, in one call from the repository root:
 #   bash tools/gpu_session.sh STAGE [STAGE ...]
-# Stages: env | kernel-tests | bench | bench-quick | bench-quick-gpu | bench-matmul | gpu-tests | notebooks | capstone | autograde | naive |
+# Stages: env | kernel-tests | bench | bench-gpu | bench-quick | bench-quick-gpu | bench-matmul | gpu-tests | notebooks | capstone | autograde | naive |
 #         autograder-check | sandbox | batch-throughput | probe-configs | probe-matmul | probe-attention | probe-attention-bwd | launch-cost |
 #         launch-cost-memory | grading-time
 # OPS=a,b limits bench, bench-quick and probe-configs to those ops; PYTEST_K=expr selects kernel-tests; ASSIGNMENTS=05_layer_norm,... limits notebooks and autograde;
@@ -76,6 +76,8 @@ for stage in "$@"; do
         kernel-tests) run_logged kernel-tests env COURSE_AUTOTUNE_MAX=${COURSE_AUTOTUNE_MAX:-2} python3 -m pytest -m gpu tests/test_kernels_*.py -q -p no:cacheprovider --timeout 600 ${PYTEST_K:+-k "$PYTEST_K"} ;;
         gpu-tests) run_logged gpu-tests python3 -m pytest -m gpu -q -p no:cacheprovider --timeout 600 ;;
         bench) TAIL=120 run_logged bench python3 -m kernels_ref.bench --no-progress ${OPS:+--ops "$OPS"} --json "$RES/bench.json" ;;
+        # The full sweeps by the GPU's time alone: which misses are the launcher's CPU time, shape by shape.
+        bench-gpu) TAIL=120 run_logged bench-gpu python3 -m kernels_ref.bench --clock gpu --no-progress ${OPS:+--ops "$OPS"} --json "$RES/bench-gpu.json" ;;
         bench-quick) TAIL=80 run_logged bench-quick python3 -m kernels_ref.bench --quick --no-progress ${OPS:+--ops "$OPS"} --json "$RES/bench-quick.json" ;;
         # The same cases by the GPU's time alone (the launch hidden): how much of a miss is the launcher's CPU time.
         bench-quick-gpu) TAIL=80 run_logged bench-quick-gpu python3 -m kernels_ref.bench --quick --clock gpu --no-progress ${OPS:+--ops "$OPS"} --json "$RES/bench-quick-gpu.json" ;;
