@@ -91,3 +91,15 @@ def test_shapes_and_variants_are_chosen_on_the_command_line():
     assert len(splits) == 9 and splits <= head and splits <= other  # every split variant on every shape
     assert not {n for n in head if "split" not in n} - {"copy", "current", "eager"} - \
         {f"triton copy e{e} w{w}" for e, w in probe.TRITON_COPIES}
+
+
+def test_a_float32_probe_checks_and_labels_float32_inputs():
+    assert probe.parse_args(["--dtype", "fp32"]).dtype == "fp32"
+    with pytest.raises(SystemExit):
+        probe.parse_args(["--dtype", "int8"])
+    op = probe.ops()["bias_gelu"]
+    res = probe.probe_op(op, [(19, 72)], True, {"reps": 1, "warmup": 0, "max_seconds": 5.0}, None,
+                         log=lambda *a, **k: None, only=["ev0"], dtype_name="fp32")
+    shape = res["shapes"][0]
+    assert shape["shape"] == "19x72 fp32" and shape["bytes"] == (2 * 19 * 72 + 72) * 4
+    assert all(r["correct"] for r in shape["rows"] if r["variant"] in ("current", "var bm8 bn1024 w8 ev0 st0"))

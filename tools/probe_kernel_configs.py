@@ -1,13 +1,13 @@
 """Launch configurations of the memory-bound reference kernels, checked and timed one by one on a GPU.
 
     python -m tools.probe_kernel_configs [--ops bias_gelu,softmax,layer_norm_bwd] [--quick] [--json PATH]
-                                         [--shapes MxN,...] [--variants a,b]
+                                         [--shapes MxN,...] [--variants a,b] [--dtype bf16|fp32]
 
 For each op, every variant (block sizes, warps, pipeline stages, elements per program, a persistent grid
 of k programs per SM, eviction hints; for layer_norm_bwd also the programs per SM, i.e. the partial-sum
 groups, the programs sharing a row block, and the second reduction step; for softmax also the two-pass
 online kernel, timed on every shape) is first checked against float64 on the headline shape, bf16
-16384x4096 (measure.tolerance), then all correct ones are timed together by the course's protocol
+16384x4096 unless --shapes and --dtype say otherwise (measure.tolerance), then all correct ones are timed together by the course's protocol
 (measure.timer: interleaved medians, L2 flushed), beside a torch copy of the same bytes, plain Triton
 copies of them (what a load/store kernel reaches on this GPU), eager PyTorch and the current kernel (its
 heuristics and its autotuner). For layer_norm_bwd every column split and every two-pass tiling is timed
@@ -412,9 +412,13 @@ def copy_of(nbytes: int):
     return lambda *_inputs: dst.copy_(src)
 
 
-def probe_shape(op: Op, M: int, N: int, variants: list[Variant], timing: dict, copy_1g: float | None) -> dict:
-    """Check every variant on [M, N] bf16, then time the correct ones with copy, eager and current."""
-    dtype = torch.bfloat16
+DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
+
+
+def probe_shape(op: Op, M: int, N: int, variants: list[Variant], timing: dict, copy_1g: float | None,
+                dtype_name: str = "bf16") -> dict:
+    """Check every variant on [M, N] of this dtype, then time the correct ones with copy, eager and current."""
+    dtype = DTYPES[dtype_name]
     inputs = op.make_inputs(M, N, dtype)
     ref = op.reference(*inputs)
     rows = {"current": check(op.current, inputs, ref), "eager": check(op.eager, inputs, ref)}
@@ -443,23 +447,23 @@ def probe_shape(op: Op, M: int, N: int, variants: list[Variant], timing: dict, c
         row.x_current = ms["current"] / row.ms if "current" in ms else None
         row.x_eager = ms["eager"] / row.ms if "eager" in ms else None
     picked = getattr(op.autotuner, "best_config", None) or getattr(op.autotuner, "config", None)
-    return {"shape": f"{M}x{N} bf16", "bytes": nbytes, "autotuned": str(picked) if picked else None,
+    return {"shape": f"{M}x{N} {dtype_name}", "bytes": nbytes, "autotuned": str(picked) if picked else None,
             "rows": [vars(r) for r in sorted(rows.values(), key=lambda r: (r.ms is None, r.ms or 0.0))]}
 
 
 def probe_op(op: Op, shapes, quick: bool, timing: dict, copy_1g: float | None, log=print,
-             only: list[str] | None = None) -> dict:
+             only: list[str] | None = None, dtype_name: str = "bf16") -> dict:
     """Every variant (or those whose name holds one of ``only``) on the first shape, the fastest few and
     the ``everywhere`` ones on the others."""
     variants = [v for v in op.variants(quick) if not only or any(o in v.name for o in only)]
     t0 = time.perf_counter()
-    head = probe_shape(op, *shapes[0], variants, timing, copy_1g)
+    head = probe_shape(op, *shapes[0], variants, timing, copy_1g, dtype_name)
     log(table(op.name, head), flush=True)
     ranked = [r["variant"] for r in head["rows"] if r["ms"] is not None and r["variant"] in {v.name for v in variants}]
     carried = [v for v in variants if v.name in ranked[:TOP] or v.everywhere]
     others = []
     for M, N in shapes[1:]:
-        others.append(probe_shape(op, M, N, carried, timing, copy_1g))
+        others.append(probe_shape(op, M, N, carried, timing, copy_1g, dtype_name))
         log(table(op.name, others[-1]), flush=True)
     result = {"shapes": [head] + others, "seconds": time.perf_counter() - t0}
     result["best"] = best(head, others)
@@ -545,8 +549,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--json", metavar="PATH", help="write every row, the best variants and the machine here")
     p.add_argument("--reps", type=int, default=None, help="timed repetitions per variant (default: 40 on a GPU)")
     p.add_argument("--shapes", type=lambda t: shape_list(t, 2, ",", "x"), default=None, metavar="MxN,...",
-                   help="bf16 shapes on a GPU, the first one the headline (default: "
+                   help="shapes on a GPU, the first one the headline (default: "
                         + ",".join(f"{m}x{n}" for m, n in GPU_SHAPES) + ")")
+    p.add_argument("--dtype", default="bf16", choices=tuple(DTYPES), help="the inputs' dtype (default: bf16)")
     p.add_argument("--variants", default=None, type=lambda s: [o.strip() for o in s.split(",") if o.strip()],
                    metavar="a,b", help="only the variants whose name holds one of these (e.g. split,w16)")
     args = p.parse_args(argv)
@@ -578,7 +583,8 @@ def main(argv=None) -> int:
               "shapes": [f"{M}x{N} bf16" for M, N in shapes], "ops": {}}
     table_of = ops()
     for name in args.ops:
-        record["ops"][name] = probe_op(table_of[name], shapes, args.quick, timing, copy_1g, only=args.variants)
+        record["ops"][name] = probe_op(table_of[name], shapes, args.quick, timing, copy_1g, only=args.variants,
+                                       dtype_name=args.dtype)
         if args.json:  # what is finished survives a run cut off later
             write_json_atomic(args.json, record, nonfinite_as_null=True)
     print(summary(record["ops"]))
