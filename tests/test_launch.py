@@ -116,10 +116,18 @@ def test_the_launch_cost_tool_calls_every_kernel_it_names(capsys):
     from tools import launch_cost
 
     calls = launch_cost._calls((8, 48), torch.float32)
-    assert set(calls) == {"bias_gelu", "softmax", "online_softmax", "layer_norm_fwd", "layer_norm_bwd"}
+    assert set(calls) == set(launch_cost.KERNELS) == {"bias_gelu", "softmax", "online_softmax", "layer_norm_fwd",
+                                                      "layer_norm_bwd"}
     from measure.memory import tensors_in
 
     for fn, args in calls.values():
         assert all(torch.isfinite(t).all() for t in tensors_in(fn(*args)))
     if not course.ON_GPU:
         assert launch_cost.main([]) == 2 and "needs a GPU" in capsys.readouterr().out
+
+
+def test_the_launch_cost_tool_profiles_one_kernels_calls():
+    from tools import launch_cost
+
+    text = launch_cost.profile("layer_norm_bwd", (8, 48), torch.float32, calls=2, top=5)
+    assert "layer_norm_bwd" in text and "tottime" in text

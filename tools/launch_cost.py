@@ -1,6 +1,6 @@
 """What a Triton launch costs the CPU, and what binding it saves, for the memory-bound reference kernels.
 
-    python -m tools.launch_cost [--shape 16384x4096] [--dtype bfloat16]
+    python -m tools.launch_cost [--shape 16384x4096] [--dtype bfloat16] [--profile KERNEL]
 
 The course's protocol (measure.timer) times flush + call + synchronize. The CPU prepares the call while the
 GPU writes the flush buffer (~60 us on an H200, ~85 us on an H100); a launch that takes the CPU longer
@@ -12,7 +12,8 @@ For bias_gelu, softmax, online_softmax, LayerNorm forward and backward at one sh
 bound launch and with every call through the autotuner and the JIT (``BoundLaunches.enabled = False``):
 CPU microseconds per call (calls queued without waiting), the protocol's median and the GPU's time alone
 (``gpu_event_clock``: the launch hidden behind queued GPU work). Each path is checked against the other's
-output first: binding must not change a bit.
+output first: binding must not change a bit. ``--profile KERNEL`` instead runs cProfile over that kernel's
+bound calls (queued as above) and prints where their CPU time goes, the costliest functions first.
 """
 from __future__ import annotations
 
@@ -21,6 +22,9 @@ import sys
 import torch
 
 import course
+
+
+KERNELS = ("bias_gelu", "softmax", "online_softmax", "layer_norm_fwd", "layer_norm_bwd")
 
 
 def _calls(shape: tuple[int, int], dtype: torch.dtype) -> dict:
@@ -72,18 +76,45 @@ def measure(shape: tuple[int, int], dtype: torch.dtype) -> dict:
     return rows
 
 
+def profile(name: str, shape: tuple[int, int], dtype: torch.dtype, calls: int = 300, top: int = 25) -> str:
+    """cProfile's table (by own time) of ``calls`` bound calls of one kernel, queued without waiting."""
+    import cProfile
+    import io
+    import pstats
+
+    fn, args = _calls(shape, dtype)[name]
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    for _ in range(2):  # the first call tunes, compiles and binds
+        fn(*args)
+    sync()
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(calls):
+        fn(*args)
+    prof.disable()
+    sync()
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(top)
+    return out.getvalue()
+
+
 def main(argv=None) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", default="16384x4096", help="M x N")
     parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
+    parser.add_argument("--profile", metavar="KERNEL", choices=KERNELS,
+                        help="where one kernel's CPU time per call goes (cProfile), instead of the table")
     opts = parser.parse_args(argv)
     if not course.ON_GPU:
         print("tools.launch_cost needs a GPU")
         return 2
     shape = tuple(int(n) for n in opts.shape.split("x"))
     print(course.describe())
+    if opts.profile:
+        print(profile(opts.profile, shape, getattr(torch, opts.dtype)))
+        return 0
     rows = measure(shape, getattr(torch, opts.dtype))
     print(f"\n{opts.shape} {opts.dtype}; CPU us per call, protocol ms, GPU-time ms: unbound -> bound")
     print(f"{'kernel':<16}{'CPU us':>18}{'protocol ms':>20}{'GPU ms':>20}  identical")
