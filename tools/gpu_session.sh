@@ -118,7 +118,8 @@ for stage in "$@"; do
         # Where the fused GEMM's timed cost goes: its launch on the CPU against the flush, step by step.
         launch-cost) TAIL=60 run_logged matmul-launch-cost python3 -m tools.matmul_launch_cost ;;
         # The memory-bound kernels' launch: CPU per call, protocol and GPU time, bound against unbound.
-        launch-cost-memory) TAIL=20 run_logged launch-cost python3 -m tools.launch_cost ;;
+        # LAUNCH_ARGS adds options (e.g. --profile layer_norm_bwd: where its CPU time goes), LAUNCH_LABEL names the log.
+        launch-cost-memory) TAIL=${LAUNCH_TAIL:-20} run_logged launch-cost${LAUNCH_LABEL:+-$LAUNCH_LABEL} python3 -m tools.launch_cost ${LAUNCH_ARGS:-} ;;
         autograder-check) TAIL=60 run_logged autograder-check python3 -m tools.gpu_autograder_check --out "$RES/autograder" ${ONLY:+--only "$ONLY"} ;;
         # The worker's sandbox on this machine: GPU and Triton inside it, what it refuses, start-up cost.
         # Without bubblewrap on the image, a bwrap binary carried in .whl/ (cp /usr/bin/bwrap .whl/) is used.
