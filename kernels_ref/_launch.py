@@ -23,6 +23,12 @@ import torch
 from course.device import INTERPRET
 
 
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division for grids and block counts on the host: ``triton.cdiv`` is a constexpr function
+    from triton 3.5 on (usable inside kernels), ~3 us a call from Python; a launcher calls it several times."""
+    return -(-a // b)
+
+
 def _jit_function(kernel):
     """The ``@triton.jit`` function beneath autotune/heuristics wrappers: the first whose ``fn`` is the
     Python function itself (an autotuner has ``arg_names`` too, and its ``fn`` is the JIT function)."""
@@ -104,7 +110,7 @@ class BoundLaunches:
     def __init__(self, kernel):
         self.kernel = kernel
         self._names = None if INTERPRET else list(inspect.signature(_jit_function(kernel).fn).parameters)
-        self._bound: dict = {}  # key -> CompiledLaunch, or None where binding failed
+        self._bound: dict = {}  # key -> (CompiledLaunch, where its runtime arguments are), or None where binding failed
         self.unbound_reason = ""  # why the last binding failed, if one did
 
     def __getitem__(self, grid):
@@ -114,19 +120,29 @@ class BoundLaunches:
         if self._names is None or not BoundLaunches.enabled:
             self.kernel[grid](*args, **kwargs)
             return
-        values = {**dict(zip(self._names, args)), **kwargs}
-        key = tuple((name, _specialization(value)) for name, value in values.items())
+        # The key by position (the signature fixes each position's name) and keyword: built per call, so
+        # kept to one pass over the arguments (LayerNorm's backward passes 19; by name it cost ~8 us a launch).
+        key = (tuple(map(_specialization, args)), tuple((k, _specialization(v)) for k, v in kwargs.items()))
         try:
-            bound = self._bound.get(key)
+            hit = self._bound.get(key)
         except TypeError:  # an argument that cannot be a key (a list): no binding for it
             self.kernel[grid](*args, **kwargs)
             return
-        if bound is not None:
-            bound(*(values[name] for name in bound.runtime))
+        if hit is not None:
+            launch, picks = hit
+            launch(*[args[p] if p.__class__ is int else kwargs[p] for p in picks])
             return
         self.kernel[grid](*args, **kwargs)
         if key not in self._bound and len(self._bound) < self.MAX_KEYS:
-            self._bound[key] = self._bind(grid, values)
+            values = {**dict(zip(self._names, args)), **kwargs}
+            launch = self._bind(grid, values)
+            self._bound[key] = None if launch is None else (launch, self._picks(launch.runtime, len(args)))
+
+    def _picks(self, runtime: tuple[str, ...], n_positional: int) -> tuple:
+        """Where each runtime argument of a bound launch is in a call of this key: its position among the
+        positional arguments, else its keyword."""
+        position = {name: i for i, name in enumerate(self._names[:n_positional])}
+        return tuple(position.get(name, name) for name in runtime)
 
     def _bind(self, grid, values: dict) -> CompiledLaunch | None:
         config = getattr(self.kernel, "best_config", None)  # what the autotuner just launched

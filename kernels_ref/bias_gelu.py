@@ -19,7 +19,7 @@ import triton.language as tl
 
 from course.triton_compat import autotune
 from measure import reference
-from kernels_ref._launch import BoundLaunches
+from kernels_ref._launch import BoundLaunches, cdiv
 from kernels_ref._triton_math import gelu_tanh
 from kernels_ref._validate import check_same, check_shape, check_tensor, rows_contiguous
 
@@ -81,7 +81,7 @@ def bias_gelu(x: torch.Tensor, bias: torch.Tensor, *, config: dict | None = None
     y = torch.empty((M, N), dtype=x.dtype, device=x.device)
     if x.numel() == 0:
         return y
-    grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]), triton.cdiv(N, meta["BLOCK_N"]))  # noqa: E731
+    grid = lambda meta: (cdiv(M, meta["BLOCK_M"]), cdiv(N, meta["BLOCK_N"]))  # noqa: E731
     kernel = _BIAS_GELU if config is None else _bias_gelu_kernel.fn  # .fn: the kernel beneath autotune
     kernel[grid](x, bias, y, M, N, x.stride(0), y.stride(0), **(config or {}))
     return y

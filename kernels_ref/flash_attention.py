@@ -45,6 +45,7 @@ import triton
 import triton.language as tl
 
 from course.triton_compat import autotune, dot
+from kernels_ref._launch import cdiv
 from kernels_ref._triton_math import LOG2E
 from kernels_ref._validate import cuda_capability_major
 from measure import reference
@@ -492,7 +493,7 @@ def flash_attention_fwd(q, k, v, causal: bool = False, sm_scale: float | None = 
         return o, lse
 
     def grid(meta):
-        return (triton.cdiv(S, meta["BLOCK_M"]), B * H)
+        return (cdiv(S, meta["BLOCK_M"]), B * H)
 
     views = _tma_views(kernel, k, v)
     # The descriptors' block shape is a placeholder: the autotuner's pre-hook (_set_kv_block_shapes) sets it.
@@ -565,21 +566,21 @@ def _bwd_delta(o, do) -> torch.Tensor:
     B, H, S, D = o.shape
     delta = torch.empty((B, H, S), device=o.device, dtype=torch.float32)
     pre_block = 64 if course.INTERPRET else 128
-    _bwd_preprocess[(triton.cdiv(S, pre_block), B * H)](
+    _bwd_preprocess[(cdiv(S, pre_block), B * H)](
         o, do, delta, H, S, *_strides(o), *_strides(do), HEAD_DIM=D, BLOCK_M=pre_block)
     return delta
 
 
 def _launch_dkdv(q, k, v, do, lse, delta, dk, dv, scale, causal) -> None:
     B, H, S, D = q.shape
-    _bwd_dkdv_kernel[lambda meta: (triton.cdiv(S, meta["BLOCK_N"]), B * H)](
+    _bwd_dkdv_kernel[lambda meta: (cdiv(S, meta["BLOCK_N"]), B * H)](
         q, k, v, do, lse, delta, dk, dv, scale, H, S, *_strides(q), *_strides(k), *_strides(v), *_strides(do),
         *_strides(dk), *_strides(dv), CAUSAL=bool(causal), HEAD_DIM=D)
 
 
 def _launch_dq(q, k, v, do, lse, delta, dq, scale, causal) -> None:
     B, H, S, D = q.shape
-    _bwd_dq_kernel[lambda meta: (triton.cdiv(S, meta["BLOCK_M"]), B * H)](
+    _bwd_dq_kernel[lambda meta: (cdiv(S, meta["BLOCK_M"]), B * H)](
         q, k, v, do, lse, delta, dq, scale, H, S, *_strides(q), *_strides(k), *_strides(v), *_strides(do),
         *_strides(dq), CAUSAL=bool(causal), HEAD_DIM=D)
 

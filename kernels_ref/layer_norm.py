@@ -34,7 +34,7 @@ import triton
 import triton.language as tl
 
 from course.triton_compat import autotune
-from kernels_ref._launch import BoundLaunches
+from kernels_ref._launch import BoundLaunches, cdiv
 from kernels_ref._triton_math import gelu_tanh
 from kernels_ref._validate import check_same, check_shape, check_tensor, cuda_sm_count, rows_contiguous
 from measure.tolerance import GRAD_TOLERANCES
@@ -254,7 +254,7 @@ def column_sum_config(N: int) -> dict:
     """Column blocks narrow enough for about 64 programs: with 256 columns each, a 1024-column buffer gave 4
     programs, and the sum took longer than the row kernel (H100, tools/probe_kernel_configs.py: 64 columns
     of 128 (64 x 128 tiles, 4 warps) at 2N = 8192 and of 32 (16 x 32, 1 warp) at 2N = 2048 were fastest)."""
-    block_n = max(16, min(256, triton.next_power_of_2(triton.cdiv(N, 64))))
+    block_n = max(16, min(256, triton.next_power_of_2(cdiv(N, 64))))
     return {"BLOCK_G": 64 if block_n >= 128 else 32 if block_n >= 64 else 16, "BLOCK_N": block_n,
             "num_warps": max(1, min(4, block_n // 32))}
 
@@ -266,7 +266,7 @@ def column_sum(part: torch.Tensor, dtype: torch.dtype, *, config: dict | None = 
     out = torch.empty(N, dtype=dtype, device=part.device)
     meta = {**column_sum_config(N), **(config or {})}
     meta["BLOCK_N"] = min(meta["BLOCK_N"], triton.next_power_of_2(N))
-    _COLUMN_SUM[(triton.cdiv(N, meta["BLOCK_N"]),)](part, out, G, N, part.stride(0), **meta)
+    _COLUMN_SUM[(cdiv(N, meta["BLOCK_N"]),)](part, out, G, N, part.stride(0), **meta)
     return out
 
 
@@ -302,7 +302,7 @@ def _launch_fwd(x, weight, bias, y, mean, rstd, eps, gelu: bool):
     BLOCK_N = triton.next_power_of_2(N)
     BLOCK_M = _rows_per_program(BLOCK_N, M)
     stats = mean is not None
-    _LAYER_NORM_FWD[(triton.cdiv(M, BLOCK_M),)](
+    _LAYER_NORM_FWD[(cdiv(M, BLOCK_M),)](
         x, weight, bias, y, mean if stats else y, rstd if stats else y, M, N, x.stride(0), y.stride(0),
         float(eps), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, GELU=gelu, STORE_STATS=stats)
 
@@ -332,7 +332,7 @@ def layer_norm_gelu(x, weight, bias, eps: float = 1e-5):
 def _n_programs(x: torch.Tensor, M: int, BLOCK_M: int, per_sm: int | None = None) -> int:
     # A few programs per SM: enough to fill the GPU, few enough that the partials stay small.
     per_sm = per_sm or (4 if x.shape[1] <= 8192 else 2)
-    return max(1, min(cuda_sm_count(x.device) * per_sm, triton.cdiv(M, BLOCK_M)))
+    return max(1, min(cuda_sm_count(x.device) * per_sm, cdiv(M, BLOCK_M)))
 
 
 def _column_split(block_n: int) -> int:
@@ -404,7 +404,7 @@ def _row_sums_first(dy, x, weight, mean, rstd, two_pass) -> torch.Tensor:
     M, N = x.shape
     meta = {**_sums_config(N, M), **(two_pass if isinstance(two_pass, dict) else {})}
     sums = torch.empty((2, M), dtype=torch.float32, device=x.device)
-    _LAYER_NORM_BWD_SUMS[(triton.cdiv(M, meta["BLOCK_M"]),)](dy, x, weight, mean, rstd, sums, M, N,
+    _LAYER_NORM_BWD_SUMS[(cdiv(M, meta["BLOCK_M"]),)](dy, x, weight, mean, rstd, sums, M, N,
                                                               dy.stride(0), x.stride(0), **meta)
     return sums
 

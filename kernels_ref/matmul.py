@@ -58,7 +58,7 @@ import triton.language as tl
 
 from course.device import INTERPRET
 from course.triton_compat import autotune, dot
-from kernels_ref._launch import CompiledLaunch, unchecked_descriptor
+from kernels_ref._launch import CompiledLaunch, cdiv, unchecked_descriptor
 from kernels_ref._triton_math import gelu_tanh, gelu_tanh_fast
 from kernels_ref._validate import cuda_capability_major, cuda_sm_count
 
@@ -389,7 +389,7 @@ def _launch_tma(a, b, c, bias, gelu: bool, warp_specialize: bool | None = None, 
     num_sms = flags["NUM_SMS"]
 
     def grid(meta):
-        return (min(num_sms, triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)
+        return (min(num_sms, cdiv(M, meta["BLOCK_M"]) * cdiv(N, meta["BLOCK_N"])),)
 
     args = (*descs, bias_arg, M, N, K)
     r_arg = {} if residual is None else {"r_ptr": residual}
@@ -419,7 +419,7 @@ def _launch_pointer(a, b, c, bias, gelu: bool, kernel=None, residual=None) -> No
     N = b.shape[1]
 
     def grid(meta):
-        return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
+        return (cdiv(M, meta["BLOCK_M"]) * cdiv(N, meta["BLOCK_N"]),)
 
     (kernel or _matmul_kernel)[grid](
         a, b, c, bias if bias is not None else c,

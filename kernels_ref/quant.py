@@ -27,6 +27,7 @@ import triton
 import triton.language as tl
 
 from course.triton_compat import autotune, dot
+from kernels_ref._launch import cdiv
 from kernels_ref._validate import check_shape, check_tensor
 
 _FLOATS = (torch.float32, torch.float16, torch.bfloat16)
@@ -131,7 +132,7 @@ def int8_weight_linear(x, w_q, w_scale, bias=None):
         return y.copy_(bias.expand(M, N) if bias is not None else torch.zeros_like(y))
 
     def grid(meta):
-        return (triton.cdiv(N, meta["BLOCK_N"]), triton.cdiv(M, meta["BLOCK_M"]))
+        return (cdiv(N, meta["BLOCK_N"]), cdiv(M, meta["BLOCK_M"]))
 
     _int8_linear_kernel[grid](x, w_q, w_scale, bias if bias is not None else w_scale, y, M, N, K,
                               x.stride(0), x.stride(1), w_q.stride(0), w_q.stride(1), y.stride(0),

@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 
 from course.triton_compat import autotune
-from kernels_ref._launch import BoundLaunches
+from kernels_ref._launch import BoundLaunches, cdiv
 from kernels_ref._triton_math import LOG2E
 from kernels_ref._validate import check_tensor, rows_contiguous
 
@@ -89,7 +89,7 @@ def softmax(x: torch.Tensor, *, config: dict | None = None) -> torch.Tensor:
     BLOCK_N = triton.next_power_of_2(N)
     meta = {"BLOCK_M": _rows_per_program(BLOCK_N, M), **(config or {})}
     kernel = _SOFTMAX if config is None else _softmax_kernel.fn  # .fn: the kernel beneath autotune
-    kernel[(triton.cdiv(M, meta["BLOCK_M"]),)](x, y, M, N, x.stride(0), y.stride(0), BLOCK_N=BLOCK_N, **meta)
+    kernel[(cdiv(M, meta["BLOCK_M"]),)](x, y, M, N, x.stride(0), y.stride(0), BLOCK_N=BLOCK_N, **meta)
     return y
 
 

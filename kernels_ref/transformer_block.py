@@ -37,6 +37,7 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
+from kernels_ref._launch import cdiv
 from kernels_ref._triton_math import LOG2E
 from kernels_ref._validate import check_tensor, cuda_sm_count, rows_contiguous
 from kernels_ref.flash_attention import flash_attention_fwd
@@ -146,9 +147,9 @@ def _decode_merge_kernel(M_part, L_part, O_part, O, n_splits, H, stride_ob, stri
 
 def _splits(n_keys: int, programs: int, device, block_n: int) -> tuple[int, int]:
     """(splits, keys per split): about two programs per SM in all, each split a whole number of blocks."""
-    want = max(1, min(triton.cdiv(2 * cuda_sm_count(device), programs), triton.cdiv(n_keys, block_n)))
-    per = triton.cdiv(triton.cdiv(n_keys, want), block_n) * block_n
-    return triton.cdiv(n_keys, per), per
+    want = max(1, min(cdiv(2 * cuda_sm_count(device), programs), cdiv(n_keys, block_n)))
+    per = cdiv(cdiv(n_keys, want), block_n) * block_n
+    return cdiv(n_keys, per), per
 
 
 def decode_attention(q, k_cache, v_cache, n_keys: int, sm_scale: float | None = None):

@@ -103,3 +103,14 @@ def test_a_float32_probe_checks_and_labels_float32_inputs():
     shape = res["shapes"][0]
     assert shape["shape"] == "19x72 fp32" and shape["bytes"] == (2 * 19 * 72 + 72) * 4
     assert all(r["correct"] for r in shape["rows"] if r["variant"] in ("current", "var bm8 bn1024 w8 ev0 st0"))
+
+
+@pytest.mark.parametrize("M,N,elems", [(19, 72, 64), (8, 64, 64), (3, 40, 256)])
+def test_the_flat_bias_gelu_indexes_the_bias_by_column(M, N, elems):
+    import torch
+
+    from kernels_ref.bias_gelu import bias_gelu_torch
+
+    x, b = torch.randn(M, N), torch.randn(N)
+    got = probe.bias_gelu_flat(x, b, elems=elems, num_warps=4)
+    assert torch.allclose(got.double(), bias_gelu_torch(x.double(), b.double()), rtol=1e-5, atol=1e-6)

@@ -165,6 +165,33 @@ def triton_copy_of(nbytes: int, block: int, num_warps: int):
 TRITON_COPIES = ((8192, 8), (16384, 16), (4096, 4))
 
 
+@triton.jit
+def _bias_gelu_flat_kernel(x_ptr, b_ptr, y_ptr, n, N, BLOCK: tl.constexpr, WRAP: tl.constexpr,
+                           MATH: tl.constexpr):
+    """bias_gelu over a contiguous [M, N] seen as one vector of n = M * N elements, BLOCK a program, as
+    torch.compile writes element-wise kernels: no row and column masks, 16-byte accesses throughout. The
+    bias column is the program's first column (one scalar modulo) plus the lane, wrapped by an int32 modulo
+    only when a block can cross a row's end (WRAP: N not a multiple of BLOCK)."""
+    start = tl.program_id(0).to(tl.int64) * BLOCK
+    offs = start + tl.arange(0, BLOCK)
+    mask = offs < n
+    cols = (start % N).to(tl.int32) + tl.arange(0, BLOCK)
+    if WRAP:
+        cols = cols % N
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    b = tl.load(b_ptr + cols, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
+    tl.store(y_ptr + offs, _gelu(x + b, MATH).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def bias_gelu_flat(x, bias, *, elems, num_warps, math=0):
+    """bias_gelu by ``_bias_gelu_flat_kernel`` (x contiguous), ``elems`` elements a program."""
+    M, N = x.shape
+    y = torch.empty_like(x)
+    _bias_gelu_flat_kernel[(triton.cdiv(M * N, elems),)](x, bias, y, M * N, N, BLOCK=elems, WRAP=N % elems != 0,
+                                                          MATH=math, num_warps=num_warps)
+    return y
+
+
 def _programs(per_sm: int, device, n_work: int) -> int:
     return max(1, min(per_sm * cuda_sm_count(device), n_work))
 
@@ -236,11 +263,17 @@ def bias_gelu_variants(quick: bool) -> list[Variant]:
         [(32, 1024, 16, p, s) for p in (1, 2) for s in (1, 3)]
     for bm, bn, w, p, s in persistent[:: 4] if quick else persistent:
         var(BLOCK_M=bm, BLOCK_N=bn, num_warps=w, num_stages=s, per_sm=p)
+    def flat(**p):  # the whole tensor as one vector (torch.compile's element-wise kernels)
+        out.append(Variant("flat " + _name(p), lambda x, b, p=p: bias_gelu_flat(x, b, **p), p))
+
+    for e, w in ((4096, 4), (8192, 8), (16384, 16), (8192, 4), (2048, 4)):
+        flat(elems=e, num_warps=w)
     if not course.INTERPRET:  # the GELU's math in PTX (_gelu): fewer instructions an element
         for bm, w in ((8, 8), (16, 16)):
             for math in (1, 2):
                 var(BLOCK_M=bm, BLOCK_N=1024, num_warps=w, evict_x=0, math=math)
         var(BLOCK_M=16, BLOCK_N=1024, num_warps=16, evict_x=0)
+        flat(elems=8192, num_warps=8, math=1)
     return out
 
 
