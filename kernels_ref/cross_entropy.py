@@ -26,7 +26,7 @@ import triton
 import triton.language as tl
 
 from course.triton_compat import autotune
-from kernels_ref._launch import cdiv
+from kernels_ref._launch import cdiv, next_power_of_2
 from kernels_ref._triton_math import LOG2E
 from kernels_ref._validate import check_same, check_tensor, rows_contiguous
 from kernels_ref.softmax import online_combine, online_max_sum
@@ -94,7 +94,7 @@ def _cross_entropy_rows_kernel(logits_ptr, targets_ptr, loss_ptr, V, stride_lm, 
 
 def default_chunk_rows(M: int, H: int, V: int) -> int:
     """Rows per chunk so that one chunk of logits is about as large as x itself (C*V ~ M*H)."""
-    return max(1, min(M, triton.next_power_of_2(cdiv(M, cdiv(V, H)))))
+    return max(1, min(M, next_power_of_2(cdiv(M, cdiv(V, H)))))
 
 
 def _forward(x, weight, targets, need_grad: bool, chunk_rows: int | None):

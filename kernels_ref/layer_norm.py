@@ -34,7 +34,7 @@ import triton
 import triton.language as tl
 
 from course.triton_compat import autotune
-from kernels_ref._launch import BoundLaunches, cdiv
+from kernels_ref._launch import BoundLaunches, cdiv, next_power_of_2
 from kernels_ref._triton_math import gelu_tanh
 from kernels_ref._validate import check_same, check_shape, check_tensor, cuda_sm_count, rows_contiguous
 from measure.tolerance import GRAD_TOLERANCES
@@ -75,7 +75,7 @@ def _row_configs():
 
 
 def _rows_per_program(block_n: int, m: int) -> int:
-    return max(1, min(4096 // block_n, triton.next_power_of_2(max(m, 1)), 32))
+    return max(1, min(4096 // block_n, next_power_of_2(max(m, 1)), 32))
 
 
 @autotune(configs=_row_configs(), key=["N", "BLOCK_M", "BLOCK_N", "GELU"], fallback=triton.Config({}, num_warps=4))
@@ -254,7 +254,7 @@ def column_sum_config(N: int) -> dict:
     """Column blocks narrow enough for about 64 programs: with 256 columns each, a 1024-column buffer gave 4
     programs, and the sum took longer than the row kernel (H100, tools/probe_kernel_configs.py: 64 columns
     of 128 (64 x 128 tiles, 4 warps) at 2N = 8192 and of 32 (16 x 32, 1 warp) at 2N = 2048 were fastest)."""
-    block_n = max(16, min(256, triton.next_power_of_2(cdiv(N, 64))))
+    block_n = max(16, min(256, next_power_of_2(cdiv(N, 64))))
     return {"BLOCK_G": 64 if block_n >= 128 else 32 if block_n >= 64 else 16, "BLOCK_N": block_n,
             "num_warps": max(1, min(4, block_n // 32))}
 
@@ -265,7 +265,7 @@ def column_sum(part: torch.Tensor, dtype: torch.dtype, *, config: dict | None = 
     G, N = part.shape
     out = torch.empty(N, dtype=dtype, device=part.device)
     meta = {**column_sum_config(N), **(config or {})}
-    meta["BLOCK_N"] = min(meta["BLOCK_N"], triton.next_power_of_2(N))
+    meta["BLOCK_N"] = min(meta["BLOCK_N"], next_power_of_2(N))
     _COLUMN_SUM[(cdiv(N, meta["BLOCK_N"]),)](part, out, G, N, part.stride(0), **meta)
     return out
 
@@ -299,7 +299,7 @@ def _launch_fwd(x, weight, bias, y, mean, rstd, eps, gelu: bool):
     M, N = x.shape
     if M == 0:
         return
-    BLOCK_N = triton.next_power_of_2(N)
+    BLOCK_N = next_power_of_2(N)
     BLOCK_M = _rows_per_program(BLOCK_N, M)
     stats = mean is not None
     _LAYER_NORM_FWD[(cdiv(M, BLOCK_M),)](
@@ -365,7 +365,7 @@ def layer_norm_bwd(dy, x, weight, mean, rstd, *, config: dict | None = None):
     dx = torch.empty((M, N), dtype=x.dtype, device=x.device)
     if M == 0:
         return dx, torch.zeros_like(weight), torch.zeros_like(weight)
-    BLOCK_N = triton.next_power_of_2(N)
+    BLOCK_N = next_power_of_2(N)
     config = dict(config or {})
     one_sum, sum_config = config.pop("one_sum", True), config.pop("sum", None)
     two_pass = config.pop("two_pass", BLOCK_N >= TWO_PASS_FROM)
@@ -395,8 +395,8 @@ TWO_PASS_FROM, TWO_PASS_COLS, TWO_PASS_ROWS, TWO_PASS_PER_SM = 16384, 1024, 2, 8
 
 def _sums_config(N: int, M: int) -> dict:
     """The row-sum pass's blocks: CHUNK columns (up to 2048) by BLOCK_M rows, about 4096 elements a step."""
-    chunk = min(triton.next_power_of_2(N), 2048)
-    return {"BLOCK_M": max(1, min(4096 // chunk, triton.next_power_of_2(M))), "CHUNK": chunk, "num_warps": 8}
+    chunk = min(next_power_of_2(N), 2048)
+    return {"BLOCK_M": max(1, min(4096 // chunk, next_power_of_2(M))), "CHUNK": chunk, "num_warps": 8}
 
 
 def _row_sums_first(dy, x, weight, mean, rstd, two_pass) -> torch.Tensor:

@@ -14,7 +14,7 @@ import triton
 import triton.language as tl
 
 from course.triton_compat import autotune
-from kernels_ref._launch import cdiv
+from kernels_ref._launch import cdiv, next_power_of_2
 from kernels_ref._validate import check_same, check_shape, check_tensor, rows_contiguous
 from kernels_ref.layer_norm import _check_x_w, _n_programs, _row_configs, _rows_per_program, column_sum
 from measure.tolerance import GRAD_TOLERANCES
@@ -93,7 +93,7 @@ def rms_norm_fwd(x, weight, eps: float = 1e-6):
     rstd = torch.empty(M, dtype=torch.float32, device=x.device)
     if M == 0:
         return y, rstd
-    BLOCK_N = triton.next_power_of_2(N)
+    BLOCK_N = next_power_of_2(N)
     BLOCK_M = _rows_per_program(BLOCK_N, M)
     _rms_norm_fwd_kernel[(cdiv(M, BLOCK_M),)](
         x, weight, y, rstd, M, N, x.stride(0), y.stride(0), float(eps), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N)
@@ -113,7 +113,7 @@ def rms_norm_bwd(dy, x, weight, rstd):
     dx = torch.empty((M, N), dtype=x.dtype, device=x.device)
     if M == 0:
         return dx, torch.zeros_like(weight)
-    BLOCK_N = triton.next_power_of_2(N)
+    BLOCK_N = next_power_of_2(N)
     BLOCK_M = _rows_per_program(BLOCK_N, M)
     G = _n_programs(x, M, BLOCK_M)
     dw_part = torch.empty((G, N), dtype=torch.float32, device=x.device)

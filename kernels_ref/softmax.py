@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 
 from course.triton_compat import autotune
-from kernels_ref._launch import BoundLaunches, cdiv
+from kernels_ref._launch import BoundLaunches, cdiv, next_power_of_2
 from kernels_ref._triton_math import LOG2E
 from kernels_ref._validate import check_tensor, rows_contiguous
 
@@ -62,7 +62,7 @@ def _softmax_kernel(x_ptr, y_ptr, M, N, stride_xm, stride_ym, BLOCK_M: tl.conste
 
 def _rows_per_program(block_n: int, m: int) -> int:
     # Aim for ~4K elements per program so short rows still give each thread 16-byte vectors in flight.
-    return max(1, min(4096 // block_n, triton.next_power_of_2(m), 64))
+    return max(1, min(4096 // block_n, next_power_of_2(m), 64))
 
 
 def _check(x: torch.Tensor) -> torch.Tensor:
@@ -86,7 +86,7 @@ def softmax(x: torch.Tensor, *, config: dict | None = None) -> torch.Tensor:
     y = torch.empty_like(x, memory_format=torch.contiguous_format)
     if x.numel() == 0:
         return y
-    BLOCK_N = triton.next_power_of_2(N)
+    BLOCK_N = next_power_of_2(N)
     meta = {"BLOCK_M": _rows_per_program(BLOCK_N, M), **(config or {})}
     kernel = _SOFTMAX if config is None else _softmax_kernel.fn  # .fn: the kernel beneath autotune
     kernel[(cdiv(M, meta["BLOCK_M"]),)](x, y, M, N, x.stride(0), y.stride(0), BLOCK_N=BLOCK_N, **meta)

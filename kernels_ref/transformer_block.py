@@ -37,7 +37,7 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from kernels_ref._launch import cdiv
+from kernels_ref._launch import cdiv, next_power_of_2
 from kernels_ref._triton_math import LOG2E
 from kernels_ref._validate import check_tensor, cuda_sm_count, rows_contiguous
 from kernels_ref.flash_attention import flash_attention_fwd
@@ -172,7 +172,7 @@ def decode_attention(q, k_cache, v_cache, n_keys: int, sm_scale: float | None = 
                                             k_cache.stride(1), k_cache.stride(2), v_cache.stride(0),
                                             v_cache.stride(1), v_cache.stride(2), HEAD_DIM=d, BLOCK_N=block_n)
     _decode_merge_kernel[(B * H,)](m_part, l_part, o_part, o, n_splits, H, o.stride(0), o.stride(1), HEAD_DIM=d,
-                                   SPLITS=triton.next_power_of_2(n_splits))
+                                   SPLITS=next_power_of_2(n_splits))
     return o
 
 

@@ -131,3 +131,13 @@ def test_the_launch_cost_tool_profiles_one_kernels_calls():
 
     text = launch_cost.profile("layer_norm_bwd", (8, 48), torch.float32, calls=2, top=500)
     assert "Ordered by: internal time" in text and "tottime" in text and "(layer_norm_bwd)" in text
+
+
+def test_the_host_side_cdiv_and_next_power_of_2_match_triton():
+    import triton
+
+    for n in range(0, 3000):
+        assert _launch.next_power_of_2(n) == triton.next_power_of_2(n), n
+        for d in (1, 7, 64, 1000):
+            assert _launch.cdiv(n, d) == triton.cdiv(n, d), (n, d)
+    assert _launch.next_power_of_2(2**40 + 1) == 2**41
