@@ -89,7 +89,7 @@ def test_shapes_and_variants_are_chosen_on_the_command_line():
     head, other = ({r["variant"] for r in s["rows"]} for s in res["shapes"])
     splits = {v.name for v in op.variants(False) if "split" in v.name}
     assert len(splits) == 9 and splits <= head and splits <= other  # every split variant on every shape
-    assert not {n for n in head if "split" not in n} - {"copy", "current", "eager"} - \
+    assert not {n for n in head if "split" not in n} - {"copy", *probe.BASELINES} - \
         {f"triton copy e{e} w{w}" for e, w in probe.TRITON_COPIES}
 
 

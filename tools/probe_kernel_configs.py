@@ -438,6 +438,24 @@ def check(fn, inputs, ref) -> Row:
     return row
 
 
+# Timed beside the variants on every shape: the op as the course calls it (its launches bound after the
+# first call, kernels_ref._launch), the same with every call through the autotuner and the JIT, and eager.
+BASELINES = ("current", "current unbound", "eager")
+
+
+def _unbound(fn):
+    """``fn`` with kernels_ref._launch's binding switched off for its calls."""
+    from kernels_ref._launch import BoundLaunches
+
+    def run(*args):
+        BoundLaunches.enabled = False
+        try:
+            return fn(*args)
+        finally:
+            BoundLaunches.enabled = True
+    return run
+
+
 def copy_of(nbytes: int):
     """A torch device copy moving nbytes (half read, half written), like measure.ceilings' copy."""
     src = torch.empty(nbytes // 2, dtype=torch.uint8, device=course.DEVICE).random_(0, 255)
@@ -454,7 +472,9 @@ def probe_shape(op: Op, M: int, N: int, variants: list[Variant], timing: dict, c
     dtype = DTYPES[dtype_name]
     inputs = op.make_inputs(M, N, dtype)
     ref = op.reference(*inputs)
-    rows = {"current": check(op.current, inputs, ref), "eager": check(op.eager, inputs, ref)}
+    current_unbound = _unbound(op.current)
+    rows = {"current": check(op.current, inputs, ref), "current unbound": check(current_unbound, inputs, ref),
+            "eager": check(op.eager, inputs, ref)}
     for v in variants:
         rows[v.name] = check(v.fn, inputs, ref)
         rows[v.name].params = v.params
@@ -462,11 +482,11 @@ def probe_shape(op: Op, M: int, N: int, variants: list[Variant], timing: dict, c
     nbytes = op.nbytes(M, N, torch.empty((), dtype=dtype).element_size())
     copies = {"copy": copy_of(nbytes)}
     copies.update({f"triton copy e{e} w{w}": triton_copy_of(nbytes, e, w) for e, w in TRITON_COPIES})
-    fns = {**copies, "current": op.current, "eager": op.eager}
+    fns = {**copies, "current": op.current, "current unbound": current_unbound, "eager": op.eager}
     fns.update({v.name: v.fn for v in variants})
     # A variant is timed when correct; the baselines whenever they run (eager's bf16 sums on a CPU miss).
     fns = {name: fn for name, fn in fns.items()
-           if name in copies or rows[name].correct or name in ("current", "eager") and rows[name].ran}
+           if name in copies or rows[name].correct or name in BASELINES and rows[name].ran}
     ms = time_interleaved(fns, inputs, **timing)
     rows.update({name: Row(name) for name in copies})
     for name, row in rows.items():
@@ -517,7 +537,7 @@ def best(head: dict, others: list[dict]) -> dict:
     rows = by_name(head)
     fine = []
     for name, row in rows.items():
-        if is_copy(name) or name == "eager" or row["ms"] is None:
+        if is_copy(name) or name in ("eager", "current unbound") or row["ms"] is None:
             continue
         elsewhere = [by_name(s).get(name) for s in others]
         if all(r is not None and r["correct"] and r["x_current"] is not None and r["x_current"] >= NO_REGRESSION
@@ -557,9 +577,9 @@ def summary(results: dict, top: int = 3) -> str:
         timed = [r for r in head["rows"] if r["ms"] is not None and r["variant"] != "copy"]
         triton_copy = [r for r in timed if is_copy(r["variant"])][:1]   # the fastest plain Triton copy
         timed = [r for r in timed if not is_copy(r["variant"])]
-        variants = [r for r in timed if r["variant"] not in ("current", "eager")]
+        variants = [r for r in timed if r["variant"] not in BASELINES]
         chosen = res["best"]["variant"]
-        show = triton_copy + [r for r in timed if r["variant"] in ("current", "eager")] + variants[:top]
+        show = triton_copy + [r for r in timed if r["variant"] in BASELINES] + variants[:top]
         show += [r for r in timed if r["variant"] == chosen and r not in show]
         for r in show:
             elsewhere = []
