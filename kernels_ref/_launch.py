@@ -118,7 +118,8 @@ class BoundLaunches:
     def __init__(self, kernel):
         self.kernel = kernel
         self._names = None if INTERPRET else list(inspect.signature(_jit_function(kernel).fn).parameters)
-        self._bound: dict = {}  # key -> (CompiledLaunch, where its runtime arguments are), or None where binding failed
+        # key -> (CompiledLaunch, where its runtime arguments are in a call), or None where binding failed
+        self._bound: dict = {}
         self.unbound_reason = ""  # why the last binding failed, if one did
 
     def __getitem__(self, grid):
