@@ -4,19 +4,20 @@
                                          [--shapes MxN,...] [--variants a,b] [--dtype bf16|fp32]
 
 For each op, every variant (block sizes, warps, pipeline stages, elements per program, a persistent grid
-of k programs per SM, eviction hints; for layer_norm_bwd also the programs per SM, i.e. the partial-sum
-groups, the programs sharing a row block, and the second reduction step; for softmax also the two-pass
-online kernel, timed on every shape) is first checked against float64 on the headline shape, bf16
-16384x4096 unless --shapes and --dtype say otherwise (measure.tolerance), then all correct ones are timed together by the course's protocol
+of k programs per SM, eviction hints; for bias_gelu also the GELU's math and the tensor as one flat
+vector; for layer_norm_bwd also the programs per SM, i.e. the partial-sum groups, the programs sharing a
+row block, and the second reduction step; for softmax also the two-pass online kernel, timed on every
+shape) is first checked against float64 on the headline shape, bf16 16384x4096 unless --shapes and --dtype
+say otherwise (measure.tolerance). Then all correct ones are timed together by the course's protocol
 (measure.timer: interleaved medians, L2 flushed), beside a torch copy of the same bytes, plain Triton
 copies of them (what a load/store kernel reaches on this GPU), eager PyTorch and the current kernel (its
-heuristics and its autotuner). For layer_norm_bwd every column split and every two-pass tiling is timed
-on every shape. --shapes replaces the shapes (the first is the headline), --variants keeps the variants
-whose name holds one of its words. The fastest few are then checked and timed on
-4096x4096, 16384x1024 and 4096x16384: the best variant is the fastest on the headline shape that is nowhere slower
-than the current kernel (within 2%). Prints a table per op, the best variants last; --json writes every
-number with the machine (tools.results). A few minutes on a GPU; on the CPU (the interpreter) it checks
-every variant on tiny shapes, and its times are the interpreter's.
+heuristics and its autotuner), launched bound and unbound (kernels_ref._launch). For layer_norm_bwd every
+column split and every two-pass tiling is timed on every shape. --shapes replaces the shapes (the first is
+the headline), --variants keeps the variants whose name holds one of its words. The fastest few are then
+checked and timed on 4096x4096, 16384x1024 and 4096x16384: the best variant is the fastest on the headline
+shape that is nowhere slower than the current kernel (within 2%). Prints a table per op, the best variants
+last; --json writes every number with the machine (tools.results). A few minutes on a GPU; on the CPU (the
+interpreter) it checks every variant on tiny shapes, and its times are the interpreter's.
 
 The variants launch the reference kernels with explicit parameters (their ``config=`` argument) or, for
 what the reference kernels do not do (persistent grids, other eviction hints), the kernels below.
