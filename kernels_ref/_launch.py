@@ -16,6 +16,7 @@ arguments that change (pointers, descriptors) into a prepared argument list.
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
 
 import torch
@@ -121,6 +122,16 @@ class BoundLaunches:
         # key -> (CompiledLaunch, where its runtime arguments are in a call), or None where binding failed
         self._bound: dict = {}
         self.unbound_reason = ""  # why the last binding failed, if one did
+
+    @staticmethod
+    @contextlib.contextmanager
+    def off():
+        """Inside, every launch goes through the autotuner and the JIT (the tools compare both paths)."""
+        before, BoundLaunches.enabled = BoundLaunches.enabled, False
+        try:
+            yield
+        finally:
+            BoundLaunches.enabled = before
 
     def __getitem__(self, grid):
         return lambda *args, **kwargs: self._launch(grid, args, kwargs)

@@ -141,3 +141,16 @@ def test_the_host_side_cdiv_and_next_power_of_2_match_triton():
         for d in (1, 7, 64, 1000):
             assert _launch.cdiv(n, d) == triton.cdiv(n, d), (n, d)
     assert _launch.next_power_of_2(2**40 + 1) == 2**41
+
+
+def test_off_launches_through_the_autotuner_and_then_binds_again(monkeypatch):
+    monkeypatch.setattr(_launch, "INTERPRET", False)
+    log = []
+    launches = _launch.BoundLaunches(FakeAutotuner(log))
+    x = torch.zeros(8)
+    launches[(1,)](x, x, 8, 0.5)
+    with _launch.BoundLaunches.off():
+        launches[(1,)](x, x, 8, 0.5)
+    launches[(1,)](x, x, 8, 0.5)
+    assert [e[0] for e in log] == ["autotuned", "warmup", "autotuned", "bound"]
+    assert _launch.BoundLaunches.enabled

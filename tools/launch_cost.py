@@ -9,7 +9,7 @@ kernel launches through ``kernels_ref._launch.BoundLaunches``: after a specializ
 compiled kernel is launched directly, past the autotuner's and the JIT's per-call Python.
 
 For bias_gelu, softmax, online_softmax, LayerNorm forward and backward at one shape this prints, with the
-bound launch and with every call through the autotuner and the JIT (``BoundLaunches.enabled = False``):
+bound launch and with every call through the autotuner and the JIT (``BoundLaunches.off()``):
 CPU microseconds per call (calls queued without waiting), the protocol's median and the GPU's time alone
 (``gpu_event_clock``: the launch hidden behind queued GPU work). Each path is checked against the other's
 output first: binding must not change a bit. ``--profile KERNEL`` instead runs cProfile over that kernel's
@@ -17,6 +17,7 @@ bound calls (queued as above) and prints where their CPU time goes, the costlies
 """
 from __future__ import annotations
 
+import contextlib
 import sys
 
 import torch
@@ -57,9 +58,8 @@ def measure(shape: tuple[int, int], dtype: torch.dtype) -> dict:
     for name, (fn, args) in _calls(shape, dtype).items():
         row = {}
         outputs = {}
-        for path, enabled in (("unbound", False), ("bound", True)):
-            BoundLaunches.enabled = enabled
-            try:
+        for path in ("unbound", "bound"):
+            with BoundLaunches.off() if path == "unbound" else contextlib.nullcontext():
                 outputs[path] = [t.clone() for t in tensors_in(fn(*args))]
                 fn(*args)  # the bound path binds on the first call; this one is bound
                 torch.cuda.synchronize()
@@ -69,8 +69,6 @@ def measure(shape: tuple[int, int], dtype: torch.dtype) -> dict:
                     "gpu_ms": time_interleaved({path: fn}, args, reps=30, warmup=3,
                                                clock=gpu_event_clock(l2_flush_buffer()))[path],
                 }
-            finally:
-                BoundLaunches.enabled = True
         row["identical"] = all(torch.equal(a, b) for a, b in zip(outputs["bound"], outputs["unbound"]))
         rows[name] = row
     return rows

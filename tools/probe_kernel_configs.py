@@ -449,11 +449,8 @@ def _unbound(fn):
     from kernels_ref._launch import BoundLaunches
 
     def run(*args):
-        BoundLaunches.enabled = False
-        try:
+        with BoundLaunches.off():
             return fn(*args)
-        finally:
-            BoundLaunches.enabled = True
     return run
 
 
