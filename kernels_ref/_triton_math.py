@@ -12,6 +12,12 @@ LOG2E = tl.constexpr(_LOG2E)
 
 
 @triton.jit
+def gelu_tanh_arg(z):
+    """u = sqrt(2/pi) (z + 0.044715 z^3), the argument of GELU's tanh approximation, 0.5 z (1 + tanh(u))."""
+    return 0.7978845608028654 * (z + 0.044715 * z * z * z)
+
+
+@triton.jit
 def gelu_tanh(z):
     """GELU, tanh approximation, on fp32 values, as z * sigmoid(2u) with u = sqrt(2/pi) (z + 0.044715 z^3).
 
@@ -19,8 +25,8 @@ def gelu_tanh(z):
     negative z the exp2 overflows to inf and z / inf = -0, for very positive z it underflows to 0 and the
     result is z, which is what the tanh form gives. The kernels load in their dtype and call this in fp32.
     """
-    u = 0.7978845608028654 * (z + 0.044715 * z * z * z)
-    return z / (1.0 + tl.exp2(u * (-2.0 * LOG2E)))  # tensor * constexpr: constexpr * tensor breaks the interpreter
+    # tensor * constexpr: constexpr * tensor breaks the interpreter
+    return z / (1.0 + tl.exp2(gelu_tanh_arg(z) * (-2.0 * LOG2E)))
 
 
 @triton.jit
@@ -32,6 +38,6 @@ def gelu_tanh_fast(z):
     overlap its matmul. Its absolute error is ~2^-11 * |z| / 2 where the output is near zero (large negative
     z), within bfloat16's tolerance (8e-3 + 1.6e-2 |y|) up to |z| ~ 30 and saturating to exactly 0 beyond,
     but not float16's (1e-3): bfloat16 outputs of compiled kernels only (the interpreter runs no PTX)."""
-    u = 0.7978845608028654 * (z + 0.044715 * z * z * z)
-    t = tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=r,r", [u], dtype=tl.float32, is_pure=True, pack=1)
+    t = tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=r,r", [gelu_tanh_arg(z)], dtype=tl.float32,
+                                  is_pure=True, pack=1)
     return 0.5 * z * (1.0 + t)

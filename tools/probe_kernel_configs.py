@@ -37,7 +37,7 @@ import triton
 import triton.language as tl
 
 from kernels_ref import bias_gelu as bg, layer_norm as ln, softmax as sm
-from kernels_ref._triton_math import LOG2E, gelu_tanh, gelu_tanh_fast
+from kernels_ref._triton_math import LOG2E, gelu_tanh, gelu_tanh_arg, gelu_tanh_fast
 from kernels_ref._validate import cuda_sm_count
 from measure.timer import time_interleaved
 from measure.tolerance import compare
@@ -81,8 +81,7 @@ def _gelu(z, MATH: tl.constexpr):
     if MATH == 1:
         return gelu_tanh_fast(z)
     elif MATH == 2:
-        u = 0.7978845608028654 * (z + 0.044715 * z * z * z)
-        d = 1.0 + tl.exp2(u * (-2.0 * LOG2E))
+        d = 1.0 + tl.exp2(gelu_tanh_arg(z) * (-2.0 * LOG2E))
         return tl.inline_asm_elementwise("div.full.f32 $0, $1, $2;", "=r,r,r", [z, d], dtype=tl.float32,
                                          is_pure=True, pack=1)
     else:
