@@ -405,7 +405,7 @@ def _row_sums_first(dy, x, weight, mean, rstd, two_pass) -> torch.Tensor:
     meta = {**_sums_config(N, M), **(two_pass if isinstance(two_pass, dict) else {})}
     sums = torch.empty((2, M), dtype=torch.float32, device=x.device)
     _LAYER_NORM_BWD_SUMS[(cdiv(M, meta["BLOCK_M"]),)](dy, x, weight, mean, rstd, sums, M, N,
-                                                              dy.stride(0), x.stride(0), **meta)
+                                                      dy.stride(0), x.stride(0), **meta)
     return sums
 
 
