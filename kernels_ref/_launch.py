@@ -85,6 +85,15 @@ class CompiledLaunch:
             args[slot] = value
         self._run(*args)
 
+    def positional(self, n: int):
+        """A launch taking a call's ``n`` positional arguments as they are, when every runtime argument is
+        among them: the other positional values equal the bound ones (the key holds them), and the bound
+        values of the arguments after them are appended. None where a runtime argument comes later."""
+        if any(slot >= n for slot in self._slots):
+            return None
+        run, tail = self._run, tuple(self._template[n:])
+        return lambda args: run(*args, *tail)
+
 
 def unchecked_descriptor(descriptor_type, tensor, block_shape):
     """``TensorDescriptor.from_tensor(tensor, block_shape)`` without its checks (alignment, strides, block
@@ -93,6 +102,16 @@ def unchecked_descriptor(descriptor_type, tensor, block_shape):
     desc = object.__new__(descriptor_type)
     desc.base, desc.shape, desc.strides, desc.block_shape = tensor, tensor.shape, tensor.stride(), block_shape
     return desc
+
+
+def alignment_mask(*tensors) -> int:
+    """Bit i set where ``tensors[i]`` is 16-byte aligned: all a compiled kernel's pointer specialization
+    reads of a tensor besides its dtype (for a caller's own key, :meth:`BoundLaunches.keyed`)."""
+    mask = 0
+    for i, t in enumerate(tensors):
+        if t.data_ptr() % 16 == 0:
+            mask |= 1 << i
+    return mask
 
 
 def _specialization(value):
@@ -136,13 +155,21 @@ class BoundLaunches:
     def __getitem__(self, grid):
         return lambda *args, **kwargs: self._launch(grid, args, kwargs)
 
-    def _launch(self, grid, args, kwargs) -> None:
+    def keyed(self, key, grid):
+        """``self[grid]`` for a launcher whose own ``key`` (hashable) determines the specialization: each
+        tensor's dtype and alignment (:func:`alignment_mask`) and every argument that is not a tensor or a
+        float, as values or as what they derive from. The key made from the arguments costs ~0.5 us an
+        argument; a launcher that derives 15 of them from a shape, a dtype and two strides names those."""
+        return lambda *args, **kwargs: self._launch(grid, args, kwargs, ("keyed", key))
+
+    def _launch(self, grid, args, kwargs, key=None) -> None:
         if self._names is None or not BoundLaunches.enabled:
             self.kernel[grid](*args, **kwargs)
             return
         # The key by position (the signature fixes each position's name) and keyword: built per call, so
         # kept to one pass over the arguments (LayerNorm's backward passes 19; by name it cost ~8 us a launch).
-        key = (tuple(map(_specialization, args)), tuple((k, _specialization(v)) for k, v in kwargs.items()))
+        if key is None:
+            key = (tuple(map(_specialization, args)), tuple((k, _specialization(v)) for k, v in kwargs.items()))
         try:
             hit = self._bound.get(key)
         except TypeError:  # an argument that cannot be a key (a list): no binding for it
@@ -150,13 +177,24 @@ class BoundLaunches:
             return
         if hit is not None:
             launch, picks = hit
-            launch(*[args[p] if p.__class__ is int else kwargs[p] for p in picks])
+            if picks is None:  # every runtime argument positional: the call's own tuple, no rebuilding
+                launch(args)
+            else:
+                launch(*[args[p] if p.__class__ is int else kwargs[p] for p in picks])
             return
         self.kernel[grid](*args, **kwargs)
         if key not in self._bound and len(self._bound) < self.MAX_KEYS:
             values = {**dict(zip(self._names, args)), **kwargs}
             launch = self._bind(grid, values)
-            self._bound[key] = None if launch is None else (launch, self._picks(launch.runtime, len(args)))
+            self._bound[key] = None if launch is None else self._entry(launch, len(args))
+
+    def _entry(self, launch: CompiledLaunch, n_positional: int) -> tuple:
+        """What a hit calls: (launch of the positional tuple, None), else (launch, where each runtime
+        argument is in a call)."""
+        positional = launch.positional(n_positional)
+        if positional is not None:
+            return positional, None
+        return launch, self._picks(launch.runtime, n_positional)
 
     def _picks(self, runtime: tuple[str, ...], n_positional: int) -> tuple:
         """Where each runtime argument of a bound launch is in a call of this key: its position among the

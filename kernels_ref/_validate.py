@@ -34,9 +34,12 @@ def check_shape(name: str, t: torch.Tensor, shape: tuple) -> None:
 
 def rows_contiguous(t: torch.Tensor) -> torch.Tensor:
     """The kernels index rows by a row stride and assume unit stride along a row: copy only if needed."""
-    if t.dim() >= 1 and t.stride(-1) != 1:
+    if t.dim() == 2:  # the launchers' case, read with one stride() call (each ~0.3 us on a launch's path)
+        row_stride, col_stride = t.stride()
+        if col_stride == 1 and (row_stride >= t.shape[1] or t.shape[0] <= 1):
+            return t
         return t.contiguous()
-    if t.dim() == 2 and t.shape[0] > 1 and t.stride(0) < t.shape[1]:
+    if t.dim() >= 1 and t.stride(-1) != 1:
         return t.contiguous()
     return t
 

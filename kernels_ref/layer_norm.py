@@ -27,6 +27,9 @@ Rows up to MAX_N elements are held in one block (hidden sizes are far below that
 """
 from __future__ import annotations
 
+import functools
+from typing import NamedTuple
+
 import course  # noqa: F401  (TRITON_INTERPRET before the kernels below are defined)
 import torch
 import torch.nn.functional as F
@@ -34,7 +37,7 @@ import triton
 import triton.language as tl
 
 from course.triton_compat import autotune
-from kernels_ref._launch import BoundLaunches, cdiv, next_power_of_2
+from kernels_ref._launch import BoundLaunches, alignment_mask, cdiv, next_power_of_2
 from kernels_ref._triton_math import gelu_tanh
 from kernels_ref._validate import check_same, check_shape, check_tensor, cuda_sm_count, rows_contiguous
 from measure.tolerance import GRAD_TOLERANCES
@@ -122,8 +125,8 @@ def _row_grad(x, dy, w, mean, rstd, c1, c2):
 @autotune(configs=_row_configs(), key=["N", "BLOCK_M", "BLOCK_N", "SPLIT", "SUMS_GIVEN"],
           fallback=triton.Config({}, num_warps=4))
 @triton.jit
-def _layer_norm_bwd_dx_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_part_ptr, db_part_ptr,
-                              sums_ptr, M, N, stride_dym, stride_xm, stride_dxm, stride_pm,
+def _layer_norm_bwd_dx_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, part_ptr, sums_ptr, M, N,
+                              stride_dym, stride_xm, stride_dxm, stride_pm, db_offset,
                               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT: tl.constexpr = 1,
                               SUMS_GIVEN: tl.constexpr = False):
     # SPLIT programs share each row block: program (g, s) sums the whole rows for c1, c2 chunk by chunk,
@@ -164,8 +167,10 @@ def _layer_norm_bwd_dx_kernel(dy_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, 
         tl.store(dx_ptr + rows64[:, None] * stride_dxm + cols[None, :], dx.to(dx_ptr.dtype.element_ty), mask=mask)
         dw_acc += dy * xhat
         db_acc += dy
-    tl.store(dw_part_ptr + pid * stride_pm + cols, tl.sum(dw_acc, axis=0), mask=col_ok)
-    tl.store(db_part_ptr + pid * stride_pm + cols, tl.sum(db_acc, axis=0), mask=col_ok)
+    # One partial-sum buffer: this program's dweight row at part_ptr + pid * stride_pm, its dbias row
+    # db_offset elements further (one pointer, not two views of the buffer: a view costs the host ~3 us).
+    tl.store(part_ptr + pid * stride_pm + cols, tl.sum(dw_acc, axis=0), mask=col_ok)
+    tl.store(part_ptr + db_offset + pid * stride_pm + cols, tl.sum(db_acc, axis=0), mask=col_ok)
 
 
 @triton.jit
@@ -296,14 +301,18 @@ def _check_fwd(x, weight, bias):
 
 
 def _launch_fwd(x, weight, bias, y, mean, rstd, eps, gelu: bool):
+    """y (and mean, rstd where given) must be fresh: the launch's key assumes them aligned, y's rows N apart."""
     M, N = x.shape
     if M == 0:
         return
     BLOCK_N = next_power_of_2(N)
     BLOCK_M = _rows_per_program(BLOCK_N, M)
     stats = mean is not None
-    _LAYER_NORM_FWD[(cdiv(M, BLOCK_M),)](
-        x, weight, bias, y, mean if stats else y, rstd if stats else y, M, N, x.stride(0), y.stride(0),
+    # Everything the specialization depends on: the blocks derive from M and N (a key made from the 15
+    # arguments costs the host ~8 us, on the way to a launch the L2 flush hides only ~60-85 us of).
+    key = (x.device, x.dtype, M, N, x.stride(0), gelu, stats, alignment_mask(x, weight, bias))
+    _LAYER_NORM_FWD.keyed(key, (cdiv(M, BLOCK_M),))(
+        x, weight, bias, y, mean if stats else y, rstd if stats else y, M, N, x.stride(0), N,
         float(eps), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, GELU=gelu, STORE_STATS=stats)
 
 
@@ -329,10 +338,14 @@ def layer_norm_gelu(x, weight, bias, eps: float = 1e-5):
     return y
 
 
-def _n_programs(x: torch.Tensor, M: int, BLOCK_M: int, per_sm: int | None = None) -> int:
+def _programs(sm_count: int, N: int, M: int, BLOCK_M: int, per_sm: int | None = None) -> int:
     # A few programs per SM: enough to fill the GPU, few enough that the partials stay small.
-    per_sm = per_sm or (4 if x.shape[1] <= 8192 else 2)
-    return max(1, min(cuda_sm_count(x.device) * per_sm, cdiv(M, BLOCK_M)))
+    per_sm = per_sm or (4 if N <= 8192 else 2)
+    return max(1, min(sm_count * per_sm, cdiv(M, BLOCK_M)))
+
+
+def _n_programs(x: torch.Tensor, M: int, BLOCK_M: int, per_sm: int | None = None) -> int:
+    return _programs(cuda_sm_count(x.device), x.shape[1], M, BLOCK_M, per_sm)
 
 
 def _column_split(block_n: int) -> int:
@@ -341,6 +354,40 @@ def _column_split(block_n: int) -> int:
     held the row, dy, xhat and two row-wide fp32 accumulators, past the registers a thread can have, and
     ran at 0.63x eager on an H200 (results/h200-2026-11-23/bench.log)."""
     return max(1, block_n // 8192)
+
+
+class _BwdPlan(NamedTuple):
+    """The backward's launch parameters for one [M, N] on one GPU (hashable: part of the launch's key)."""
+    BLOCK_N: int
+    BLOCK_M: int     # rows a program takes a step
+    SPLIT: int       # programs sharing a row block, each with BLOCK_N / SPLIT columns
+    G: int           # programs per column slice: rows of partial sums
+    two_pass: object  # False, True, or the row-sum pass's config (a dict: explicit configs only)
+
+
+def _bwd_plan(M: int, N: int, sm_count: int, config: dict) -> _BwdPlan:
+    """The heuristics below, each overridden by its key in ``config`` (popped: what is left is launch
+    options for the row kernel)."""
+    BLOCK_N = next_power_of_2(N)
+    two_pass = config.pop("two_pass", BLOCK_N >= TWO_PASS_FROM)
+    SPLIT = config.pop("SPLIT", max(1, BLOCK_N // TWO_PASS_COLS) if two_pass else _column_split(BLOCK_N))
+    BLOCK_M = config.pop("BLOCK_M", TWO_PASS_ROWS if two_pass else _rows_per_program(BLOCK_N, M))
+    per_sm = config.pop("per_sm", TWO_PASS_PER_SM if two_pass else None)
+    G = max(1, _programs(sm_count, N, M, BLOCK_M, per_sm) // SPLIT)
+    return _BwdPlan(BLOCK_N, BLOCK_M, SPLIT, G, two_pass)
+
+
+@functools.lru_cache(maxsize=1024)
+def _default_bwd_plan(M: int, N: int, sm_count: int) -> _BwdPlan:
+    return _bwd_plan(M, N, sm_count, {})
+
+
+def _check_bwd(dy, x, weight, mean, rstd) -> None:
+    _check_x_w(x, weight)
+    check_tensor("dy", dy, ndim=2)
+    check_same("dy", dy, "x", x)
+    check_shape("dy", dy, tuple(x.shape))
+    _check_stats(mean, rstd, x.shape[0], x)
 
 
 def layer_norm_bwd(dy, x, weight, mean, rstd, *, config: dict | None = None):
@@ -353,37 +400,44 @@ def layer_norm_bwd(dy, x, weight, mean, rstd, *, config: dict | None = None):
     [G, 2N] buffer summed by one launch, False in two; "sum": column_sum's config, or "torch" for torch.sum
     over G; "two_pass": True or {BLOCK_M, CHUNK, num_warps} (``_sums_config``) computes the row sums first
     (``_layer_norm_bwd_sums_kernel``: x and dy read twice, no row held whole), and SPLIT then tiles the
-    columns (default: 1024 a program)."""
-    _check_x_w(x, weight)
-    check_tensor("dy", dy, ndim=2)
-    check_same("dy", dy, "x", x)
-    check_shape("dy", dy, tuple(x.shape))
+    columns (default: 1024 a program).
+
+    The host's work up to the row kernel's launch is kept short (a cached plan, one partial-sum buffer
+    passed whole, a launch keyed by the few facts that decide its specialization): the timing protocol's
+    L2 flush hides only ~60-85 us of it, and beyond that the GPU waits (tools/protocol_timeline.py)."""
+    _check_bwd(dy, x, weight, mean, rstd)
+    dy, x = rows_contiguous(dy), rows_contiguous(x)
+    weight, mean, rstd = weight.contiguous(), mean.contiguous(), rstd.contiguous()
     M, N = x.shape
-    _check_stats(mean, rstd, M, x)
-    dy, x, weight = rows_contiguous(dy), rows_contiguous(x), weight.contiguous()
-    mean, rstd = mean.contiguous(), rstd.contiguous()
     dx = torch.empty((M, N), dtype=x.dtype, device=x.device)
     if M == 0:
         return dx, torch.zeros_like(weight), torch.zeros_like(weight)
-    BLOCK_N = next_power_of_2(N)
     config = dict(config or {})
     one_sum, sum_config = config.pop("one_sum", True), config.pop("sum", None)
-    two_pass = config.pop("two_pass", BLOCK_N >= TWO_PASS_FROM)
-    sums = _row_sums_first(dy, x, weight, mean, rstd, two_pass) if two_pass else mean  # mean: unused then
-    SPLIT = config.pop("SPLIT", max(1, BLOCK_N // TWO_PASS_COLS) if two_pass else _column_split(BLOCK_N))
-    BLOCK_M = config.pop("BLOCK_M", TWO_PASS_ROWS if two_pass else _rows_per_program(BLOCK_N, M))
-    per_sm = config.pop("per_sm", TWO_PASS_PER_SM if two_pass else None)
-    G = max(1, _n_programs(x, M, BLOCK_M, per_sm) // SPLIT)
-    # Partial sums: dw's in columns [0, N) of a row, db's in [N, 2N) with one_sum, else two [G, N] buffers.
+    sm_count = cuda_sm_count(x.device)
+    plan = _bwd_plan(M, N, sm_count, config) if config else _default_bwd_plan(M, N, sm_count)
+    sums = _row_sums_first(dy, x, weight, mean, rstd, plan.two_pass) if plan.two_pass else mean  # mean: unused
+    G = plan.G
+    # Partial sums: dw's in columns [0, N) of a row, db's in [N, 2N) with one_sum, else a [2, G, N] buffer.
     part = torch.empty((G, 2 * N) if one_sum else (2, G, N), dtype=torch.float32, device=x.device)
-    dw_part, db_part = (part[:, :N], part[:, N:]) if one_sum else (part[0], part[1])
-    kernel = _layer_norm_bwd_dx_kernel.fn if config else _LAYER_NORM_BWD_DX  # .fn: beneath autotune
-    kernel[(G * SPLIT,)](dy, x, weight, mean, rstd, dx, dw_part, db_part, sums, M, N, dy.stride(0), x.stride(0),
-                         dx.stride(0), dw_part.stride(0), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, SPLIT=SPLIT,
-                         SUMS_GIVEN=bool(two_pass), **config)
-    grads = [p.sum(0).to(weight.dtype) if sum_config == "torch" else column_sum(p, weight.dtype, config=sum_config)
-             for p in ((part,) if one_sum else (dw_part, db_part))]
-    return (dx, grads[0][:N], grads[0][N:]) if one_sum else (dx, *grads)
+    stride_pm, db_offset = (2 * N, N) if one_sum else (N, G * N)
+    args = (dy, x, weight, mean, rstd, dx, part, sums, M, N, dy.stride(0), x.stride(0), N, stride_pm, db_offset)
+    meta = dict(BLOCK_M=plan.BLOCK_M, BLOCK_N=plan.BLOCK_N, SPLIT=plan.SPLIT, SUMS_GIVEN=bool(plan.two_pass))
+    grid = (G * plan.SPLIT,)
+    if config:  # launch options of its own: the JIT function beneath the autotuner
+        _layer_norm_bwd_dx_kernel.fn[grid](*args, **meta, **config)
+    else:  # everything the specialization depends on: the rest of args derives from these
+        key = (x.device, x.dtype, M, N, dy.stride(0), x.stride(0), plan, one_sum,
+               alignment_mask(dy, x, weight, mean, rstd))
+        _LAYER_NORM_BWD_DX.keyed(key, grid)(*args, **meta)
+    if one_sum:
+        return (dx, *_sum_partials(part, weight.dtype, sum_config).view(2, N).unbind(0))
+    return dx, _sum_partials(part[0], weight.dtype, sum_config), _sum_partials(part[1], weight.dtype, sum_config)
+
+
+def _sum_partials(part: torch.Tensor, dtype: torch.dtype, sum_config) -> torch.Tensor:
+    """A partial-sum buffer summed over its rows: column_sum, or torch.sum with sum_config == "torch"."""
+    return part.sum(0).to(dtype) if sum_config == "torch" else column_sum(part, dtype, config=sum_config)
 
 
 # The two-pass backward: from rows of 16384 columns (BLOCK_N) on, by default; its second kernel's

@@ -365,6 +365,32 @@ def test_linear_cross_entropy_rejects_bad_inputs():
         linear_cross_entropy(x, w, torch.zeros(4, device=DEV))
 
 
+def _offset_view(t: torch.Tensor, elements: int) -> torch.Tensor:
+    """t's values in a view starting ``elements`` into a fresh buffer: same strides, another alignment."""
+    buf = torch.empty(t.numel() + elements, dtype=t.dtype, device=t.device)
+    view = buf[elements:].view(t.shape)
+    view.copy_(t)
+    return view
+
+
+@pytest.mark.parametrize("M", [48, 40])
+def test_layer_norm_launches_tell_alignments_and_shapes_apart(M):
+    # On a GPU LayerNorm's launches are keyed by the launcher (shape, dtype, strides, each pointer's 16-byte
+    # alignment), not by every argument: aligned, then misaligned by one element (same strides), then
+    # aligned again, at two row counts of one width: each checked against float64.
+    N, dtype = 96, torch.bfloat16
+    x, dy, w, b = randn(M, N, dtype=dtype), randn(M, N, dtype=dtype), randn(N, dtype=dtype), randn(N, dtype=dtype)
+    _, (gx, gw, gb) = _autograd_ref(lambda x, w, b: layer_norm_torch(x, w, b, 1e-5), x, (w, b), dy)
+    ref_y = layer_norm_torch(x.double(), w.double(), b.double(), 1e-5)
+    for shift in (0, 1, 0):
+        xs, dys, ws, bs = (_offset_view(t, shift) if shift else t for t in (x, dy, w, b))
+        y, mean, rstd = layer_norm_fwd(xs, ws, bs, 1e-5)
+        assert_close(y, ref_y, dtype, f"layer_norm y (offset {shift})")
+        mean, rstd = (_offset_view(t, shift) if shift else t for t in (mean, rstd))
+        for got, want, what in zip(layer_norm_bwd(dys, xs, ws, mean, rstd), (gx, gw, gb), ("dx", "dw", "db")):
+            assert_close(got, want, dtype, f"layer_norm {what} (offset {shift})", sum_over_rows=what != "dx")
+
+
 # ------------------------------------------------------------------------------------------- GPU, full size
 
 @pytest.mark.gpu

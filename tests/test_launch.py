@@ -3,6 +3,7 @@
 The binding logic is checked here with a stand-in for Triton's kernel objects (no GPU: the interpreter has
 no compiled kernels to bind); the real kernels' bound launches are checked on a GPU by the kernel tests
 (tests/test_kernels_*.py: every reference kernel is called many times there, on fresh tensors)."""
+import pytest
 import torch
 
 from kernels_ref import _launch
@@ -70,6 +71,49 @@ def test_bound_launch_after_the_first_call_of_each_specialization(monkeypatch):
     launches[lambda meta: (1,)](x2.double(), y2, 8, 0.25)          # another dtype
     assert [e[0] for e in log] == ["autotuned", "warmup"] * 3
     assert len(launches._bound) == 4
+
+
+def test_a_keyed_launch_binds_once_per_key_of_its_launcher(monkeypatch):
+    # keyed(): the launcher names what decides the specialization; calls with its key reuse the binding
+    # whatever their tensors, and its keys never meet the keys made from the arguments.
+    monkeypatch.setattr(_launch, "INTERPRET", False)
+    log = []
+    launches = _launch.BoundLaunches(FakeAutotuner(log))
+    x, y = torch.zeros(8), torch.zeros(8)
+    launches.keyed(("n", 8), (1,))(x, y, 8, 0.5)
+    launches.keyed(("n", 8), (1,))(y, x, 8, 0.25)
+    assert [e[0] for e in log] == ["autotuned", "warmup", "bound"]
+    assert log[-1][2][:2] == (y, x) and log[-1][2][3:] == (0.25, 64, False)
+    launches[(1,)](x, y, 8, 0.5)  # the same call by its arguments: a key of its own, bound anew
+    launches.keyed(("n", 16), (1,))(x, y, 16, 0.5)
+    assert [e[0] for e in log[3:]] == ["autotuned", "warmup", "autotuned", "warmup"]
+    assert len(launches._bound) == 3
+
+
+def test_a_bound_launch_takes_keyword_tensors_too(monkeypatch):
+    # A tensor passed by keyword is not in the positional tuple: the launch fills the bound argument list.
+    monkeypatch.setattr(_launch, "INTERPRET", False)
+    log = []
+    launches = _launch.BoundLaunches(FakeAutotuner(log))
+    x, y, y2 = torch.zeros(8), torch.zeros(8), torch.ones(8)
+    launches[(1,)](x, y_ptr=y, n=8, eps=0.5)
+    launches[(1,)](x, y_ptr=y2, n=8, eps=0.25)
+    kind, _, args = log[-1]
+    assert kind == "bound" and args[0] is x and args[1] is y2 and args[2:] == (8, 0.25, 64, False)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.zeros(6, 10), lambda: torch.zeros(6, 10)[:, 2:7], lambda: torch.zeros(10, 6).t(),
+    lambda: torch.zeros(1, 10)[:, ::2], lambda: torch.zeros(1, 10).expand(5, 10), lambda: torch.zeros(1, 10),
+    lambda: torch.zeros(6, 10)[::2], lambda: torch.zeros(10)[::3], lambda: torch.zeros(10), lambda: torch.zeros(2, 3, 4),
+    lambda: torch.zeros(0, 4), lambda: torch.zeros(4, 1).expand(4, 3)])
+def test_rows_contiguous_copies_exactly_the_layouts_the_kernels_cannot_index(make):
+    from kernels_ref._validate import rows_contiguous
+
+    t = make()
+    indexable = t.dim() == 0 or (t.stride(-1) == 1 and (t.dim() != 2 or t.shape[0] <= 1 or t.stride(0) >= t.shape[1]))
+    out = rows_contiguous(t)
+    assert (out is t) == indexable and torch.equal(out, t)
 
 
 def test_a_kernel_that_cannot_be_bound_keeps_launching(monkeypatch):
@@ -154,3 +198,59 @@ def test_off_launches_through_the_autotuner_and_then_binds_again(monkeypatch):
     launches[(1,)](x, x, 8, 0.5)
     assert [e[0] for e in log] == ["autotuned", "warmup", "autotuned", "bound"]
     assert _launch.BoundLaunches.enabled
+
+
+def test_the_protocol_timeline_pairs_each_kernel_with_an_eager_twin_that_agrees():
+    """tools.protocol_timeline: each reference call and its eager twin give the same results (interpreter
+    here), so the timeline compares like with like."""
+    from measure.memory import tensors_in
+    from tools import protocol_timeline
+
+    calls = protocol_timeline.calls((8, 48), torch.float32)
+    assert {name for name, _ in calls} == set(protocol_timeline.KERNELS)
+    for name in protocol_timeline.KERNELS:
+        (ours, args), (eager, _) = calls[name, "triton"], calls[name, "eager"]
+        for a, b in zip(tensors_in(ours(*args)), tensors_in(eager(*args))):
+            torch.testing.assert_close(a.reshape(b.shape), b, atol=2e-4, rtol=2e-4)
+
+
+def _trace_rep(t0: float, to_launch: float, idle: float, gap: float, after: float, corr: int) -> list[dict]:
+    """A synthetic chrome-trace repetition: flush kernel 100 us, a call launching two kernels of 50 us."""
+    from tools.protocol_timeline import CALL, REP
+
+    call0 = t0 + 10
+    first_launch_end = call0 + to_launch
+    flush_end = t0 + 5 + 100
+    k1 = max(flush_end + idle, first_launch_end + 1)
+    k2 = k1 + 50 + gap
+    sync_end = k2 + 50 + after
+    return [
+        {"cat": "user_annotation", "name": REP, "ts": t0, "dur": sync_end + 5 - t0},
+        {"cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": t0 + 1, "dur": 3, "args": {"correlation": corr}},
+        {"cat": "kernel", "name": "fill", "ts": t0 + 5, "dur": 100, "args": {"correlation": corr}},
+        {"cat": "user_annotation", "name": CALL, "ts": call0, "dur": to_launch + 8},
+        {"cat": "cuda_driver", "name": "cuLaunchKernelEx", "ts": first_launch_end - 4, "dur": 4,
+         "args": {"correlation": corr + 1}},
+        {"cat": "cuda_driver", "name": "cuLaunchKernelEx", "ts": first_launch_end + 2, "dur": 4,
+         "args": {"correlation": corr + 2}},
+        {"cat": "kernel", "name": "k1", "ts": k1, "dur": 50, "args": {"correlation": corr + 1}},
+        {"cat": "kernel", "name": "k2", "ts": k2, "dur": 50, "args": {"correlation": corr + 2}},
+        {"cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "ts": call0 + to_launch + 9,
+         "dur": sync_end - (call0 + to_launch + 9)},
+    ]
+
+
+def test_the_protocol_timeline_reads_each_repetitions_idle_gaps_and_kernels():
+    from tools import protocol_timeline
+
+    # A launch inside the flush (30 us after the call starts, the flush ends 95 us after it) costs nothing;
+    # one 150 us in leaves the GPU idle ~55 us; a 7 us gap between the kernels and a slow wake are read too.
+    events = (_trace_rep(0, 30, 0, 0, 4, 10) + _trace_rep(1000, 150, 0, 7, 20, 20)
+              + [{"cat": "kernel", "name": "stray", "ts": 5, "dur": 1}])  # no launch: ignored
+    rows = protocol_timeline.rep_timings(events)
+    assert len(rows) == 2
+    assert rows[0] == {"flush": 100, "to_launch": 30, "idle": 0.0, "gaps": 0.0, "kernels": 100, "after": 4}
+    assert rows[1]["idle"] == pytest.approx(56) and rows[1]["gaps"] == 7 and rows[1]["after"] == 20
+    assert rows[1]["to_launch"] == 150
+    assert protocol_timeline.medians(rows)["to_launch"] == 90
+    assert "no complete repetition" in protocol_timeline.table({("softmax", "eager"): ({}, 0)})

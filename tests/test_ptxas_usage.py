@@ -20,8 +20,8 @@ def test_a_reference_kernel_is_compiled_and_assembled_for_sm90():
     # a subprocess: the kernels must be defined with the interpreter off, which this test process has on
     run = subprocess.run(
         [sys.executable, "-m", "tools.ptxas_usage", "kernels_ref.layer_norm", "_layer_norm_bwd_dx_kernel",
-         "--const", "BLOCK_M=1", "BLOCK_N=1024", "SPLIT=1", "--fp32", "mean_ptr", "rstd_ptr", "dw_part_ptr",
-         "db_part_ptr", "--warps", "4"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+         "--const", "BLOCK_M=1", "BLOCK_N=1024", "SPLIT=1", "--fp32", "mean_ptr", "rstd_ptr", "part_ptr",
+         "--warps", "4"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     row = run.stdout.strip().splitlines()[-1].split()
     assert row[0] == "4" and 0 < int(row[1]) <= 255 and row[3] == "B", run.stdout

@@ -3,7 +3,7 @@
 #   bash tools/gpu_session.sh STAGE [STAGE ...]
 # Stages: env | kernel-tests | bench | bench-gpu | bench-quick | bench-quick-gpu | bench-matmul | gpu-tests | notebooks | capstone | autograde | naive |
 #         autograder-check | sandbox | batch-throughput | probe-configs | probe-matmul | probe-attention | probe-attention-bwd | launch-cost |
-#         launch-cost-memory | grading-time
+#         launch-cost-memory | protocol-timeline | grading-time
 # OPS=a,b limits bench, bench-quick and probe-configs to those ops; PYTEST_K=expr selects kernel-tests; ASSIGNMENTS=05_layer_norm,... limits notebooks and autograde;
 # ONLY=label,... limits autograder-check to those submissions; AUTOGRADE_FLAGS=--no-execute grades without
 # executing the notebooks (calibration only). batch-throughput needs dask in .whl/ too:
@@ -120,6 +120,9 @@ for stage in "$@"; do
         # The memory-bound kernels' launch: CPU per call, protocol and GPU time, bound against unbound.
         # LAUNCH_ARGS adds options (e.g. --profile layer_norm_bwd: where its CPU time goes), LAUNCH_LABEL names the log.
         launch-cost-memory) TAIL=${LAUNCH_TAIL:-20} run_logged launch-cost${LAUNCH_LABEL:+-$LAUNCH_LABEL} python3 -m tools.launch_cost ${LAUNCH_ARGS:-} ;;
+        # Where the protocol's time goes in one call (torch.profiler's timeline): flush, CPU to the first launch,
+        # GPU idle, kernels, synchronize; each reference kernel beside eager. TIMELINE_ARGS adds options.
+        protocol-timeline) TAIL=20 run_logged protocol-timeline${LAUNCH_LABEL:+-$LAUNCH_LABEL} python3 -m tools.protocol_timeline ${TIMELINE_ARGS:-} ;;
         autograder-check) TAIL=60 run_logged autograder-check python3 -m tools.gpu_autograder_check --out "$RES/autograder" ${ONLY:+--only "$ONLY"} ;;
         # The worker's sandbox on this machine: GPU and Triton inside it, what it refuses, start-up cost.
         # Without bubblewrap on the image, a bwrap binary carried in .whl/ (cp /usr/bin/bwrap .whl/) is used.

@@ -2,7 +2,7 @@
 of time to PTX, then assembled by ptxas with ``-v``.
 
     python -m tools.ptxas_usage kernels_ref.layer_norm _layer_norm_bwd_dx_kernel \\
-        --const BLOCK_M=1 BLOCK_N=8192 SPLIT=1 --fp32 mean_ptr rstd_ptr dw_part_ptr db_part_ptr --warps 4 8 16 32
+        --const BLOCK_M=1 BLOCK_N=8192 SPLIT=1 --fp32 mean_ptr rstd_ptr part_ptr --warps 4 8 16 32
 
 Pointers (arguments named ``*_ptr``) are bfloat16 unless named in ``--fp32``; a constexpr with a default
 takes it unless ``--const`` names it; every other non-constexpr argument is an int32 divisible by 16, as

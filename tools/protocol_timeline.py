@@ -1,0 +1,169 @@
+"""Where the timing protocol's time goes in one call: the L2 flush, the CPU's way to the first launch, the
+GPU's idle stretches and kernels, the synchronize, read from a torch.profiler timeline (CUPTI's times).
+
+    python -m tools.protocol_timeline [--shape 16384x4096] [--dtype bfloat16] [--reps 30] [--kernels a,b]
+
+``measure.timer.event_clock`` records the begin event, writes the L2 flush buffer, calls, synchronizes,
+then records the end event. The flush hides the CPU's preparation of the call; a call whose CPU work
+before its first launch outlasts the flush leaves the GPU idle inside the window, and that idle time is
+charged to the kernel. This runs those same steps under the profiler for each reference kernel
+(``tools.launch_cost``'s calls, bound launches) and its eager PyTorch twin, and prints per call the medians
+over ``--reps`` of:
+
+- ``flush``: the flush kernel's GPU time, what hides the CPU's preparation;
+- ``to launch``: CPU time from the call's start to its first kernel's launch call returning;
+- ``idle``: GPU idle from the flush's end to the call's first kernel: the launch charged to the kernel;
+- ``gaps``: GPU idle between the call's own kernels;
+- ``kernels``: the call's kernels' GPU time, summed;
+- ``after``: from the last kernel's end to the synchronize's return (the end event is recorded after it).
+
+Every time is in microseconds. The profiler's callbacks (~1-2 us an API call) are inside the CPU columns.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+import course
+
+REP, CALL = "protocol_rep", "protocol_call"  # the profiler ranges around one repetition and its call
+GPU_CATEGORIES = ("kernel", "gpu_memset", "gpu_memcpy")
+LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
+COLUMNS = ("flush", "to_launch", "idle", "gaps", "kernels", "after")
+KERNELS = ("bias_gelu", "softmax", "layer_norm_fwd", "layer_norm_bwd")
+
+
+def _eager(name: str, args: tuple):
+    """The eager PyTorch call a reference kernel's goals compare against, on the same arguments."""
+    if name == "bias_gelu":
+        return lambda x, b: F.gelu(x + b, approximate="tanh")
+    if name == "softmax":
+        return lambda x: torch.softmax(x, dim=-1)
+    if name == "layer_norm_fwd":
+        return lambda x, w, b: torch.native_layer_norm(x, [x.shape[-1]], w, b, 1e-5)
+    if name == "layer_norm_bwd":
+        bias = torch.zeros_like(args[2])  # the op's schema wants one (its values do not enter the gradients)
+        return lambda dy, x, w, mean, rstd: torch.ops.aten.native_layer_norm_backward(
+            dy, x, [x.shape[-1]], mean[:, None], rstd[:, None], w, bias, [True, True, True])
+    raise KeyError(name)
+
+
+def calls(shape: tuple[int, int], dtype: torch.dtype, kernels=KERNELS) -> dict:
+    """(kernel, path) -> (function, arguments), path "triton" (the reference) or "eager"."""
+    from tools.launch_cost import _calls
+
+    out = {}
+    for name, (fn, args) in _calls(shape, dtype).items():
+        if name in kernels:
+            out[name, "triton"] = (fn, args)
+            out[name, "eager"] = (_eager(name, args), args)
+    return out
+
+
+def _ranges(events: list[dict], name: str) -> list[tuple[float, float]]:
+    return sorted((e["ts"], e["ts"] + e["dur"]) for e in events
+                  if e.get("cat") == "user_annotation" and e.get("name") == name)
+
+
+def rep_timings(events: list[dict]) -> list[dict]:
+    """One dict of COLUMNS (us) per repetition found in a chrome trace's events (``traceEvents``)."""
+    launches = {e["args"]["correlation"]: e for e in events
+                if e.get("cat") in LAUNCH_CATEGORIES and "correlation" in e.get("args", {})}
+    gpu = sorted(((launches[e["args"]["correlation"]], e) for e in events
+                  if e.get("cat") in GPU_CATEGORIES and e.get("args", {}).get("correlation") in launches),
+                 key=lambda pair: pair[1]["ts"])
+    syncs = [e for e in events if e.get("cat") in LAUNCH_CATEGORIES and e.get("name") == "cudaDeviceSynchronize"]
+    call_ranges = _ranges(events, CALL)
+    rows = []
+    for r0, r1 in _ranges(events, REP):
+        c0, c1 = next(((a, b) for a, b in call_ranges if r0 <= a and b <= r1), (None, None))
+        if c0 is None:
+            continue
+        flush = [g for launch, g in gpu if r0 <= launch["ts"] < c0]
+        own = [(launch, g) for launch, g in gpu if c0 <= launch["ts"] <= c1]
+        sync = [s for s in syncs if c1 <= s["ts"] <= r1]
+        if not flush or not own or not sync:
+            continue
+        kernels = [g for _, g in own]
+        ends = [g["ts"] + g["dur"] for g in kernels]
+        gaps = sum(max(0.0, g["ts"] - max(ends[:i])) for i, g in enumerate(kernels) if i)
+        rows.append({
+            "flush": flush[-1]["dur"],
+            "to_launch": min(launch["ts"] + launch["dur"] for launch, _ in own) - c0,
+            "idle": max(0.0, kernels[0]["ts"] - (flush[-1]["ts"] + flush[-1]["dur"])),
+            "gaps": gaps,
+            "kernels": sum(g["dur"] for g in kernels),
+            "after": sync[0]["ts"] + sync[0]["dur"] - max(ends),
+        })
+    return rows
+
+
+def medians(rows: list[dict]) -> dict:
+    return {column: statistics.median(row[column] for row in rows) for column in COLUMNS} if rows else {}
+
+
+def timeline(fn, args: tuple, reps: int = 30, warmup: int = 5) -> list[dict]:
+    """The protocol's steps (measure.timer.event_clock), ``reps`` times under torch.profiler: rep_timings."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    from measure.timer import event_clock, l2_flush_buffer
+
+    clock = event_clock(l2_flush_buffer())
+
+    def call():
+        with record_function(CALL):
+            return fn(*args)
+
+    for _ in range(warmup):  # tuning, compiling and binding stay out of the timeline
+        clock(lambda: fn(*args))
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            with record_function(REP):
+                clock(call)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "trace.json"
+        prof.export_chrome_trace(str(path))
+        events = json.loads(path.read_text())["traceEvents"]
+    return rep_timings(events)
+
+
+def table(results: dict) -> str:
+    """results: (kernel, path) -> medians. One line each, times in us."""
+    lines = [f"{'kernel':<16}{'path':<8}" + "".join(f"{c:>11}" for c in COLUMNS) + "   reps"]
+    for (name, path), (row, n) in results.items():
+        cells = "".join(f"{row[c]:>11.1f}" for c in COLUMNS) if row else f"{'no complete repetition':>66}"
+        lines.append(f"{name:<16}{path:<8}{cells}{n:>7}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shape", default="16384x4096", help="M x N")
+    parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
+    parser.add_argument("--reps", type=int, default=30)
+    parser.add_argument("--kernels", default=",".join(KERNELS), help=f"a subset of {','.join(KERNELS)}")
+    opts = parser.parse_args(argv)
+    if not course.ON_GPU:
+        print("tools.protocol_timeline needs a GPU")
+        return 2
+    shape = tuple(int(n) for n in opts.shape.split("x"))
+    print(course.describe())
+    results = {}
+    for key, (fn, args) in calls(shape, getattr(torch, opts.dtype), opts.kernels.split(",")).items():
+        rows = timeline(fn, args, reps=opts.reps)
+        results[key] = (medians(rows), len(rows))
+    print(f"\n{opts.shape} {opts.dtype}; medians over repetitions, us (profiler's timeline)")
+    print(table(results))
+    return 0 if all(n for _, n in results.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
