@@ -125,6 +125,21 @@ def _specialization(value):
     return value
 
 
+def _with_heuristics(kernel, values: dict) -> dict:
+    """``values`` with what each ``@triton.heuristics`` layer between ``kernel`` and its JIT function
+    computes from them (as the layer does at launch, after the autotuner's config is in)."""
+    from triton.runtime.autotuner import Heuristics
+
+    layer = kernel
+    while not inspect.isfunction(getattr(layer, "fn", None)):
+        if isinstance(layer, Heuristics):  # in order: one heuristic may read an earlier one's value
+            values = dict(values)
+            for name, heuristic in layer.values.items():
+                values[name] = heuristic(values)
+        layer = layer.fn
+    return values
+
+
 class BoundLaunches:
     """``kernel[grid](*args, **kwargs)`` that, after a specialization's first call (through the autotuner
     and the JIT, which tune and compile), launches that call's compiled kernel directly
@@ -155,21 +170,23 @@ class BoundLaunches:
     def __getitem__(self, grid):
         return lambda *args, **kwargs: self._launch(grid, args, kwargs)
 
-    def keyed(self, key, grid):
+    def keyed(self, key, grid, by_arguments: bool = False):
         """``self[grid]`` for a launcher whose own ``key`` (hashable) determines the specialization: each
         tensor's dtype and alignment (:func:`alignment_mask`) and every argument that is not a tensor or a
         float, as values or as what they derive from. The key made from the arguments costs ~0.5 us an
-        argument; a launcher that derives 15 of them from a shape, a dtype and two strides names those."""
-        return lambda *args, **kwargs: self._launch(grid, args, kwargs, ("keyed", key))
+        argument; a launcher that derives 15 of them from a shape, a dtype and two strides names those.
+        ``by_arguments``: the key made from the arguments too, ``key`` adding what the grid depends on
+        beyond them (attention's batch size, which no argument carries)."""
+        return lambda *args, **kwargs: self._launch(grid, args, kwargs, ("keyed", key), by_arguments)
 
-    def _launch(self, grid, args, kwargs, key=None) -> None:
+    def _launch(self, grid, args, kwargs, key=None, by_arguments: bool = True) -> None:
         if self._names is None or not BoundLaunches.enabled:
             self.kernel[grid](*args, **kwargs)
             return
         # The key by position (the signature fixes each position's name) and keyword: built per call, so
         # kept to one pass over the arguments (LayerNorm's backward passes 19; by name it cost ~8 us a launch).
-        if key is None:
-            key = (tuple(map(_specialization, args)), tuple((k, _specialization(v)) for k, v in kwargs.items()))
+        if by_arguments:
+            key = (key, tuple(map(_specialization, args)), tuple((k, _specialization(v)) for k, v in kwargs.items()))
         try:
             hit = self._bound.get(key)
         except TypeError:  # an argument that cannot be a key (a list): no binding for it
@@ -208,6 +225,7 @@ class BoundLaunches:
             values = {**values, **config.all_kwargs()}
             if config.pre_hook is not None:
                 config.pre_hook(values)
+        values = _with_heuristics(self.kernel, values)
         runtime = tuple(name for name, value in values.items() if isinstance(value, (torch.Tensor, float)))
         try:
             return CompiledLaunch(self.kernel, grid(values) if callable(grid) else tuple(grid), values, runtime)

@@ -45,7 +45,7 @@ import triton
 import triton.language as tl
 
 from course.triton_compat import autotune, dot
-from kernels_ref._launch import cdiv
+from kernels_ref._launch import BoundLaunches, cdiv
 from kernels_ref._triton_math import LOG2E
 from kernels_ref._validate import cuda_capability_major
 from measure import reference
@@ -452,6 +452,17 @@ def _bwd_dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, sm_scale, H, S,
 
 # ------------------------------------------------------------------------------------------- launchers
 
+# The kernels, launched directly after each specialization's first call (kernels_ref._launch): through
+# the autotuner, the heuristics and the JIT, a forward's launch took the CPU ~150 us (cProfile of the
+# transformer block on an H100 host, results/h100-2026-11-26/launch-cost-profile-prefill-c28.log). Each
+# launch's key adds the batch size B, which the grids use and no argument carries. Calls with TMA
+# descriptors (unhashable) keep the ordinary launch.
+_FWD = BoundLaunches(_fwd_kernel)
+_BWD_PREPROCESS = BoundLaunches(_bwd_preprocess)
+_BWD_DKDV = BoundLaunches(_bwd_dkdv_kernel)
+_BWD_DQ = BoundLaunches(_bwd_dq_kernel)
+
+
 def _check_qkv(q, k, v, **others) -> None:
     for name, t in (("q", q), ("k", k), ("v", v), *others.items()):
         if not isinstance(t, torch.Tensor):
@@ -498,9 +509,9 @@ def flash_attention_fwd(q, k, v, causal: bool = False, sm_scale: float | None = 
     views = _tma_views(kernel, k, v)
     # The descriptors' block shape is a placeholder: the autotuner's pre-hook (_set_kv_block_shapes) sets it.
     descs = (k, v) if views is None else tuple(TensorDescriptor.from_tensor(t, [16, D]) for t in views)
-    _fwd_kernel[grid](q, k, v, o, lse, scale, H, S,
-                      *_strides(q), *_strides(k), *_strides(v), *_strides(o), *descs,
-                      CAUSAL=bool(causal), HEAD_DIM=D, TMA=views is not None, SCALE_NONNEG=scale >= 0)
+    _FWD.keyed(B, grid, by_arguments=True)(
+        q, k, v, o, lse, scale, H, S, *_strides(q), *_strides(k), *_strides(v), *_strides(o), *descs,
+        CAUSAL=bool(causal), HEAD_DIM=D, TMA=views is not None, SCALE_NONNEG=scale >= 0)
     return o, lse
 
 
@@ -566,21 +577,21 @@ def _bwd_delta(o, do) -> torch.Tensor:
     B, H, S, D = o.shape
     delta = torch.empty((B, H, S), device=o.device, dtype=torch.float32)
     pre_block = 64 if course.INTERPRET else 128
-    _bwd_preprocess[(cdiv(S, pre_block), B * H)](
+    _BWD_PREPROCESS.keyed(B, (cdiv(S, pre_block), B * H), by_arguments=True)(
         o, do, delta, H, S, *_strides(o), *_strides(do), HEAD_DIM=D, BLOCK_M=pre_block)
     return delta
 
 
 def _launch_dkdv(q, k, v, do, lse, delta, dk, dv, scale, causal) -> None:
     B, H, S, D = q.shape
-    _bwd_dkdv_kernel[lambda meta: (cdiv(S, meta["BLOCK_N"]), B * H)](
+    _BWD_DKDV.keyed(B, lambda meta: (cdiv(S, meta["BLOCK_N"]), B * H), by_arguments=True)(
         q, k, v, do, lse, delta, dk, dv, scale, H, S, *_strides(q), *_strides(k), *_strides(v), *_strides(do),
         *_strides(dk), *_strides(dv), CAUSAL=bool(causal), HEAD_DIM=D)
 
 
 def _launch_dq(q, k, v, do, lse, delta, dq, scale, causal) -> None:
     B, H, S, D = q.shape
-    _bwd_dq_kernel[lambda meta: (cdiv(S, meta["BLOCK_M"]), B * H)](
+    _BWD_DQ.keyed(B, lambda meta: (cdiv(S, meta["BLOCK_M"]), B * H), by_arguments=True)(
         q, k, v, do, lse, delta, dq, scale, H, S, *_strides(q), *_strides(k), *_strides(v), *_strides(do),
         *_strides(dq), CAUSAL=bool(causal), HEAD_DIM=D)
 

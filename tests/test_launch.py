@@ -90,6 +90,25 @@ def test_a_keyed_launch_binds_once_per_key_of_its_launcher(monkeypatch):
     assert len(launches._bound) == 3
 
 
+def test_a_bound_launch_carries_the_heuristics_values_and_an_extra_key(monkeypatch):
+    # autotune(heuristics(jit)): the binding computes what the heuristics layer computes at launch (after
+    # the autotuner's config), and keyed(..., by_arguments=True) adds to the arguments' key what the grid
+    # depends on beyond them.
+    from triton.runtime.autotuner import Heuristics
+
+    monkeypatch.setattr(_launch, "INTERPRET", False)
+    log = []
+    kernel = FakeAutotuner(log)
+    kernel.fn = Heuristics(kernel.fn, FakeJit.arg_names, {"FLAG": lambda a: a["n"] % a["BLOCK"] == 0})
+    launches = _launch.BoundLaunches(kernel)
+    x, y = torch.zeros(8), torch.zeros(8)
+    for batch in (1, 1, 2, 2):
+        launches.keyed(batch, lambda meta: (batch,), by_arguments=True)(x, y, 128, 0.5)
+    assert [e[0] for e in log] == ["autotuned", "warmup", "bound", "autotuned", "warmup", "bound"]
+    assert log[2][1] == (1, 1, 1) and log[5][1] == (2, 1, 1)  # each batch size its own grid
+    assert log[2][2][2:] == (128, 0.5, 64, True)               # FLAG: 128 % BLOCK (64) == 0
+
+
 def test_a_bound_launch_takes_keyword_tensors_too(monkeypatch):
     # A tensor passed by keyword is not in the positional tuple: the launch fills the bound argument list.
     monkeypatch.setattr(_launch, "INTERPRET", False)
@@ -206,9 +225,10 @@ def test_the_protocol_timeline_pairs_each_kernel_with_an_eager_twin_that_agrees(
     from measure.memory import tensors_in
     from tools import protocol_timeline
 
-    calls = protocol_timeline.calls((8, 48), torch.float32)
-    assert {name for name, _ in calls} == set(protocol_timeline.KERNELS)
-    for name in protocol_timeline.KERNELS:
+    names = protocol_timeline.KERNELS + protocol_timeline.BLOCKS
+    calls = protocol_timeline.calls((8, 48), torch.float32, names, block=(1, 16, 32, 2))
+    assert {name for name, _ in calls} == set(names)
+    for name in names:
         (ours, args), (eager, _) = calls[name, "triton"], calls[name, "eager"]
         for a, b in zip(tensors_in(ours(*args)), tensors_in(eager(*args))):
             torch.testing.assert_close(a.reshape(b.shape), b, atol=2e-4, rtol=2e-4)

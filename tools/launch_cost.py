@@ -8,7 +8,8 @@ than that leaves the GPU idle inside the timed window, and the kernel is charged
 kernel launches through ``kernels_ref._launch.BoundLaunches``: after a specialization's first call, its
 compiled kernel is launched directly, past the autotuner's and the JIT's per-call Python.
 
-For bias_gelu, softmax, online_softmax, LayerNorm forward and backward at one shape this prints, with the
+For bias_gelu, softmax, online_softmax, LayerNorm forward and backward at one shape, and the transformer
+block's prefill and decode step (``BLOCK``: seven and nine launches a call), this prints, with the
 bound launch and with every call through the autotuner and the JIT (``BoundLaunches.off()``):
 CPU microseconds per call (calls queued without waiting), the protocol's median and the GPU's time alone
 (``gpu_event_clock``: the launch hidden behind queued GPU work). Each path is checked against the other's
@@ -26,10 +27,29 @@ import course
 
 
 KERNELS = ("bias_gelu", "softmax", "online_softmax", "layer_norm_fwd", "layer_norm_bwd")
+BLOCKS = ("transformer_block_prefill", "transformer_block_decode")
+BLOCK = (1, 2048, 1024, 16)  # B, S (decode: the caches' context), D, H: the suite's headline block
 
 
-def _calls(shape: tuple[int, int], dtype: torch.dtype) -> dict:
-    """Each kernel's call on fresh inputs of one shape: name -> (function, arguments)."""
+def _block_calls(block: tuple[int, int, int, int], dtype: torch.dtype) -> dict:
+    """The transformer block's prefill ([B, S, D] causal) and one decode step at position S: seven and
+    nine launches a call, so the launchers' host cost adds up. name -> (function, arguments)."""
+    from kernels_ref import transformer_block as tb
+
+    B, S, D, H = block
+    device = course.DEVICE
+    params = tb.make_params(D, H, dtype)
+    caches = [torch.randn(B, H, S + 1, D // H, device=device, dtype=dtype) for _ in range(2)]
+    return {
+        "transformer_block_prefill": (tb.transformer_block, (torch.randn(B, S, D, device=device, dtype=dtype), params)),
+        "transformer_block_decode": (lambda x, p, k, v: tb.decode_step(x, p, k, v, S),
+                                     (torch.randn(B, 1, D, device=device, dtype=dtype), params, *caches)),
+    }
+
+
+def _calls(shape: tuple[int, int], dtype: torch.dtype, block=None) -> dict:
+    """Each kernel's call on fresh inputs of one shape, and with ``block`` (B, S, D, H) the transformer
+    block's: name -> (function, arguments)."""
     from kernels_ref import bias_gelu as bg, layer_norm as ln, softmax as sm
 
     M, N = shape
@@ -45,17 +65,18 @@ def _calls(shape: tuple[int, int], dtype: torch.dtype) -> dict:
         "online_softmax": (sm.online_softmax, (x,)),
         "layer_norm_fwd": (ln.layer_norm_fwd, (x, w, b)),
         "layer_norm_bwd": (ln.layer_norm_bwd, (dy, x, w, mean, rstd)),
+        **(_block_calls(block, dtype) if block else {}),
     }
 
 
-def measure(shape: tuple[int, int], dtype: torch.dtype) -> dict:
+def measure(shape: tuple[int, int], dtype: torch.dtype, block=BLOCK) -> dict:
     """name -> {path -> {cpu_us, protocol_ms, gpu_ms}} for path in ("bound", "unbound")."""
     from kernels_ref._launch import BoundLaunches
     from measure.memory import tensors_in
     from measure.timer import cpu_us_per_call, gpu_event_clock, l2_flush_buffer, time_interleaved
 
     rows = {}
-    for name, (fn, args) in _calls(shape, dtype).items():
+    for name, (fn, args) in _calls(shape, dtype, block).items():
         row = {}
         outputs = {}
         for path in ("unbound", "bound"):
@@ -74,13 +95,15 @@ def measure(shape: tuple[int, int], dtype: torch.dtype) -> dict:
     return rows
 
 
-def profile(name: str, shape: tuple[int, int], dtype: torch.dtype, calls: int = 300, top: int = 25) -> str:
-    """cProfile's table (by own time) of ``calls`` bound calls of one kernel, queued without waiting."""
+def profile(name: str, shape: tuple[int, int], dtype: torch.dtype, calls: int = 300, top: int = 25,
+            block=BLOCK) -> str:
+    """cProfile's table (by own time) of ``calls`` bound calls of one kernel (or block), queued without
+    waiting."""
     import cProfile
     import io
     import pstats
 
-    fn, args = _calls(shape, dtype)[name]
+    fn, args = _calls(shape, dtype, block if name in BLOCKS else None)[name]
     sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
     for _ in range(2):  # the first call tunes, compiles and binds
         fn(*args)
@@ -102,7 +125,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", default="16384x4096", help="M x N")
     parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
-    parser.add_argument("--profile", metavar="KERNEL", choices=KERNELS,
+    parser.add_argument("--profile", metavar="KERNEL", choices=KERNELS + BLOCKS,
                         help="where one kernel's CPU time per call goes (cProfile), instead of the table")
     opts = parser.parse_args(argv)
     if not course.ON_GPU:
@@ -115,10 +138,10 @@ def main(argv=None) -> int:
         return 0
     rows = measure(shape, getattr(torch, opts.dtype))
     print(f"\n{opts.shape} {opts.dtype}; CPU us per call, protocol ms, GPU-time ms: unbound -> bound")
-    print(f"{'kernel':<16}{'CPU us':>18}{'protocol ms':>20}{'GPU ms':>20}  identical")
+    print(f"{'kernel':<26}{'CPU us':>18}{'protocol ms':>20}{'GPU ms':>20}  identical")
     for name, row in rows.items():
         u, b = row["unbound"], row["bound"]
-        print(f"{name:<16}{u['cpu_us']:>8.1f} -> {b['cpu_us']:>6.1f}{u['protocol_ms']:>10.4f} -> {b['protocol_ms']:.4f}"
+        print(f"{name:<26}{u['cpu_us']:>8.1f} -> {b['cpu_us']:>6.1f}{u['protocol_ms']:>10.4f} -> {b['protocol_ms']:.4f}"
               f"{u['gpu_ms']:>10.4f} -> {b['gpu_ms']:.4f}  {row['identical']}")
     return 0 if all(row["identical"] for row in rows.values()) else 1
 

@@ -1,5 +1,7 @@
 """Where the timing protocol's time goes in one call: the L2 flush, the CPU's way to the first launch, the
 GPU's idle stretches and kernels, the synchronize, read from a torch.profiler timeline (CUPTI's times).
+Also for the transformer block (``--kernels transformer_block_prefill,transformer_block_decode``): seven
+and ten launches a call, where ``gaps`` is the GPU waiting for the CPU between them.
 
     python -m tools.protocol_timeline [--shape 16384x4096] [--dtype bfloat16] [--reps 30] [--kernels a,b]
 
@@ -37,6 +39,7 @@ GPU_CATEGORIES = ("kernel", "gpu_memset", "gpu_memcpy")
 LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
 COLUMNS = ("flush", "to_launch", "idle", "gaps", "kernels", "after")
 KERNELS = ("bias_gelu", "softmax", "layer_norm_fwd", "layer_norm_bwd")
+BLOCKS = ("transformer_block_prefill", "transformer_block_decode")  # tools.launch_cost.BLOCK's shape
 
 
 def _eager(name: str, args: tuple):
@@ -47,6 +50,12 @@ def _eager(name: str, args: tuple):
         return lambda x: torch.softmax(x, dim=-1)
     if name == "layer_norm_fwd":
         return lambda x, w, b: torch.native_layer_norm(x, [x.shape[-1]], w, b, 1e-5)
+    if name in BLOCKS:
+        from kernels_ref import transformer_block as tb
+
+        if name == "transformer_block_prefill":
+            return tb.transformer_block_torch
+        return lambda x, p, k, v: tb.decode_step_torch(x, p, k, v, k.shape[2] - 1)
     if name == "layer_norm_bwd":
         bias = torch.zeros_like(args[2])  # the op's schema wants one (its values do not enter the gradients)
         return lambda dy, x, w, mean, rstd: torch.ops.aten.native_layer_norm_backward(
@@ -54,12 +63,14 @@ def _eager(name: str, args: tuple):
     raise KeyError(name)
 
 
-def calls(shape: tuple[int, int], dtype: torch.dtype, kernels=KERNELS) -> dict:
-    """(kernel, path) -> (function, arguments), path "triton" (the reference) or "eager"."""
-    from tools.launch_cost import _calls
+def calls(shape: tuple[int, int], dtype: torch.dtype, kernels=KERNELS, block=None) -> dict:
+    """(kernel, path) -> (function, arguments), path "triton" (the reference) or "eager"; the transformer
+    block's (BLOCKS) at ``block`` (B, S, D, H; default tools.launch_cost.BLOCK) where ``kernels`` name them."""
+    from tools.launch_cost import BLOCK, _calls
 
     out = {}
-    for name, (fn, args) in _calls(shape, dtype).items():
+    wants_block = any(name in BLOCKS for name in kernels)
+    for name, (fn, args) in _calls(shape, dtype, (block or BLOCK) if wants_block else None).items():
         if name in kernels:
             out[name, "triton"] = (fn, args)
             out[name, "eager"] = (_eager(name, args), args)
@@ -135,10 +146,10 @@ def timeline(fn, args: tuple, reps: int = 30, warmup: int = 5) -> list[dict]:
 
 def table(results: dict) -> str:
     """results: (kernel, path) -> medians. One line each, times in us."""
-    lines = [f"{'kernel':<16}{'path':<8}" + "".join(f"{c:>11}" for c in COLUMNS) + "   reps"]
+    lines = [f"{'kernel':<26}{'path':<8}" + "".join(f"{c:>11}" for c in COLUMNS) + "   reps"]
     for (name, path), (row, n) in results.items():
         cells = "".join(f"{row[c]:>11.1f}" for c in COLUMNS) if row else f"{'no complete repetition':>66}"
-        lines.append(f"{name:<16}{path:<8}{cells}{n:>7}")
+        lines.append(f"{name:<26}{path:<8}{cells}{n:>7}")
     return "\n".join(lines)
 
 
@@ -149,7 +160,7 @@ def main(argv=None) -> int:
     parser.add_argument("--shape", default="16384x4096", help="M x N")
     parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
     parser.add_argument("--reps", type=int, default=30)
-    parser.add_argument("--kernels", default=",".join(KERNELS), help=f"a subset of {','.join(KERNELS)}")
+    parser.add_argument("--kernels", default=",".join(KERNELS), help=f"a subset of {','.join(KERNELS + BLOCKS)}")
     opts = parser.parse_args(argv)
     if not course.ON_GPU:
         print("tools.protocol_timeline needs a GPU")
