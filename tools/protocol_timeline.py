@@ -168,10 +168,18 @@ def main(argv=None) -> int:
     shape = tuple(int(n) for n in opts.shape.split("x"))
     print(course.describe())
     results = {}
-    for key, (fn, args) in calls(shape, getattr(torch, opts.dtype), opts.kernels.split(",")).items():
+    kernels = opts.kernels.split(",")
+    for key, (fn, args) in calls(shape, getattr(torch, opts.dtype), kernels).items():
         rows = timeline(fn, args, reps=opts.reps)
         results[key] = (medians(rows), len(rows))
-    print(f"\n{opts.shape} {opts.dtype}; medians over repetitions, us (profiler's timeline)")
+    from tools.launch_cost import BLOCK
+
+    sizes = []
+    if any(k in KERNELS for k in kernels):
+        sizes.append(opts.shape)
+    if any(k in BLOCKS for k in kernels):
+        sizes.append("block B{} S{} D{} H{}".format(*BLOCK))
+    print(f"\n{', '.join(sizes)} {opts.dtype}; medians over repetitions, us (profiler's timeline)")
     print(table(results))
     return 0 if all(n for _, n in results.values()) else 1
 
