@@ -27,7 +27,7 @@ import triton
 import triton.language as tl
 
 from course.triton_compat import autotune, dot
-from kernels_ref._launch import cdiv
+from kernels_ref._launch import BoundLaunches, cdiv
 from kernels_ref._validate import check_shape, check_tensor
 
 _FLOATS = (torch.float32, torch.float16, torch.bfloat16)
@@ -111,6 +111,11 @@ def _int8_linear_kernel(x_ptr, wq_ptr, scale_ptr, bias_ptr, y_ptr, M, N, K,
     tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & n_ok[None, :])
 
 
+# Launched directly after each specialization's first call (kernels_ref._launch): through the autotuner,
+# the heuristics and the JIT a launch costs the CPU ~100 us, longer than the whole kernel at decode sizes.
+_INT8_LINEAR = BoundLaunches(_int8_linear_kernel)
+
+
 def int8_weight_linear(x, w_q, w_scale, bias=None):
     """x [M, K] (float32/16, bfloat16, any strides) times the int8 weight w_q [N, K] scaled per row by
     w_scale [N] (float), plus bias [N] (x's dtype) or None: y [M, N] in x's dtype, one launch."""
@@ -134,9 +139,9 @@ def int8_weight_linear(x, w_q, w_scale, bias=None):
     def grid(meta):
         return (cdiv(N, meta["BLOCK_N"]), cdiv(M, meta["BLOCK_M"]))
 
-    _int8_linear_kernel[grid](x, w_q, w_scale, bias if bias is not None else w_scale, y, M, N, K,
-                              x.stride(0), x.stride(1), w_q.stride(0), w_q.stride(1), y.stride(0),
-                              HAS_BIAS=bias is not None)
+    _INT8_LINEAR[grid](x, w_q, w_scale, bias if bias is not None else w_scale, y, M, N, K,
+                       x.stride(0), x.stride(1), w_q.stride(0), w_q.stride(1), y.stride(0),
+                       HAS_BIAS=bias is not None)
     return y
 
 
