@@ -239,6 +239,20 @@ def _hopper_configs():
     return cfg
 
 
+def _skinny_configs():
+    """Tiles for a few rows (M <= SKINNY_MAX_M: decode, where the matmul is the weight's bytes over the
+    bandwidth): 16 rows, narrow column blocks so that N / BLOCK_N programs cover the SMs (N = 1024 at
+    BLOCK_N = 32: 32 programs, where the persistent kernel's 128-256 column tiles make 4-8), and
+    BLOCK_N * BLOCK_K * num_stages weight bytes in flight per program (the tiles int8_weight_linear
+    streams its weight with)."""
+    return [triton.Config({"BLOCK_M": 16, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 1}, num_warps=w, num_stages=s)
+            for bn, bk in [(32, 256), (64, 256), (64, 128), (32, 512), (128, 128)]
+            for w, s in [(4, 4), (4, 6), (8, 4)]]
+
+
+SKINNY_MAX_M = 16
+
+
 # Under the interpreter: small tiles so that a 37x45x29 problem still spans several tiles in M and N,
 # a K loop with a masked tail, and a GROUP_M smaller than the grid (the grouped ordering is exercised).
 _INTERPRET_CONFIG = triton.Config({"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 16, "GROUP_M": 2},
@@ -296,9 +310,12 @@ _UNTUNED_CONFIG = triton.Config({"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "G
                                 num_warps=4, num_stages=2)
 _matmul_kernel_untuned = autotune(configs=[_UNTUNED_CONFIG], key=["M", "N", "K", "HAS_BIAS", "GELU"],
                                   fallback=_INTERPRET_CONFIG)(_even_k(_matmul_body))
-# The tuned pointer kernel launched directly after each specialization's first call (kernels_ref._launch);
+_matmul_kernel_skinny = autotune(configs=_skinny_configs(), key=["M", "N", "K", "HAS_BIAS", "GELU", "HAS_RESIDUAL"],
+                                 fallback=_INTERPRET_CONFIG)(_even_k(_matmul_body))
+# The tuned pointer kernels launched directly after each specialization's first call (kernels_ref._launch);
 # the untuned one stays a learner's plain launch, as the calibration times it.
 _MATMUL_POINTER = BoundLaunches(_matmul_kernel)
+_MATMUL_SKINNY = BoundLaunches(_matmul_kernel_skinny)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -312,17 +329,22 @@ def _tma_operand(t: torch.Tensor) -> bool:
 
 
 def _pick_kernel(a: torch.Tensor, b: torch.Tensor) -> str:
-    """The one place that decides which kernel runs: "tma" (persistent, TMA descriptors) or "pointer".
+    """The one place that decides which kernel runs: "tma" (persistent, TMA descriptors), "skinny" (the
+    pointer kernel with few-row tiles) or "pointer".
 
     TMA needs a compiled kernel on Hopper or newer (the interpreter runs the pointer kernel: it models no
     TMA hardware, and its speed is not the point there), fp16/bf16 (the tuned tile shapes assume 2-byte
     elements), a row-major ``a``, ``b`` row-major or a transposed view of a row-major ``[N, K]`` weight,
-    and 16-byte aligned rows (K and N multiples of 8). Everything else takes the pointer kernel.
+    and 16-byte aligned rows (K and N multiples of 8). Up to SKINNY_MAX_M rows of 16-bit data on Hopper
+    take the skinny tiles instead (decode: the weight's bytes spread over more SMs). Everything else
+    takes the pointer kernel.
     """
     if INTERPRET or TensorDescriptor is None or a.device.type != "cuda":
         return "pointer"
     if cuda_capability_major(a.device) < 9 or a.dtype not in (torch.float16, torch.bfloat16):
         return "pointer"
+    if a.shape[0] <= SKINNY_MAX_M:
+        return "skinny"
     n = b.shape[1]
     b_ok = _tma_operand(b) or _tma_operand(b.t())
     return "tma" if _tma_operand(a) and b_ok and (n * a.element_size()) % 16 == 0 else "pointer"
@@ -440,7 +462,8 @@ def _launch(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, gelu: b
     """C = epilogue(a @ b) [+ residual] for 2-D a [M, K], b [K, N] of any strides (residual [M, N]); C is a
     fresh contiguous [M, N].
 
-    ``kernel`` forces "tma" or "pointer" (tests and benchmarks); by default :func:`_pick_kernel` decides.
+    ``kernel`` forces "tma", "skinny" or "pointer" (tests and benchmarks); by default :func:`_pick_kernel`
+    decides.
     ``config`` launches the TMA kernel with that one configuration instead of autotuning (probes).
     """
     M, K = a.shape
@@ -458,10 +481,12 @@ def _launch(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, gelu: b
         bias = bias.contiguous()
     if residual is not None and residual.stride(1) != 1:
         residual = residual.contiguous()
-    if (kernel or _pick_kernel(a, b)) == "tma":
+    choice = kernel or _pick_kernel(a, b)
+    if choice == "tma":
         _launch_tma(a, b, c, bias, gelu, warp_specialize, residual, config)
     else:
-        _launch_pointer(a, b, c, bias, gelu, residual=residual)
+        _launch_pointer(a, b, c, bias, gelu, kernel=_MATMUL_SKINNY if choice == "skinny" else None,
+                        residual=residual)
     return c
 
 
@@ -507,7 +532,7 @@ def linear_bias_gelu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, 
 
     ``weight.T`` is passed as a strided view (no copy): the TMA kernel describes ``weight`` itself and
     transposes each ``[BLOCK_N, BLOCK_K]`` tile in shared memory (free for wgmma); the pointer kernel reads
-    B tiles along K, weight's contiguous dimension. ``kernel`` forces a path ("tma" or "pointer") and
+    B tiles along K, weight's contiguous dimension. ``kernel`` forces a path ("tma", "skinny" or "pointer") and
     ``warp_specialize`` the TMA kernel's loop attribute, for benchmarks and tests; ``config`` one launch
     configuration of the TMA kernel (:func:`_launch_tma`).
     """
@@ -611,7 +636,9 @@ def linear_bias_gelu_cases(M: int, N: int, K: int, dtype=torch.bfloat16, compile
     1. The fused op checked against float64 and timed against what a user would pick instead: eager
        (F.linear + F.gelu: cuBLAS addmm, then a GELU kernel), torch.compile, cuBLASLt's fused epilogue
        (``torch._addmm_activation``); and against our own variants: warp specialization forced on
-       (``triton_ws``: the default is off on Hopper) and the one-tile-per-program kernel (``triton_tile``).
+       (``triton_ws``: the default is off on Hopper) and the one-tile-per-program kernel (``triton_tile``);
+       at decode sizes (M <= SKINNY_MAX_M), where the default takes the few-row tiles, also the
+       persistent kernel (``triton_tma``).
     2. The same kernel against cuBLAS doing the *bare* matmul (no bias, no GELU): the goal's baseline,
        the speed of a free epilogue; ``triton_matmul_only`` is our kernel with its epilogue switched off
        (the epilogue's own cost). Their outputs are not the fused op's, so that case checks nothing
@@ -639,8 +666,11 @@ def linear_bias_gelu_cases(M: int, N: int, K: int, dtype=torch.bfloat16, compile
         "eager": linear_bias_gelu_torch,
         "addmm_gelu": linear_bias_gelu_cublaslt,
     }
+    if M <= SKINNY_MAX_M:  # the default is the few-row tiles here: the persistent kernel beside them
+        candidates["triton_tma"] = lambda x, w, b: linear_bias_gelu(x, w, b, kernel="tma")
     if course.INTERPRET or (course.ON_GPU and torch.cuda.get_device_capability()[0] < 9):
         del candidates["triton_ws"]  # no TMA here
+        candidates.pop("triton_tma", None)
     if compiled is not None:
         candidates["compiled"] = compiled
     bare = {"triton": linear_bias_gelu, "triton_matmul_only": lambda x, w, b: matmul(x, w.t()),

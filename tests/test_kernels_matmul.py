@@ -197,6 +197,26 @@ def test_kernel_choice():
     assert _pick_kernel(a, b) == want and _pick_kernel(a, b.t()) == want  # both B layouts
     assert _pick_kernel(a[:, :63], b[:63]) == "pointer"        # rows not 16-byte aligned
     assert _pick_kernel(a.float(), b.float()) == "pointer"     # fp32: the pointer kernel's tiles
+    few = "skinny" if want == "tma" else "pointer"             # decode rows: few-row tiles on Hopper
+    assert _pick_kernel(a[:16], b) == few and _pick_kernel(a[:1], b.t()) == few
+    assert _pick_kernel(a[:17], b) == want
+
+
+@pytest.mark.parametrize("M", [1, 5, 16])
+def test_skinny_kernel_every_epilogue(M):
+    # The few-row tiles (forced here; chosen by default on a Hopper GPU for M <= 16) with each epilogue,
+    # a K with a ragged tail and an N that is not a multiple of any column block.
+    from kernels_ref.matmul import linear
+
+    K, N = 200, 70
+    x, w = _randn(M, K, dtype=torch.bfloat16), _randn(N, K, dtype=torch.bfloat16) / K**0.5
+    b, r = _randn(N, dtype=torch.bfloat16), _randn(M, N, dtype=torch.bfloat16)
+    ref = (x.double() @ w.double().t() + b.double())
+    assert_close(linear(x, w, b, kernel="skinny"), ref, TOL[torch.bfloat16])
+    assert_close(linear(x, w, b, gelu=True, kernel="skinny"), F.gelu(ref, approximate="tanh"),
+                 TOL[torch.bfloat16])
+    assert_close(linear(x, w, b, residual=r, kernel="skinny"), ref + r.double(), TOL[torch.bfloat16])
+    assert_close(matmul(x, w.t(), kernel="skinny"), x.double() @ w.double().t(), TOL[torch.bfloat16])
 
 
 def test_tma_launch_key_captures_the_specialization():
@@ -287,12 +307,14 @@ def test_matmul_gpu(M, N, K, dtype):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("M,N,K", [(4096, 11008, 4096), (999, 1001, 1003), (1000, 1032, 776), (16, 4096, 4096)])
+@pytest.mark.parametrize("M,N,K", [(4096, 11008, 4096), (999, 1001, 1003), (1000, 1032, 776), (16, 4096, 4096),
+                                   (1, 3072, 1024), (7, 1000, 4104)])
 def test_linear_bias_gelu_gpu(M, N, K, dtype):
     x, w, b = _randn(M, K, dtype=dtype), _randn(N, K, dtype=dtype) / K**0.5, _randn(N, dtype=dtype)
     ref = linear_bias_gelu_torch(x.double(), w.double(), b.double())
     assert_close(linear_bias_gelu(x, w, b), ref, GPU_TOL[dtype])
-    assert_close(linear_bias_gelu(x, w, b, kernel="pointer"), ref, GPU_TOL[dtype])
+    for kernel in ("pointer", "skinny") + (("tma",) if M <= 16 and K % 8 == 0 and N % 8 == 0 else ()):
+        assert_close(linear_bias_gelu(x, w, b, kernel=kernel), ref, GPU_TOL[dtype])
 
 
 @pytest.mark.gpu
