@@ -145,23 +145,33 @@ def _decode_merge_kernel(M_part, L_part, O_part, O, n_splits, H, stride_ob, stri
     tl.store(O + (bh // H) * stride_ob + (bh % H) * stride_oh + offs_d, o.to(O.dtype.element_ty))
 
 
-def _splits(n_keys: int, programs: int, device, block_n: int) -> tuple[int, int]:
-    """(splits, keys per split): about two programs per SM in all, each split a whole number of blocks."""
-    want = max(1, min(cdiv(2 * cuda_sm_count(device), programs), cdiv(n_keys, block_n)))
+def _splits(n_keys: int, programs: int, device, block_n: int, per_sm: int = 2) -> tuple[int, int]:
+    """(splits, keys per split): about ``per_sm`` programs per SM in all, each split a whole number of blocks."""
+    want = max(1, min(cdiv(per_sm * cuda_sm_count(device), programs), cdiv(n_keys, block_n)))
     per = cdiv(cdiv(n_keys, want), block_n) * block_n
     return cdiv(n_keys, per), per
 
 
-def decode_attention(q, k_cache, v_cache, n_keys: int, sm_scale: float | None = None):
+# The split kernel's launch: keys per step, programs per SM in all (the splits), warps, pipeline stages.
+# The best all-round of 36 on an H100 (tools/probe_attention.py --decode, results/h100-2026-11-26/
+# probe-attention-decode-c34.log): 1.65x, 1.23x and 1.12x cuDNN's SDPA at B1 H16 and B8 H16 (cache 2049,
+# head 64) and B8 H32 (4097, 128), where 64 keys a step, 2 programs an SM, 4 warps and 3 stages ran 1.60x,
+# 0.93x and 0.94x: more programs in flight per SM hide the cache's latency.
+DECODE_CONFIG = {"BLOCK_N": 128, "per_sm": 8, "num_warps": 2, "num_stages": 4}
+
+
+def decode_attention(q, k_cache, v_cache, n_keys: int, sm_scale: float | None = None, *, config: dict | None = None):
     """o ``[B, H, d]`` of one query per (b, h), ``q`` ``[B, H, d]``, against the first ``n_keys`` positions
-    of the caches ``[B, H, L, d]`` (any strides but a contiguous last dim). Two launches."""
+    of the caches ``[B, H, L, d]`` (any strides but a contiguous last dim). Two launches. ``config``
+    replaces entries of DECODE_CONFIG (tools/probe_attention.py --decode times them)."""
     B, H, d = q.shape
     if not 1 <= n_keys <= k_cache.shape[2]:
         raise ValueError(f"n_keys = {n_keys} must be in 1..{k_cache.shape[2]} (the cache length)")
     if d < 16 or d & (d - 1):
         raise ValueError(f"head_dim must be a power of two >= 16, got {d}")
-    block_n = 16 if course.INTERPRET else 64
-    n_splits, per = _splits(n_keys, B * H, q.device, block_n)
+    cfg = {**DECODE_CONFIG, **(config or {})}
+    block_n = 16 if course.INTERPRET else cfg["BLOCK_N"]
+    n_splits, per = _splits(n_keys, B * H, q.device, block_n, cfg["per_sm"])
     m_part = torch.empty((B * H, n_splits), dtype=torch.float32, device=q.device)
     l_part = torch.empty_like(m_part)
     o_part = torch.empty((B * H, n_splits, d), dtype=torch.float32, device=q.device)
@@ -170,7 +180,8 @@ def decode_attention(q, k_cache, v_cache, n_keys: int, sm_scale: float | None = 
     _decode_split_kernel[(B * H, n_splits)](q, k_cache, v_cache, m_part, l_part, o_part, n_keys, per, n_splits, H,
                                             qk_scale, q.stride(0), q.stride(1), k_cache.stride(0),
                                             k_cache.stride(1), k_cache.stride(2), v_cache.stride(0),
-                                            v_cache.stride(1), v_cache.stride(2), HEAD_DIM=d, BLOCK_N=block_n)
+                                            v_cache.stride(1), v_cache.stride(2), HEAD_DIM=d, BLOCK_N=block_n,
+                                            num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     _decode_merge_kernel[(B * H,)](m_part, l_part, o_part, o, n_splits, H, o.stride(0), o.stride(1), HEAD_DIM=d,
                                    SPLITS=next_power_of_2(n_splits))
     return o

@@ -234,6 +234,13 @@ def test_the_protocol_timeline_pairs_each_kernel_with_an_eager_twin_that_agrees(
             torch.testing.assert_close(a.reshape(b.shape), b, atol=2e-4, rtol=2e-4)
 
 
+def test_the_protocol_timeline_times_identical_copies_in_every_place():
+    from tools import protocol_timeline
+
+    medians = protocol_timeline.position_medians(lambda x: x * 2, (torch.ones(4),), copies=3, reps=3)
+    assert len(medians) == 3 and all(m > 0 for m in medians)
+
+
 def _trace_rep(t0: float, to_launch: float, idle: float, gap: float, after: float, corr: int) -> list[dict]:
     """A synthetic chrome-trace repetition: flush kernel 100 us, a call launching two kernels of 50 us."""
     from tools.protocol_timeline import CALL, REP
@@ -269,8 +276,18 @@ def test_the_protocol_timeline_reads_each_repetitions_idle_gaps_and_kernels():
               + [{"cat": "kernel", "name": "stray", "ts": 5, "dur": 1}])  # no launch: ignored
     rows = protocol_timeline.rep_timings(events)
     assert len(rows) == 2
-    assert rows[0] == {"flush": 100, "to_launch": 30, "idle": 0.0, "gaps": 0.0, "kernels": 100, "after": 4}
+    assert {k: rows[0][k] for k in protocol_timeline.COLUMNS} == {"flush": 100, "to_launch": 30, "idle": 0.0,
+                                                                "gaps": 0.0, "kernels": 100, "after": 4}
+    assert rows[0]["each"] == (("k1", 50), ("k2", 50))
     assert rows[1]["idle"] == pytest.approx(56) and rows[1]["gaps"] == 7 and rows[1]["after"] == 20
     assert rows[1]["to_launch"] == 150
     assert protocol_timeline.medians(rows)["to_launch"] == 90
     assert "no complete repetition" in protocol_timeline.table({("softmax", "eager"): ({}, 0)})
+    # --detail: each kernel's median over the repetitions that ran the most common sequence
+    rows.append({**rows[0], "each": (("autotune", 9.0),)})
+    each = protocol_timeline.kernel_medians(rows)
+    assert each == [("k1", 50), ("k2", 50)]
+    text = protocol_timeline.detail({("softmax", "triton"): ({}, 3, each)})
+    assert "softmax triton: 2 kernels, 100.0 us" in text and "k2" in text
+    assert protocol_timeline.all_timed({("softmax", "triton"): ({}, 3, each)})
+    assert not protocol_timeline.all_timed({("softmax", "triton"): ({}, 3, each), ("softmax", "eager"): ({}, 0, [])})

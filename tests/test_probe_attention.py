@@ -109,3 +109,22 @@ def test_backward_table_counts_the_matmuls_each_candidate_runs():
     assert all(r["tflops"] == 5000.0 for r in case["rows"])
     assert "mm TF/s" in probe.table(case)
     assert "part dq 5000 (1.000)" in probe.summary([case])
+
+
+def test_the_decode_candidates_agree_with_attention():
+    # --decode: the reference and a few of its launch configurations against the float64 definition (the
+    # interpreter keeps its own key block; the other parameters still reach the launch); SDPA's backends
+    # need a GPU and are only named here.
+    import torch
+
+    from kernels_ref.flash_attention import attention_torch
+
+    fns = probe.decode_candidates()
+    assert list(fns)[0] == "reference" and list(fns)[-3:] == ["sdpa", "sdpa_flash", "sdpa_cudnn"]
+    assert len(fns) == 1 + len(probe.DECODE_VARIANTS) + 3
+    torch.manual_seed(2)
+    q, k, v = torch.randn(2, 2, 16), torch.randn(2, 2, 37, 16), torch.randn(2, 2, 37, 16)
+    want, _ = attention_torch(q[:, :, None].double(), k.double(), v.double())
+    for name in ["reference", "split 64 ps8 w2 s3", "split 128 ps2 w8 s4", "sdpa"]:
+        assert (fns[name](q, k, v).double() - want[:, :, 0]).abs().max() < 1e-4, name
+    assert probe.parse_args(["--decode"]).decode and probe.parse_args([]).shapes is None

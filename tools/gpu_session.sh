@@ -2,7 +2,8 @@
 # Named stages on a GPU machine, in one call from the repository root:
 #   bash tools/gpu_session.sh STAGE [STAGE ...]
 # Stages: env | kernel-tests | bench | bench-gpu | bench-quick | bench-quick-gpu | bench-matmul | gpu-tests | notebooks | capstone | autograde | naive |
-#         autograder-check | sandbox | batch-throughput | probe-configs | probe-matmul | probe-attention | probe-attention-bwd | launch-cost |
+#         autograder-check | sandbox | batch-throughput | probe-configs | probe-matmul | probe-attention | probe-attention-bwd |
+#         probe-attention-decode | launch-cost |
 #         launch-cost-memory | protocol-timeline | grading-time
 # OPS=a,b limits bench, bench-quick and probe-configs to those ops; PYTEST_K=expr selects kernel-tests; ASSIGNMENTS=05_layer_norm,... limits notebooks and autograde;
 # ONLY=label,... limits autograder-check to those submissions; AUTOGRADE_FLAGS=--no-execute grades without
@@ -112,6 +113,9 @@ for stage in "$@"; do
                              ${ATTENTION_SHAPES:+--shapes "$ATTENTION_SHAPES"} --json "$RES/probe-attention.json" ;;
         probe-attention-bwd) TAIL=40 run_logged probe-attention-bwd python3 -m tools.probe_attention --backward \
                              ${ATTENTION_SHAPES:+--shapes "$ATTENTION_SHAPES"} --json "$RES/probe-attention-bwd.json" ;;
+        # The decode step's attention, launch configuration by configuration, beside SDPA (B,H,cache length,D).
+        probe-attention-decode) TAIL=30 run_logged probe-attention-decode python3 -m tools.probe_attention --decode \
+                             ${ATTENTION_SHAPES:+--shapes "$ATTENTION_SHAPES"} --json "$RES/probe-attention-decode.json" ;;
         # The fused GEMM's launch configurations (tile, stages, warps, epilogue, order, warp specialization),
         # each checked, then timed against cuBLAS's bare matmul and eager.
         probe-matmul) TAIL=70 run_logged probe-matmul python3 -m tools.probe_matmul_configs --json "$RES/probe-matmul.json" ;;
@@ -122,7 +126,7 @@ for stage in "$@"; do
         launch-cost-memory) TAIL=${LAUNCH_TAIL:-20} run_logged launch-cost${LAUNCH_LABEL:+-$LAUNCH_LABEL} python3 -m tools.launch_cost ${LAUNCH_ARGS:-} ;;
         # Where the protocol's time goes in one call (torch.profiler's timeline): flush, CPU to the first launch,
         # GPU idle, kernels, synchronize; each reference kernel beside eager. TIMELINE_ARGS adds options.
-        protocol-timeline) TAIL=20 run_logged protocol-timeline${LAUNCH_LABEL:+-$LAUNCH_LABEL} python3 -m tools.protocol_timeline ${TIMELINE_ARGS:-} ;;
+        protocol-timeline) TAIL=${LAUNCH_TAIL:-20} run_logged protocol-timeline${LAUNCH_LABEL:+-$LAUNCH_LABEL} python3 -m tools.protocol_timeline ${TIMELINE_ARGS:-} ;;
         autograder-check) TAIL=60 run_logged autograder-check python3 -m tools.gpu_autograder_check --out "$RES/autograder" ${ONLY:+--only "$ONLY"} ;;
         # The worker's sandbox on this machine: GPU and Triton inside it, what it refuses, start-up cost.
         # Without bubblewrap on the image, a bwrap binary carried in .whl/ (cp /usr/bin/bwrap .whl/) is used.

@@ -1,7 +1,7 @@
 """The FlashAttention forward's two ways of reading keys and values, timed config by config beside cuDNN;
 with --backward, the backward's kernels one by one and a one-kernel backward with atomic dQ.
 
-    python -m tools.probe_attention [--backward] [--shapes B,H,S,D;...] [--json PATH]
+    python -m tools.probe_attention [--backward | --decode] [--shapes B,H,S,D;...] [--json PATH]
 
 For each shape (bf16, causal and not) the forward kernel runs with pointer loads and with TMA loads of
 its key and value tiles (``flash_attention_fwd(kernel=...)``), first through the autotuner, then pinned
@@ -16,6 +16,10 @@ of work for the 5 counted), each of its kernels alone, and ``_bwd_atomic_kernel`
 tile adds its share of dQ into a float32 buffer with atomics: 5 matmuls, not deterministic), config by
 config, beside PyTorch's flash and cuDNN backward (autograd on a graph built once). Each row gives TFLOP/s
 of the counted 5 matmuls and of the matmuls it executes.
+
+--decode: the decode step's attention (``kernels_ref.transformer_block.decode_attention``: one query per
+head against a cache of L keys, split along the cache and merged) as it launches and with each of
+DECODE_VARIANTS (keys per step, programs per SM, warps, stages), beside PyTorch's SDPA.
 """
 from __future__ import annotations
 
@@ -333,6 +337,39 @@ def probe_backward_case(B, H, S, D, causal, timing: dict, log=print) -> dict:
     return case
 
 
+DECODE_SHAPES = ((1, 16, 2049, 64), (8, 16, 2049, 64), (8, 32, 4097, 128))  # B, H, cache length, head dim
+DECODE_VARIANTS = [{"BLOCK_N": bn, "per_sm": ps, "num_warps": w, "num_stages": st}
+                   for bn in (64, 128) for ps in (2, 4, 8) for w in (2, 4, 8) for st in (3, 4)]
+
+
+def decode_candidates() -> dict:
+    """name -> fn(q, k, v) -> o [B, H, d]: the decode step's attention (one query per head against the
+    whole cache, ``kernels_ref.transformer_block.decode_attention``) as it launches, then with each launch
+    configuration; PyTorch's SDPA (its default choice, flash and cuDNN) on the same tensors."""
+    from kernels_ref import transformer_block as tb
+
+    out = {"reference": lambda q, k, v: tb.decode_attention(q, k, v, k.shape[2])}
+    for cfg in DECODE_VARIANTS:
+        label = "split {BLOCK_N} ps{per_sm} w{num_warps} s{num_stages}".format(**cfg)
+        out[label] = lambda q, k, v, cfg=cfg: tb.decode_attention(q, k, v, k.shape[2], config=cfg)
+    out["sdpa"] = lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q[:, :, None], k, v)[:, :, 0]
+    for name, backend in (("sdpa_flash", "FLASH_ATTENTION"), ("sdpa_cudnn", "CUDNN_ATTENTION")):
+        out[name] = lambda q, k, v, fn=fa._sdpa(backend): fn(q[:, :, None], k, v, False)[:, :, 0]
+    return out
+
+
+def probe_decode_case(B, H, L, D, causal, timing: dict, log=print) -> dict:
+    """One decode shape (``causal`` unused: one query sees the whole cache)."""
+    torch.manual_seed(0)
+    q = torch.randn(B, H, D, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(B, H, L, D, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    fns = decode_candidates()
+    rows = _measure(fns, (q, k, v), fns["sdpa_cudnn"](q, k, v), _normwise, TOLERANCE, timing)
+    case = _case(f"decode B{B} H{H} L{L} D{D} bf16", 4 * B * H * L * D, rows)
+    log(table(case), flush=True)
+    return case
+
+
 def table(case: dict) -> str:
     executed = any("mm_tflops" in r for r in case["rows"])  # the backward's rows: matmuls executed too
     head = f"{'candidate':<30}{'ms':>9}{'TFLOP/s':>9}" + (f"{'mm TF/s':>9}" if executed else "")
@@ -369,7 +406,9 @@ def summary(cases: list[dict]) -> str:
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m tools.probe_attention", description=__doc__.splitlines()[0])
     p.add_argument("--backward", action="store_true", help="probe the backward instead of the forward")
-    p.add_argument("--shapes", type=lambda t: shape_list(t, 4, ";", ","), default=SHAPES, metavar="B,H,S,D;...")
+    p.add_argument("--decode", action="store_true",
+                   help="probe the decode step's attention (shapes: B,H,cache length,D) instead of the forward")
+    p.add_argument("--shapes", type=lambda t: shape_list(t, 4, ";", ","), default=None, metavar="B,H,S,D;...")
     p.add_argument("--json", metavar="PATH", help="write every row and the machine here")
     p.add_argument("--reps", type=int, default=30, help="timed repetitions per candidate")
     return p.parse_args(argv)
@@ -386,10 +425,11 @@ def main(argv=None) -> int:
     method = "python -m tools.probe_attention " + " ".join(argv if argv is not None else sys.argv[1:])
     record = {**this_machine(), "method": method.strip(), "cases": []}
     timing = {"reps": args.reps, "warmup": 3, "max_seconds": 10.0}
-    probe = probe_backward_case if args.backward else probe_case
+    probe = probe_decode_case if args.decode else probe_backward_case if args.backward else probe_case
+    shapes = args.shapes or (DECODE_SHAPES if args.decode else SHAPES)
     t0 = time.perf_counter()
-    for B, H, S, D in args.shapes:
-        for causal in (False, True):
+    for B, H, S, D in shapes:
+        for causal in (False,) if args.decode else (False, True):
             record["cases"].append(probe(B, H, S, D, causal, timing))
             if args.json:  # what is finished survives a run cut off later
                 write_json_atomic(args.json, record, nonfinite_as_null=True)

@@ -4,6 +4,7 @@ Also for the transformer block (``--kernels transformer_block_prefill,transforme
 and ten launches a call, where ``gaps`` is the GPU waiting for the CPU between them.
 
     python -m tools.protocol_timeline [--shape 16384x4096] [--dtype bfloat16] [--reps 30] [--kernels a,b]
+                                      [--block B,S,D,H] [--detail] [--positions N]
 
 ``measure.timer.event_clock`` records the begin event, writes the L2 flush buffer, calls, synchronizes,
 then records the end event. The flush hides the CPU's preparation of the call; a call whose CPU work
@@ -20,6 +21,9 @@ over ``--reps`` of:
 - ``after``: from the last kernel's end to the synchronize's return (the end event is recorded after it).
 
 Every time is in microseconds. The profiler's callbacks (~1-2 us an API call) are inside the CPU columns.
+``--detail`` lists each call's kernels one by one with their median time: where a block's GPU time goes,
+kernel against kernel beside eager's. ``--positions N`` instead times N identical copies of each call
+together by the protocol: whether a candidate's place in the interleaved rounds changes its median.
 """
 from __future__ import annotations
 
@@ -111,12 +115,24 @@ def rep_timings(events: list[dict]) -> list[dict]:
             "gaps": gaps,
             "kernels": sum(g["dur"] for g in kernels),
             "after": sync[0]["ts"] + sync[0]["dur"] - max(ends),
+            "each": tuple((g["name"], g["dur"]) for g in kernels),  # the call's kernels in GPU order
         })
     return rows
 
 
 def medians(rows: list[dict]) -> dict:
     return {column: statistics.median(row[column] for row in rows) for column in COLUMNS} if rows else {}
+
+
+def kernel_medians(rows: list[dict]) -> list[tuple[str, float]]:
+    """(name, median us) of each of a call's kernels, in order, over the repetitions that ran the most
+    common sequence of kernels (an autotuner's first run, or a stray kernel, makes a different one)."""
+    sequences = [tuple(name for name, _ in row["each"]) for row in rows]
+    if not sequences:
+        return []
+    common = max(set(sequences), key=sequences.count)
+    same = [row["each"] for row, seq in zip(rows, sequences) if seq == common]
+    return [(name, statistics.median(each[i][1] for each in same)) for i, name in enumerate(common)]
 
 
 def timeline(fn, args: tuple, reps: int = 30, warmup: int = 5) -> list[dict]:
@@ -145,11 +161,34 @@ def timeline(fn, args: tuple, reps: int = 30, warmup: int = 5) -> list[dict]:
 
 
 def table(results: dict) -> str:
-    """results: (kernel, path) -> medians. One line each, times in us."""
+    """results: (kernel, path) -> (medians, repetitions[, kernel_medians]). One line each, times in us."""
     lines = [f"{'kernel':<26}{'path':<8}" + "".join(f"{c:>11}" for c in COLUMNS) + "   reps"]
-    for (name, path), (row, n) in results.items():
+    for (name, path), (row, n, *_) in results.items():
         cells = "".join(f"{row[c]:>11.1f}" for c in COLUMNS) if row else f"{'no complete repetition':>66}"
         lines.append(f"{name:<26}{path:<8}{cells}{n:>7}")
+    return "\n".join(lines)
+
+
+def position_medians(fn, args: tuple, copies: int = 4, reps: int = 30) -> list[float]:
+    """The protocol's medians (ms) of ``copies`` identical candidates timed together: what a candidate's
+    place in each round of the interleaving costs or saves (equal medians: nothing)."""
+    from measure.timer import time_interleaved
+
+    ms = time_interleaved({f"copy {i}": fn for i in range(copies)}, args, reps=reps, warmup=3)
+    return [ms[f"copy {i}"] for i in range(copies)]
+
+
+def all_timed(results: dict) -> bool:
+    """Whether every call had at least one complete repetition (the exit status)."""
+    return all(entry[1] for entry in results.values())
+
+
+def detail(results: dict) -> str:
+    """Each call's kernels in order, with their median GPU time (us)."""
+    lines = []
+    for (name, path), (_, _, each) in results.items():
+        lines.append(f"\n{name} {path}: {len(each)} kernels, {sum(us for _, us in each):.1f} us")
+        lines += [f"  {us:>9.1f}  {kernel[:90]}" for kernel, us in each]
     return "\n".join(lines)
 
 
@@ -161,6 +200,10 @@ def main(argv=None) -> int:
     parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
     parser.add_argument("--reps", type=int, default=30)
     parser.add_argument("--kernels", default=",".join(KERNELS), help=f"a subset of {','.join(KERNELS + BLOCKS)}")
+    parser.add_argument("--block", default=None, help="B,S,D,H of the transformer block (default: tools.launch_cost.BLOCK)")
+    parser.add_argument("--detail", action="store_true", help="each call's kernels, one by one (median us)")
+    parser.add_argument("--positions", type=int, default=0, metavar="N",
+                        help="instead: N identical copies of each call timed together by the protocol")
     opts = parser.parse_args(argv)
     if not course.ON_GPU:
         print("tools.protocol_timeline needs a GPU")
@@ -169,19 +212,30 @@ def main(argv=None) -> int:
     print(course.describe())
     results = {}
     kernels = opts.kernels.split(",")
-    for key, (fn, args) in calls(shape, getattr(torch, opts.dtype), kernels).items():
-        rows = timeline(fn, args, reps=opts.reps)
-        results[key] = (medians(rows), len(rows))
     from tools.launch_cost import BLOCK
+
+    block = tuple(int(n) for n in opts.block.split(",")) if opts.block else BLOCK
+    if opts.positions:
+        print(f"\nthe protocol's median ms of {opts.positions} identical copies, timed together (first to last)")
+        for (name, path), (fn, args) in calls(shape, getattr(torch, opts.dtype), kernels, block).items():
+            medians_ms = position_medians(fn, args, opts.positions, opts.reps)
+            print(f"{name:<26}{path:<8}" + "".join(f"{m:>10.4f}" for m in medians_ms)
+                  + f"   first/rest {medians_ms[0] / statistics.median(medians_ms[1:]):.3f}")
+        return 0
+    for key, (fn, args) in calls(shape, getattr(torch, opts.dtype), kernels, block).items():
+        rows = timeline(fn, args, reps=opts.reps)
+        results[key] = (medians(rows), len(rows), kernel_medians(rows))
 
     sizes = []
     if any(k in KERNELS for k in kernels):
         sizes.append(opts.shape)
     if any(k in BLOCKS for k in kernels):
-        sizes.append("block B{} S{} D{} H{}".format(*BLOCK))
+        sizes.append("block B{} S{} D{} H{}".format(*block))
     print(f"\n{', '.join(sizes)} {opts.dtype}; medians over repetitions, us (profiler's timeline)")
     print(table(results))
-    return 0 if all(n for _, n in results.values()) else 1
+    if opts.detail:
+        print(detail(results))
+    return 0 if all_timed(results) else 1
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ KINDS = (
     (r"(.*/)?throughput\.json", "throughput"),  # tools/synthetic_class.py: a class graded on 1 and on N GPUs
     (r"probe-configs[^/]*\.json", "probe"),    # tools/probe_kernel_configs.py: launch configurations timed
     (r"probe-attention-bwd[^/]*\.json", "probe-attention-bwd"),  # tools/probe_attention.py --backward
+    (r"probe-attention-decode[^/]*\.json", "probe-attention-decode"),  # tools/probe_attention.py --decode
     (r"probe-attention[^/]*\.json", "probe-attention"),  # tools/probe_attention.py: the attention forward's loads
     (r"probe-matmul[^/]*\.json", "probe-matmul"), # tools/probe_matmul_configs.py: the fused GEMM's configurations
     (r"(.*/)?grading-run\d+\.json", "grading"),  # tools/gpu_autograde.py: a notebook's grading, where its time went
@@ -73,6 +74,8 @@ WHAT = {"bench": "python -m kernels_ref.bench --json", "calibration": "speedups 
         "probe-attention-bwd": "tools/probe_attention.py --backward: the FlashAttention backward's two kernels "
                                "alone and together, and a one-kernel backward with atomic dQ, timed against "
                                "PyTorch's flash and cuDNN",
+        "probe-attention-decode": "tools/probe_attention.py --decode: the decode step's attention, launch "
+                                  "configuration by configuration, timed against PyTorch's SDPA",
         "outcome": "python -m autograder autograde: one student's graded notebook as recorded in the gradebook "
                    "(every exercise's report, the seconds each part took)",
         "table": "a class report's scores per student and exercise", "page": "a class report's leaderboard",
