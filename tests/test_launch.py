@@ -239,6 +239,9 @@ def test_the_protocol_timeline_times_identical_copies_in_every_place():
 
     medians = protocol_timeline.position_medians(lambda x: x * 2, (torch.ones(4),), copies=3, reps=3)
     assert len(medians) == 3 and all(m > 0 for m in medians)
+    assert protocol_timeline.parse_args(["--positions", "3"]).positions == 3
+    with pytest.raises(SystemExit):  # one copy has nothing to be compared with
+        protocol_timeline.parse_args(["--positions", "1"])
 
 
 def _trace_rep(t0: float, to_launch: float, idle: float, gap: float, after: float, corr: int) -> list[dict]:
@@ -291,3 +294,23 @@ def test_the_protocol_timeline_reads_each_repetitions_idle_gaps_and_kernels():
     assert "softmax triton: 2 kernels, 100.0 us" in text and "k2" in text
     assert protocol_timeline.all_timed({("softmax", "triton"): ({}, 3, each)})
     assert not protocol_timeline.all_timed({("softmax", "triton"): ({}, 3, each), ("softmax", "eager"): ({}, 0, [])})
+
+
+def test_the_protocol_timeline_main_prints_its_tables(monkeypatch, capsys):
+    # main's own path, the GPU's parts replaced: the timeline's table with --detail, and --positions.
+    import course
+    from tools import protocol_timeline
+
+    monkeypatch.setattr(course, "ON_GPU", True)
+    monkeypatch.setattr(protocol_timeline, "calls",
+                        lambda shape, dtype, kernels, block: {("softmax", "triton"): (None, ())})
+    row = {**{c: 1.0 for c in protocol_timeline.COLUMNS}, "each": (("softmax_kernel", 1.0),)}
+    monkeypatch.setattr(protocol_timeline, "timeline", lambda fn, args, reps: [row])
+    assert protocol_timeline.main(["--kernels", "softmax", "--detail"]) == 0
+    out = capsys.readouterr().out
+    assert "16384x4096 bfloat16; medians" in out and "softmax triton: 1 kernels, 1.0 us" in out
+    monkeypatch.setattr(protocol_timeline, "position_medians", lambda fn, args, n, reps: [1.0] * n)
+    assert protocol_timeline.main(["--kernels", "transformer_block_decode", "--positions", "3"]) == 0
+    assert "first/rest 1.000" in capsys.readouterr().out
+    monkeypatch.setattr(protocol_timeline, "timeline", lambda fn, args, reps: [])
+    assert protocol_timeline.main(["--kernels", "softmax"]) == 1  # no complete repetition: a failure

@@ -192,7 +192,14 @@ def detail(results: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> int:
+def _at_least_two(text: str) -> int:
+    n = int(text)
+    if n < 2:
+        raise ValueError("--positions needs 2 copies or more")
+    return n
+
+
+def parse_args(argv=None):
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -202,40 +209,50 @@ def main(argv=None) -> int:
     parser.add_argument("--kernels", default=",".join(KERNELS), help=f"a subset of {','.join(KERNELS + BLOCKS)}")
     parser.add_argument("--block", default=None, help="B,S,D,H of the transformer block (default: tools.launch_cost.BLOCK)")
     parser.add_argument("--detail", action="store_true", help="each call's kernels, one by one (median us)")
-    parser.add_argument("--positions", type=int, default=0, metavar="N",
+    parser.add_argument("--positions", type=_at_least_two, default=0, metavar="N",
                         help="instead: N identical copies of each call timed together by the protocol")
-    opts = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def print_positions(chosen: dict, copies: int, reps: int) -> int:
+    print(f"\nthe protocol's median ms of {copies} identical copies, timed together (first to last)")
+    for (name, path), (fn, args) in chosen.items():
+        medians_ms = position_medians(fn, args, copies, reps)
+        print(f"{name:<26}{path:<8}" + "".join(f"{m:>10.4f}" for m in medians_ms)
+              + f"   first/rest {medians_ms[0] / statistics.median(medians_ms[1:]):.3f}")
+    return 0
+
+
+def print_timelines(chosen: dict, title: str, reps: int, with_detail: bool) -> int:
+    results = {}
+    for key, (fn, args) in chosen.items():
+        rows = timeline(fn, args, reps=reps)
+        results[key] = (medians(rows), len(rows), kernel_medians(rows))
+    print(f"\n{title}; medians over repetitions, us (profiler's timeline)")
+    print(table(results))
+    if with_detail:
+        print(detail(results))
+    return 0 if all_timed(results) else 1
+
+
+def main(argv=None) -> int:
+    from tools.launch_cost import BLOCK
+
+    opts = parse_args(argv)
     if not course.ON_GPU:
         print("tools.protocol_timeline needs a GPU")
         return 2
-    shape = tuple(int(n) for n in opts.shape.split("x"))
     print(course.describe())
-    results = {}
     kernels = opts.kernels.split(",")
-    from tools.launch_cost import BLOCK
-
     block = tuple(int(n) for n in opts.block.split(",")) if opts.block else BLOCK
+    shape = tuple(int(n) for n in opts.shape.split("x"))
+    chosen = calls(shape, getattr(torch, opts.dtype), kernels, block)
     if opts.positions:
-        print(f"\nthe protocol's median ms of {opts.positions} identical copies, timed together (first to last)")
-        for (name, path), (fn, args) in calls(shape, getattr(torch, opts.dtype), kernels, block).items():
-            medians_ms = position_medians(fn, args, opts.positions, opts.reps)
-            print(f"{name:<26}{path:<8}" + "".join(f"{m:>10.4f}" for m in medians_ms)
-                  + f"   first/rest {medians_ms[0] / statistics.median(medians_ms[1:]):.3f}")
-        return 0
-    for key, (fn, args) in calls(shape, getattr(torch, opts.dtype), kernels, block).items():
-        rows = timeline(fn, args, reps=opts.reps)
-        results[key] = (medians(rows), len(rows), kernel_medians(rows))
-
-    sizes = []
-    if any(k in KERNELS for k in kernels):
-        sizes.append(opts.shape)
+        return print_positions(chosen, opts.positions, opts.reps)
+    sizes = [opts.shape] if any(k in KERNELS for k in kernels) else []
     if any(k in BLOCKS for k in kernels):
         sizes.append("block B{} S{} D{} H{}".format(*block))
-    print(f"\n{', '.join(sizes)} {opts.dtype}; medians over repetitions, us (profiler's timeline)")
-    print(table(results))
-    if opts.detail:
-        print(detail(results))
-    return 0 if all_timed(results) else 1
+    return print_timelines(chosen, f"{', '.join(sizes)} {opts.dtype}", opts.reps, opts.detail)
 
 
 if __name__ == "__main__":
