@@ -239,15 +239,19 @@ def _hopper_configs():
     return cfg
 
 
+# (BLOCK_N, BLOCK_K, num_warps, num_stages) of 16-row tiles that stream a weight at decode: the few-row
+# matmul below and int8_weight_linear (kernels_ref.quant) both tune over these.
+SKINNY_TILES = tuple((bn, bk, w, s) for bn, bk in [(32, 256), (64, 256), (64, 128), (32, 512), (128, 128)]
+                     for w, s in [(4, 4), (4, 6), (8, 4)])
+
+
 def _skinny_configs():
     """Tiles for a few rows (M <= SKINNY_MAX_M: decode, where the matmul is the weight's bytes over the
     bandwidth): 16 rows, narrow column blocks so that N / BLOCK_N programs cover the SMs (N = 1024 at
     BLOCK_N = 32: 32 programs, where the persistent kernel's 128-256 column tiles make 4-8), and
-    BLOCK_N * BLOCK_K * num_stages weight bytes in flight per program (the tiles int8_weight_linear
-    streams its weight with)."""
+    BLOCK_N * BLOCK_K * num_stages weight bytes in flight per program (SKINNY_TILES)."""
     return [triton.Config({"BLOCK_M": 16, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 1}, num_warps=w, num_stages=s)
-            for bn, bk in [(32, 256), (64, 256), (64, 128), (32, 512), (128, 128)]
-            for w, s in [(4, 4), (4, 6), (8, 4)]]
+            for bn, bk, w, s in SKINNY_TILES]
 
 
 SKINNY_MAX_M = 16

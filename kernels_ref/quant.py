@@ -29,6 +29,7 @@ import triton.language as tl
 from course.triton_compat import autotune, dot
 from kernels_ref._launch import BoundLaunches, cdiv
 from kernels_ref._validate import check_shape, check_tensor
+from kernels_ref.matmul import SKINNY_TILES
 
 _FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -60,8 +61,7 @@ def _configs():
     row tiles for prefill-sized M. Shared memory per config ~ (num_stages - 1) * (BLOCK_N + 2*BLOCK_M) *
     BLOCK_K bytes: at most 160 KiB (32 x 512 at 6 stages), within Hopper's 227 KiB."""
     cfg = [triton.Config({"BLOCK_M": 16, "BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w, num_stages=s)
-           for bn, bk in [(32, 256), (64, 256), (64, 128), (32, 512), (128, 128)]
-           for w, s in [(4, 4), (4, 6), (8, 4)]]
+           for bn, bk, w, s in SKINNY_TILES]
     cfg += [triton.Config({"BLOCK_M": bm, "BLOCK_N": 128, "BLOCK_K": 64}, num_warps=8, num_stages=4)
             for bm in (64, 128)]
     return cfg
