@@ -50,10 +50,17 @@ class FakeAutotuner:
         return run
 
 
-def test_bound_launch_after_the_first_call_of_each_specialization(monkeypatch):
+def _bound_fake(monkeypatch, adapt=lambda kernel: None):
+    """(log, BoundLaunches of a FakeAutotuner) with the interpreter off; ``adapt`` alters the fake kernel first."""
     monkeypatch.setattr(_launch, "INTERPRET", False)
     log = []
-    launches = _launch.BoundLaunches(FakeAutotuner(log))
+    kernel = FakeAutotuner(log)
+    adapt(kernel)
+    return log, _launch.BoundLaunches(kernel)
+
+
+def test_bound_launch_after_the_first_call_of_each_specialization(monkeypatch):
+    log, launches = _bound_fake(monkeypatch)
     x, y = torch.zeros(8), torch.zeros(8)
     launches[lambda meta: (8 // meta["BLOCK"] + 1,)](x, y, 8, 0.5)
     assert [e[0] for e in log] == ["autotuned", "warmup"]
@@ -76,9 +83,7 @@ def test_bound_launch_after_the_first_call_of_each_specialization(monkeypatch):
 def test_a_keyed_launch_binds_once_per_key_of_its_launcher(monkeypatch):
     # keyed(): the launcher names what decides the specialization; calls with its key reuse the binding
     # whatever their tensors, and its keys never meet the keys made from the arguments.
-    monkeypatch.setattr(_launch, "INTERPRET", False)
-    log = []
-    launches = _launch.BoundLaunches(FakeAutotuner(log))
+    log, launches = _bound_fake(monkeypatch)
     x, y = torch.zeros(8), torch.zeros(8)
     launches.keyed(("n", 8), (1,))(x, y, 8, 0.5)
     launches.keyed(("n", 8), (1,))(y, x, 8, 0.25)
@@ -96,11 +101,10 @@ def test_a_bound_launch_carries_the_heuristics_values_and_an_extra_key(monkeypat
     # depends on beyond them.
     from triton.runtime.autotuner import Heuristics
 
-    monkeypatch.setattr(_launch, "INTERPRET", False)
-    log = []
-    kernel = FakeAutotuner(log)
-    kernel.fn = Heuristics(kernel.fn, FakeJit.arg_names, {"FLAG": lambda a: a["n"] % a["BLOCK"] == 0})
-    launches = _launch.BoundLaunches(kernel)
+    def heuristics(kernel):
+        kernel.fn = Heuristics(kernel.fn, FakeJit.arg_names, {"FLAG": lambda a: a["n"] % a["BLOCK"] == 0})
+
+    log, launches = _bound_fake(monkeypatch, heuristics)
     x, y = torch.zeros(8), torch.zeros(8)
     for batch in (1, 1, 2, 2):
         launches.keyed(batch, lambda meta: (batch,), by_arguments=True)(x, y, 128, 0.5)
@@ -111,9 +115,7 @@ def test_a_bound_launch_carries_the_heuristics_values_and_an_extra_key(monkeypat
 
 def test_a_bound_launch_takes_keyword_tensors_too(monkeypatch):
     # A tensor passed by keyword is not in the positional tuple: the launch fills the bound argument list.
-    monkeypatch.setattr(_launch, "INTERPRET", False)
-    log = []
-    launches = _launch.BoundLaunches(FakeAutotuner(log))
+    log, launches = _bound_fake(monkeypatch)
     x, y, y2 = torch.zeros(8), torch.zeros(8), torch.ones(8)
     launches[(1,)](x, y_ptr=y, n=8, eps=0.5)
     launches[(1,)](x, y_ptr=y2, n=8, eps=0.25)
@@ -136,11 +138,10 @@ def test_rows_contiguous_copies_exactly_the_layouts_the_kernels_cannot_index(mak
 
 
 def test_a_kernel_that_cannot_be_bound_keeps_launching(monkeypatch):
-    monkeypatch.setattr(_launch, "INTERPRET", False)
-    log = []
-    kernel = FakeAutotuner(log)
-    kernel.fn.warmup = lambda grid, **values: (_ for _ in ()).throw(RuntimeError("internals moved"))
-    launches = _launch.BoundLaunches(kernel)
+    def unbindable(kernel):
+        kernel.fn.warmup = lambda grid, **values: (_ for _ in ()).throw(RuntimeError("internals moved"))
+
+    log, launches = _bound_fake(monkeypatch, unbindable)
     x = torch.zeros(8)
     for _ in range(3):
         launches[(1,)](x, x, 8, 0.5)
@@ -159,9 +160,7 @@ def test_the_interpreter_launches_the_kernel_itself():
 
 
 def test_binding_switched_off_launches_through_the_autotuner(monkeypatch):
-    monkeypatch.setattr(_launch, "INTERPRET", False)
-    log = []
-    launches = _launch.BoundLaunches(FakeAutotuner(log))
+    log, launches = _bound_fake(monkeypatch)
     x = torch.zeros(8)
     launches[(1,)](x, x, 8, 0.5)
     monkeypatch.setattr(_launch.BoundLaunches, "enabled", False)
@@ -207,9 +206,7 @@ def test_the_host_side_cdiv_and_next_power_of_2_match_triton():
 
 
 def test_off_launches_through_the_autotuner_and_then_binds_again(monkeypatch):
-    monkeypatch.setattr(_launch, "INTERPRET", False)
-    log = []
-    launches = _launch.BoundLaunches(FakeAutotuner(log))
+    log, launches = _bound_fake(monkeypatch)
     x = torch.zeros(8)
     launches[(1,)](x, x, 8, 0.5)
     with _launch.BoundLaunches.off():
