@@ -44,6 +44,7 @@ from __future__ import annotations
 import ast
 import builtins
 import fnmatch
+import threading
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
@@ -252,6 +253,19 @@ def forbidden_calls_for(spec) -> dict[str, str]:
     return out
 
 
+# CPython 3.11 keeps the AST converter's recursion count per interpreter and resets it from the calling
+# thread's stack depth, so two threads parsing at once can fail with "SystemError: AST constructor recursion
+# depth mismatch" (python/cpython#106905). The grader audits exercises side by side in threads: every parse
+# of the grader goes through this one lock.
+_PARSE_LOCK = threading.Lock()
+
+
+def parse(source: str, filename: str = "<unknown>") -> ast.Module:
+    """``ast.parse``, one thread at a time."""
+    with _PARSE_LOCK:
+        return ast.parse(source, filename=filename)
+
+
 def audit(source: str, *, allow: Iterable[str] = frozenset(), forbidden_calls: Iterable[str] | Mapping = frozenset(),
           entry: str | None = None) -> list[Finding]:
     """Findings for ``source`` (which must parse: ``submission.load`` guarantees it), sorted by line.
@@ -264,7 +278,7 @@ def audit(source: str, *, allow: Iterable[str] = frozenset(), forbidden_calls: I
     unknown = set(allow) - set(FEATURES)
     if unknown:
         raise ValueError(f"unknown feature(s) {sorted(unknown)}; known: {sorted(FEATURES)}")
-    tree = ast.parse(source)
+    tree = parse(source)
     if not isinstance(forbidden_calls, Mapping):
         forbidden_calls = {name: "this exercise forbids it" for name in forbidden_calls}
     forbidden_calls = dict(forbidden_calls)

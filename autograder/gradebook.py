@@ -31,6 +31,8 @@ import tempfile
 from pathlib import Path
 import sys
 
+from autograder.audit import parse
+
 # nbgrader creates and migrates gradebooks with `alembic`, called by name: the tools installed beside this
 # Python must be on PATH even when it was started by its full path (not through `make`).
 _BIN = os.path.dirname(sys.executable)
@@ -95,7 +97,7 @@ def grade_cells(notebook_path) -> dict[str, str]:
 def _graded_exercise(source: str) -> str | None:
     lines = [line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))]
     try:
-        tree = ast.parse("\n".join(lines))
+        tree = parse("\n".join(lines))
     except SyntaxError:
         return None
     for node in ast.walk(tree):

@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autograder.audit import parse
+
 
 class SubmissionError(Exception):
     """Unusable input: the message is one line a learner can act on (CLI exit code 2)."""
@@ -102,7 +104,7 @@ def load(path) -> Submission:
     else:
         raise SubmissionError(f"{path} is not a notebook or a Python file (expected .ipynb or .py)")
     try:
-        tree = ast.parse(sub.source, filename=str(path))
+        tree = parse(sub.source, filename=str(path))
     except SyntaxError as exc:
         raise SubmissionError(f"syntax error in {path.name} at {sub.where(exc.lineno)}: {exc.msg}") from None
     sub.defined = _top_level_names(tree)

@@ -587,3 +587,36 @@ def test_state_kept_between_calls_is_reported_in_code_the_entry_point_runs(snipp
 @pytest.mark.parametrize("snippet", HONEST_STATE)
 def test_honest_module_state_is_not_reported(snippet):
     assert not [f for f in audit(snippet, forbidden_calls={"softmax"}, entry="f") if f.rule == "kept-state"]
+
+
+def test_audits_in_threads_never_parse_at_once(monkeypatch):
+    """The grader audits exercises side by side in threads; CPython 3.11's AST converter is not safe for
+    two threads at once (a spurious SystemError), so every parse takes one lock."""
+    import ast
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from autograder import audit as audit_module
+
+    inside, most = [0], [0]
+    counter = threading.Lock()
+    real_parse = ast.parse
+
+    def watched_parse(*args, **kwargs):
+        with counter:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        time.sleep(0.02)  # long enough that an unlocked parse in another thread would overlap
+        try:
+            return real_parse(*args, **kwargs)
+        finally:
+            with counter:
+                inside[0] -= 1
+
+    monkeypatch.setattr(audit_module.ast, "parse", watched_parse)
+    source = (ROOT / "tests/submissions/later/good_05_08.py").read_text()
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        found = list(pool.map(lambda _: audit(source, forbidden_calls={"softmax"}, entry="softmax"), range(8)))
+    assert most[0] == 1
+    assert all(f == found[0] for f in found)
