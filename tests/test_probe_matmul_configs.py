@@ -36,5 +36,5 @@ def test_refuses_without_a_tma_gpu(capsys):
 def test_launch_cost_refuses_without_a_gpu(capsys):
     from tools import matmul_launch_cost
 
-    assert matmul_launch_cost.main() == 2
+    assert matmul_launch_cost.main([]) == 2
     assert "needs a GPU" in capsys.readouterr().out
