@@ -9,7 +9,8 @@ PASSED predicts the grade's correctness verdict.
 
 Without a GPU the calls run in a forked child of the notebook's kernel: a kernel that crashes the
 Triton interpreter (an unmasked load or store) ends the child, not the learner's session, and ``check``
-says what happened. On a GPU they run in the kernel's own process (CUDA cannot be forked); a sticky CUDA
+says what happened; a child that runs past the time limit is stopped, and ``check`` shows the line it was
+on. On a GPU they run in the kernel's own process (CUDA cannot be forked); a sticky CUDA
 error is reported in plain words, with the advice to restart the kernel.
 
 It is feedback, not a grade: it runs in the learner's process, so only the isolated grader is trusted.
@@ -23,6 +24,10 @@ import sys
 import time
 
 from autograder.isolation import HEAD_BYTES, Session, WorkerGone, _CappedReader, explain_exit
+
+
+# How long before its deadline a forked child writes its stack (time for the notebook to read it).
+STACK_BEFORE_DEADLINE_S = 3.0
 
 
 class ForkSession(Session):
@@ -41,7 +46,7 @@ class ForkSession(Session):
         if pid == 0:  # the child: never returns
             parent.close()
             os.close(read_fd)
-            _child_main(self.fn, self.poison, child, write_fd, self.harness)
+            _child_main(self.fn, self.poison, child, write_fd, self.harness, self.timeout_s)
         child.close()
         os.close(write_fd)
         self.pid, self.sock, self.status = pid, parent, None
@@ -77,8 +82,10 @@ class ForkSession(Session):
         return explain_exit(code, self.output)
 
 
-def _child_main(fn, poison, sock, out_fd, harness=None):
-    """Serve the call loop; the learner's prints go to a pipe the notebook shows."""
+def _child_main(fn, poison, sock, out_fd, harness=None, timeout_s: float | None = None):
+    """Serve the call loop; the learner's prints go to a pipe the notebook shows. Shortly before the
+    notebook gives up on it (``timeout_s``), the child writes where it is to that pipe: a stopped check
+    then shows the line it was stuck on."""
     code = 1
     try:
         os.dup2(out_fd, 1)
@@ -89,6 +96,9 @@ def _child_main(fn, poison, sock, out_fd, harness=None):
         import faulthandler
 
         faulthandler.enable(file=sys.stderr, all_threads=False)  # a crash shows the learner's line, above
+        if timeout_s:
+            faulthandler.dump_traceback_later(max(0.5 * timeout_s, timeout_s - STACK_BEFORE_DEADLINE_S),
+                                              file=sys.stderr)
         import torch
 
         torch.set_num_threads(1)  # OpenMP's thread pool does not survive fork(): one thread is safe
@@ -195,11 +205,12 @@ def _print_output(session):
 
 
 def _without_grader_frames(out: str) -> str:
-    """A crash dump (faulthandler) keeps its first line and the learner's frames: the grader's and the
-    libraries' frames and the list of extension modules say nothing to the learner."""
+    """A crash dump, or the stack a child writes before its deadline (faulthandler), keeps its first line
+    and the learner's frames: the grader's and the libraries' frames and the list of extension modules say
+    nothing to the learner."""
     from autograder.legality import _is_library
 
-    if "Fatal Python error" not in out:
+    if "Fatal Python error" not in out and "most recent call first" not in out:
         return out
     kept = []
     for line in out.splitlines():

@@ -245,6 +245,31 @@ def test_check_survives_a_crashing_kernel_and_names_the_likely_cause(capsys):
     assert check("softmax_bytes", lambda shape, dtype: 0, show=False) is False  # this process is fine
 
 
+
+def test_a_check_stopped_at_its_time_limit_shows_the_line_it_was_stuck_on(capsys, monkeypatch):
+    """Shortly before the time limit the forked child writes its stack: the learner sees the line (theirs),
+    not the grader's frames."""
+    import time
+
+    from autograder import check
+    from autograder import notebook
+
+    if course.ON_GPU:
+        pytest.skip("on a GPU the calls run in the notebook's process (CUDA cannot be forked)")
+    monkeypatch.setattr(notebook, "local_session",
+                        lambda fn, spec: notebook.ForkSession(fn, spec.judged_on_tensors, 6.0, spec.harness))
+
+    def vector_add(x, y):
+        while True:
+            time.sleep(0.01)  # the line the stack must name
+
+    assert check("vector_add", vector_add) is False
+    out = capsys.readouterr().out
+    stuck_line = vector_add.__code__.co_firstlineno + 2
+    assert "did not finish within the time limit of 6 s" in out
+    assert f"line {stuck_line} in vector_add" in out, out
+    assert "autograder/worker.py" not in out and "autograder/runner.py" not in out
+
 # --------------------------------------------------------------------------- a PASSED check predicts the grade
 
 # Submissions whose mistakes check() is for: honest ones (tests/submissions; the correct ones included).
@@ -255,8 +280,11 @@ NOT_FOR_CHECK = {"patches_grader.py", "hangs.py", "raises_at_import.py", "floods
 # Submissions that end the process they run in (exits, a segfault; on a GPU an illegal memory access).
 CRASH_THE_PROCESS = {"crashes.py", "unmasked_store.py"}
 # Exercises judged on wall-clock times of a probe (00's benchmark): on a busy machine a verdict can flip, so
-# a disagreement is measured once more before it counts.
+# a disagreement is measured once more before it counts. So is a check stopped at its time limit: a correct
+# function that ran past it was held up by the machine; the stack the child wrote is in the message if it
+# happens twice.
 TIMED = {"benchmark"}
+STOPPED_AT_LIMIT = "did not finish within the time limit"
 EARLY = [ex for nb in ("00_measure", "01_naive_ops", "02_profiling", "03_triton_basics", "04_fused_softmax")
          for ex in specs.for_notebook(nb)]
 
@@ -284,6 +312,17 @@ def _load(name):
     return module
 
 
+def _check_shown(check, ex_id, fn) -> tuple[bool, str]:
+    """check()'s verdict on the quick public cases, and what it printed."""
+    import contextlib
+    import io
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        passed = check(ex_id, fn, quick=True, show=True)
+    return passed, printed.getvalue()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", _known_submissions())
 def test_a_passed_check_means_full_correctness_points(name):
@@ -302,15 +341,16 @@ def test_a_passed_check_means_full_correctness_points(name):
     disagree = []
     for ex_id in exercises:
         fn = getattr(module, specs.get(ex_id).entry)
-        passed = check(ex_id, fn, quick=True, show=False)
-        if passed != grades[ex_id]["correct"] and ex_id in TIMED:  # wall-clock verdicts: once more
+        passed, shown = _check_shown(check, ex_id, fn)
+        if passed != grades[ex_id]["correct"] and (ex_id in TIMED or STOPPED_AT_LIMIT in shown):  # once more
             from autograder.grading import grade_submission
 
-            passed = check(ex_id, fn, quick=True, show=False)
+            passed, shown = _check_shown(check, ex_id, fn)
             grades = {**grades, ex_id: grade_submission(SUBMISSIONS / name, [ex_id], quick=True)["exercises"][0]}
         if passed != grades[ex_id]["correct"]:
             disagree.append(f"{ex_id}: check {'PASSED' if passed else 'failed'}, grade "
-                            f"{'correct' if grades[ex_id]['correct'] else 'not correct: ' + text(grades[ex_id])}")
+                            f"{'correct' if grades[ex_id]['correct'] else 'not correct: ' + text(grades[ex_id])}"
+                            f"\ncheck printed:\n{shown[-3000:]}")
     assert not disagree, disagree
 
 
