@@ -26,8 +26,10 @@ import time
 from autograder.isolation import HEAD_BYTES, Session, WorkerGone, _CappedReader, explain_exit
 
 
-# How long before its deadline a forked child writes its stack (time for the notebook to read it).
-STACK_BEFORE_DEADLINE_S = 3.0
+# A forked child writes its stack this long after the notebook's deadline: inside the grace the notebook
+# gives a stopped child before killing it (``ForkSession.stop``), and never for a check that ends in time.
+STACK_AFTER_DEADLINE_S = 0.5
+STOP_GRACE_S = 5.0
 
 
 class ForkSession(Session):
@@ -64,7 +66,7 @@ class ForkSession(Session):
 
     def stop(self):
         if self.status is None:
-            deadline = time.monotonic() + 5
+            deadline = time.monotonic() + STOP_GRACE_S
             while time.monotonic() < deadline:
                 pid, status = os.waitpid(self.pid, os.WNOHANG)
                 if pid:
@@ -83,9 +85,9 @@ class ForkSession(Session):
 
 
 def _child_main(fn, poison, sock, out_fd, harness=None, timeout_s: float | None = None):
-    """Serve the call loop; the learner's prints go to a pipe the notebook shows. Shortly before the
-    notebook gives up on it (``timeout_s``), the child writes where it is to that pipe: a stopped check
-    then shows the line it was stuck on."""
+    """Serve the call loop; the learner's prints go to a pipe the notebook shows. Just after the notebook's
+    deadline (``timeout_s``), while the notebook waits to stop it, the child writes where it is to that
+    pipe: a stopped check then shows the line it was stuck on."""
     code = 1
     try:
         os.dup2(out_fd, 1)
@@ -97,8 +99,7 @@ def _child_main(fn, poison, sock, out_fd, harness=None, timeout_s: float | None 
 
         faulthandler.enable(file=sys.stderr, all_threads=False)  # a crash shows the learner's line, above
         if timeout_s:
-            faulthandler.dump_traceback_later(max(0.5 * timeout_s, timeout_s - STACK_BEFORE_DEADLINE_S),
-                                              file=sys.stderr)
+            faulthandler.dump_traceback_later(timeout_s + STACK_AFTER_DEADLINE_S, file=sys.stderr)
         import torch
 
         torch.set_num_threads(1)  # OpenMP's thread pool does not survive fork(): one thread is safe

@@ -247,7 +247,7 @@ def test_check_survives_a_crashing_kernel_and_names_the_likely_cause(capsys):
 
 
 def test_a_check_stopped_at_its_time_limit_shows_the_line_it_was_stuck_on(capsys, monkeypatch):
-    """Shortly before the time limit the forked child writes its stack: the learner sees the line (theirs),
+    """Once past the time limit the forked child writes its stack: the learner sees the line (theirs),
     not the grader's frames."""
     import time
 
