@@ -10,8 +10,8 @@ PASSED predicts the grade's correctness verdict.
 Without a GPU the calls run in a forked child of the notebook's kernel: a kernel that crashes the
 Triton interpreter (an unmasked load or store) ends the child, not the learner's session, and ``check``
 says what happened; a child that runs past the time limit is stopped, and ``check`` shows the line it was
-on. On a GPU they run in the kernel's own process (CUDA cannot be forked); a sticky CUDA
-error is reported in plain words, with the advice to restart the kernel.
+on. On a GPU they run in the kernel's own process (CUDA cannot be forked); a sticky CUDA error is reported
+in plain words, with the advice to restart the kernel.
 
 It is feedback, not a grade: it runs in the learner's process, so only the isolated grader is trusted.
 Inside a grading worker (AUTOGRADER_WORKER=1) it does nothing and returns True: the worker grades.
@@ -206,7 +206,7 @@ def _print_output(session):
 
 
 def _without_grader_frames(out: str) -> str:
-    """A crash dump, or the stack a child writes before its deadline (faulthandler), keeps its first line
+    """A crash dump, or the stack a child writes at its deadline (faulthandler), keeps its first line
     and the learner's frames: the grader's and the libraries' frames and the list of extension modules say
     nothing to the learner."""
     from autograder.legality import _is_library
