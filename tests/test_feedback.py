@@ -245,14 +245,12 @@ def test_check_survives_a_crashing_kernel_and_names_the_likely_cause(capsys):
     assert check("softmax_bytes", lambda shape, dtype: 0, show=False) is False  # this process is fine
 
 
-
 def test_a_check_stopped_at_its_time_limit_shows_the_line_it_was_stuck_on(capsys, monkeypatch):
     """Once past the time limit the forked child writes its stack: the learner sees the line (theirs),
     not the grader's frames."""
     import time
 
-    from autograder import check
-    from autograder import notebook
+    from autograder import check, notebook
 
     if course.ON_GPU:
         pytest.skip("on a GPU the calls run in the notebook's process (CUDA cannot be forked)")
@@ -270,6 +268,7 @@ def test_a_check_stopped_at_its_time_limit_shows_the_line_it_was_stuck_on(capsys
     assert f"line {stuck_line} in vector_add" in out, out
     assert "autograder/worker.py" not in out and "autograder/runner.py" not in out
 
+
 # --------------------------------------------------------------------------- a PASSED check predicts the grade
 
 # Submissions whose mistakes check() is for: honest ones (tests/submissions; the correct ones included).
@@ -284,7 +283,6 @@ CRASH_THE_PROCESS = {"crashes.py", "unmasked_store.py"}
 # function that ran past it was held up by the machine; the stack the child wrote is in the message if it
 # happens twice.
 TIMED = {"benchmark"}
-STOPPED_AT_LIMIT = "did not finish within the time limit"
 EARLY = [ex for nb in ("00_measure", "01_naive_ops", "02_profiling", "03_triton_basics", "04_fused_softmax")
          for ex in specs.for_notebook(nb)]
 
@@ -331,6 +329,7 @@ def test_a_passed_check_means_full_correctness_points(name):
     from _autograder_helpers import SUBMISSIONS, graded, text
 
     from autograder import check
+    from autograder.isolation import timeout_message
 
     if course.ON_GPU and name in CRASH_THE_PROCESS:
         pytest.skip("on a GPU check() runs in this very process (CUDA cannot be forked): a crash would end it")
@@ -342,7 +341,8 @@ def test_a_passed_check_means_full_correctness_points(name):
     for ex_id in exercises:
         fn = getattr(module, specs.get(ex_id).entry)
         passed, shown = _check_shown(check, ex_id, fn)
-        if passed != grades[ex_id]["correct"] and (ex_id in TIMED or STOPPED_AT_LIMIT in shown):  # once more
+        stopped = timeout_message(specs.get(ex_id).timeout_s) in shown
+        if passed != grades[ex_id]["correct"] and (ex_id in TIMED or stopped):  # once more
             from autograder.grading import grade_submission
 
             passed, shown = _check_shown(check, ex_id, fn)
