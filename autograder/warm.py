@@ -9,7 +9,7 @@ graded run (``worker.AutotunePin``: case k runs config k). They compile what the
 write it to that cache; the graded worker then loads each kernel from it instead of compiling it.
 
 Two ways to run them (``AUTOGRADER_WARM_MODE``):
-- ``beside`` (the default: measured faster in docs/GRADING_TIME.md, 05 graded in 35 s instead of 48 s and
+- ``beside`` (the default: measured faster in docs/performance.md, 05 graded in 35 s instead of 48 s and
   07 in 52 s instead of 60 s on the same H100): the graded worker starts its cases at once, from the
   first, while the warmers take theirs from the last case backwards and stop where the graded worker has
   reached; they are killed when its cases end. A notebook whose compilation is small then waits for

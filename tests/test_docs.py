@@ -32,3 +32,23 @@ def test_every_document_a_notebook_or_the_readme_names_exists():
             if not found:
                 missing.append(f"{src.relative_to(ROOT)} names {name}")
     assert not missing, missing
+
+
+def test_adding_an_exercise_names_only_real_files_and_functions():
+    """Every step of the checklist names at least one file, and every `path` or `path:name` it names exists
+    (the name defined in that file), so the checklist moves when the code does."""
+    doc = (ROOT / "docs" / "adding-an-exercise.md").read_text()
+    steps = re.findall(r"^\d+\. (.*?)(?=^\d+\. |\Z)", doc, re.M | re.S)
+    assert len(steps) >= 8
+    wrong = []
+    for number, step in enumerate(steps, 1):
+        refs = re.findall(r"`([\w./-]+\.(?:py|md|ipynb|toml)|Makefile)(?::(\w+))?`", step)
+        if not refs:
+            wrong.append(f"step {number} names no file")
+        for path, name in refs:
+            file = ROOT / path
+            if not file.exists():
+                wrong.append(f"step {number}: {path} does not exist")
+            elif name and not re.search(rf"^\s*(?:def|class) {name}\b|^{name}\b.*=", file.read_text(), re.M):
+                wrong.append(f"step {number}: {path} defines no {name}")
+    assert not wrong, wrong

@@ -1,5 +1,6 @@
 """results/: every GPU result says where and how it was measured, every performance threshold holds on every
-GPU recorded there (the 15% rule), and the README's tables are what results/ generates."""
+GPU recorded there (the 15% rule), and the tables of README.md and results/README.md are
+what results/ generates."""
 import json
 import math
 import pathlib
@@ -195,10 +196,20 @@ def test_every_bench_evidence_is_found():
 
 # --------------------------------------------------------------------------- the README's tables
 
-def test_readme_tables_are_what_results_generate():
-    readme = (ROOT / "README.md").read_text()
-    assert results_tables.render(readme, results_tables.sections()) == readme, \
-        "README.md is out of date with results/: run python -m tools.results_tables --write README.md"
+@pytest.mark.parametrize("relative", sorted(results_tables.FILES))
+def test_readme_tables_are_what_results_generate(relative):
+    text = (ROOT / relative).read_text()
+    generated = results_tables.for_file(relative, results_tables.sections())
+    assert results_tables.render(text, generated) == text, \
+        f"{relative} is out of date with results/: run python -m tools.results_tables --write"
+
+
+def test_headline_table_shows_the_newest_calibration_of_each_gpu():
+    headline = results_tables.sections()["headline"]
+    newest = {results_tables.gpu_model(run): run for run, _ in CALIBRATIONS}
+    header = headline.splitlines()[0]
+    assert all(f"| {results_tables.column(run)} |" in header for run in newest.values())
+    assert "`softmax` | torch.softmax" in headline
 
 
 def test_render_replaces_only_between_markers():
@@ -275,7 +286,7 @@ def test_grading_runs_compare_side_by_side():
     text = grading_compare.compare(folders)
     assert "h100-2026-11-26/grading-before" in text and "h100-2026-11-26/grading-after" in text
     row = next(line for line in text.splitlines() if line.startswith("07_flash_attention"))
-    assert row.split()[1:] == ["79.5", "48.2"]  # docs/GRADING_TIME.md's table
+    assert row.split()[1:] == ["79.5", "48.2"]  # docs/performance.md's grading-time table
     assert "15.5 + 9.7 + 8.8 (1.66x)" in text  # flash_attention_bwd after: compiling ahead, cases, timing, speedup
     assert grading_compare.main([str(ROOT / "results")]) == 2  # no autograde.json there: said, not a traceback
 

@@ -1,25 +1,28 @@
-"""The README's generated tables: the curriculum from the course manifest, the measured results from results/
-(one command, nothing copied by hand).
+"""The generated tables of README.md and results/README.md: the curriculum from the course manifest, the
+measured results from results/ (one command, nothing copied by hand).
 
-    python -m tools.results_tables                   # print every generated section
-    python -m tools.results_tables --write README.md # replace the text between each section's markers
-    python -m tools.results_tables --check README.md # exit 1 if README.md differs from what is generated
+    python -m tools.results_tables           # print every generated section
+    python -m tools.results_tables --write   # replace the text between each section's markers, in every file
+    python -m tools.results_tables --check   # exit 1 if a file differs from what is generated
 
-A section lives between ``<!-- results:NAME begin -->`` and ``<!-- results:NAME end -->``:
-``curriculum`` (notebooks and their graded exercises, from ``course/manifest.py``), ``bench`` (the reference kernels, ``python -m kernels_ref.bench``), ``autograder`` (the grader's reports
-and the naive versions' speedups) and ``calibration`` (solution and naive speedups on every GPU against
-today's thresholds in autograder/specs). tests/test_results.py checks that README.md is in sync.
+A section lives between ``<!-- results:NAME begin -->`` and ``<!-- results:NAME end -->``. README.md holds
+``curriculum`` (notebooks and their graded exercises, from ``course/manifest.py``) and ``headline`` (each
+performance exercise's solution speedup on the newest calibration run of every GPU); results/README.md holds
+the full tables: ``bench`` (the reference kernels, ``python -m kernels_ref.bench``), ``autograder`` (the
+grader's reports and the naive versions' speedups) and ``calibration`` (solution and naive speedups on every
+GPU against today's thresholds in autograder/specs). tests/test_results.py checks that both are in sync.
 """
 from __future__ import annotations
 
 import argparse
 import re
 import sys
-from pathlib import Path
 
 from tools import results
 
-SECTIONS = ("curriculum", "bench", "autograder", "calibration")
+# Which file holds which generated sections (paths relative to the repository root).
+FILES = {"README.md": ("curriculum", "headline"), "results/README.md": ("bench", "autograder", "calibration")}
+SECTIONS = tuple(name for names in FILES.values() for name in names)
 DTYPES = {"bfloat16": "bf16", "bf16": "bf16", "float32": "fp32", "float16": "fp16"}
 MAIN_BASELINES = ("eager", "compiled")  # the bench table's two speedup columns
 
@@ -257,6 +260,38 @@ def calibration_section(runs: list[results.Run]) -> str:
     return table(header, rows)
 
 
+def gpu_model(run: results.Run) -> str:
+    """"h100" from the run folder "h100-2026-11-23"."""
+    return run.name.rsplit("-", 3)[0]
+
+
+def column(run: results.Run) -> str:
+    """"H100, 2026-11-23" for the run folder "h100-2026-11-23"."""
+    return f"{gpu_model(run).upper()}, {run.name[len(gpu_model(run)) + 1:]}"
+
+
+def headline_section(runs: list[results.Run]) -> str:
+    """Per performance exercise, the solution's speedup over its baseline on the newest calibration run of
+    each GPU (the full history is in results/README.md), beside the threshold graded today."""
+    from autograder import specs
+
+    newest = {}  # GPU model -> its newest run with a calibration (runs come oldest first)
+    for run in runs:
+        if run.calibration():
+            newest[gpu_model(run)] = run
+    header = ["exercise", "baseline"] + [column(run) for run in newest.values()] + ["threshold"]
+    rows = []
+    for exercise_id, spec in specs.EXERCISES.items():
+        if spec.performance is None:
+            continue
+        found = [run.calibration()["exercises"].get(exercise_id) or {} for run in newest.values()]
+        if not any(c.get("solution_speedup") for c in found):
+            continue
+        rows.append([f"`{exercise_id}`", spec.performance.baseline_name]
+                    + [times(c.get("solution_speedup")) for c in found] + [times(spec.performance.threshold)])
+    return table(header, rows)
+
+
 # ----------------------------------------------------------------------------- README
 
 def wrap(text: str, width: int = 105) -> str:
@@ -284,8 +319,13 @@ def curriculum_section() -> str:
 
 def sections(runs: list[results.Run] | None = None) -> dict[str, str]:
     runs = results.runs() if runs is None else runs
-    return {"curriculum": curriculum_section(), "bench": bench_section(runs), "autograder": autograder_section(runs),
-            "calibration": calibration_section(runs)}
+    return {"curriculum": curriculum_section(), "headline": headline_section(runs), "bench": bench_section(runs),
+            "autograder": autograder_section(runs), "calibration": calibration_section(runs)}
+
+
+def for_file(relative: str, generated: dict[str, str]) -> dict[str, str]:
+    """The generated sections that ``relative`` (a key of FILES) holds."""
+    return {name: generated[name] for name in FILES[relative]}
 
 
 def render(text: str, generated: dict[str, str]) -> str:
@@ -302,28 +342,29 @@ def render(text: str, generated: dict[str, str]) -> str:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m tools.results_tables", description=__doc__.splitlines()[0])
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--write", metavar="FILE", type=Path, help="replace the marked sections of FILE")
-    g.add_argument("--check", metavar="FILE", type=Path, help="exit 1 if FILE's marked sections are stale")
+    g.add_argument("--write", action="store_true", help="replace the marked sections of " + ", ".join(FILES))
+    g.add_argument("--check", action="store_true", help="exit 1 if a file's marked sections are stale")
     args = p.parse_args(argv)
     generated = sections()
     if not (args.write or args.check):
         for name, body in generated.items():
             print(f"{markers(name)[0]}\n{body}\n{markers(name)[1]}\n")
         return 0
-    path = args.write or args.check
-    text = path.read_text()
-    try:
-        new = render(text, generated)
-    except ValueError as exc:
-        print(f"{path}: {exc}", file=sys.stderr)
-        return 2
-    if args.check:
-        if new != text:
-            print(f"{path} is out of date with results/: run python -m tools.results_tables --write {path}")
-            return 1
-        return 0
-    path.write_text(new)
-    return 0
+    stale = 0
+    for relative in FILES:
+        path = results.ROOT / relative
+        text = path.read_text()
+        try:
+            new = render(text, for_file(relative, generated))
+        except ValueError as exc:
+            print(f"{relative}: {exc}", file=sys.stderr)
+            return 2
+        if args.write:
+            path.write_text(new)
+        elif new != text:
+            print(f"{relative} is out of date with results/: run python -m tools.results_tables --write")
+            stale = 1
+    return stale
 
 
 if __name__ == "__main__":
