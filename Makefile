@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 # The folder `make lab` serves (tests/test_browser.py serves a filled-in copy from a temporary folder).
 LAB_DIR ?= notebooks
 
-.PHONY: lab test browser-test notebooks venv gpu-test bench clean-nbgrader
+.PHONY: lab test browser-test notebooks venv gpu-test probes-test bench clean-nbgrader
 
 venv:
 	@tools/ensure_venv.sh
@@ -40,6 +40,10 @@ browser-test: venv
 # GPU-only tests (on a GPU runner).
 gpu-test: venv
 	$(BIN)/python -m pytest -m gpu $(PYTEST_ARGS)
+
+# The lab's tests (probes/tests/: the GPU probes, launch cost, grading-time tools), apart from the course suite.
+probes-test: venv
+	$(BIN)/python -m pytest probes/tests $(PYTEST_ARGS)
 
 # Regenerate every student notebook from solutions/ (nbgrader strips solutions, hidden tests, outputs).
 notebooks: venv

@@ -148,7 +148,7 @@ class BoundLaunches:
     kernel it cannot bind (another Triton's internals), it is ``kernel[grid](...)`` itself."""
 
     MAX_KEYS = 1024  # past this many specializations, new ones launch unbound (each key holds little)
-    enabled = True  # False: every call goes through the autotuner and the JIT (tools.launch_cost compares)
+    enabled = True  # False: every call goes through the autotuner and the JIT (probes.launch_cost compares)
 
     def __init__(self, kernel):
         self.kernel = kernel

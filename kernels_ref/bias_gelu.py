@@ -32,7 +32,7 @@ def bias_gelu_torch(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
 
 
 # What the autotuner chooses from: tiles of 4-16K elements, two pipeline stages. Timed one by one on an
-# H100 with the tiles launched a row block at a time (probe-configs-gelu-ref-order*-c18.log), one stage
+# H100 with the tiles launched a row block at a time (probe-configs-gelu-ref-order*-15h22.log), one stage
 # was slower than two for five of the six tiles in bfloat16, by up to 1.36x (8x512, 4 warps: the
 # autotuner's pick in earlier runs); in float32 all twelve were within 0.95-0.98 of copy speed.
 CONFIGS = [
@@ -52,7 +52,7 @@ def _bias_gelu_kernel(x_ptr, b_ptr, y_ptr, M, N, stride_xm, stride_ym,
     # One grid axis, the column blocks of a row block first: programs launched together read whole rows
     # side by side (contiguous DRAM), where column block 0 of consecutive row blocks read 2 KB pieces a row
     # stride apart and ran at 0.94 of copy speed against 1.01 with 1024-column rows (H100,
-    # results/h100-2026-11-26/probe-configs-gelu-flat-c16.log).
+    # results/h100-2026-11-26/probe-configs-gelu-flat-15h10.log).
     tiles_n = tl.cdiv(N, BLOCK_N)
     pid_m = tl.program_id(0) // tiles_n
     pid_n = tl.program_id(0) % tiles_n
@@ -63,7 +63,7 @@ def _bias_gelu_kernel(x_ptr, b_ptr, y_ptr, M, N, stride_xm, stride_ym,
     mask = row_ok[:, None] & col_ok[None, :]
     rows64 = rows.to(tl.int64)  # M*N may exceed 2**31 elements
     # x is streamed once, with the default cache policy: evict_first on it cost 11% on an H200 and gained
-    # nothing on an H100 (tools.probe_kernel_configs, results/*-2026-11-26/probe-configs-copy-c*.log); the
+    # nothing on an H100 (probes.probe_kernel_configs, results/*-2026-11-26/probe-configs-copy-c*.log); the
     # bias stays in L2 by its own evict_last.
     x = tl.load(x_ptr + rows64[:, None] * stride_xm + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     b = tl.load(b_ptr + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
@@ -79,7 +79,7 @@ def bias_gelu(x: torch.Tensor, bias: torch.Tensor, *, config: dict | None = None
     """gelu(x + bias) for x [M, N], bias [N]; output in x's dtype; computed in fp32.
 
     ``config``: explicit launch parameters {BLOCK_M, BLOCK_N, num_warps, num_stages} instead of the
-    autotuner's choice (tools/probe_kernel_configs.py times them one by one)."""
+    autotuner's choice (probes/probe_kernel_configs.py times them one by one)."""
     check_tensor("x", x, ndim=2)
     check_tensor("bias", bias, ndim=1)
     check_same("bias", bias, "x", x)

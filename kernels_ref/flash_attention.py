@@ -78,7 +78,7 @@ def _configs(pairs, pre_hook=None):
 # Shared memory per stage: (BLOCK_N * D) * 2 tensors * 2 bytes: 64 KB for 128x128 at D=128, so 2-3 stages.
 # Compiled for sm_90 (triton 3.9, no GPU): every config below lowers to wgmma with cp.async pipelining;
 # 128x128 at D=128 with 8 warps and 3 stages takes 224 KB of shared memory (the limit is 227 KB) and 254
-# registers; with 4 warps it spills, so that one is left out. Timed one by one on an H100 (tools.probe_attention,
+# registers; with 4 warps it spills, so that one is left out. Timed one by one on an H100 (probes.probe_attention,
 # results/h100-2026-11-26/probe-attention*.log): 128x128/8 warps/3 stages and 64x64/4/3 lead at D=128,
 # 64x64/4/3 and 128x64/8/3 at D=64; two stages, and 128x64 with 4 warps and 4 stages, were never ahead and
 # are left out (fewer configs: less autotuning noise and time). The last, the smallest, fits float32.
@@ -454,7 +454,7 @@ def _bwd_dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, sm_scale, H, S,
 
 # The kernels, launched directly after each specialization's first call (kernels_ref._launch): through
 # the autotuner, the heuristics and the JIT, a forward's launch took the CPU ~150 us (cProfile of the
-# transformer block on an H100 host, results/h100-2026-11-26/launch-cost-profile-prefill-c28.log). Each
+# transformer block on an H100 host, results/h100-2026-11-26/launch-cost-profile-prefill-17h34.log). Each
 # launch's key adds the batch size B, which the grids use and no argument carries. Calls with TMA
 # descriptors (unhashable) keep the ordinary launch.
 _FWD = BoundLaunches(_fwd_kernel)
@@ -570,7 +570,7 @@ def flash_attention_bwd(do, q, k, v, o, lse, causal: bool = False, sm_scale: flo
     return dq, dk, dv
 
 
-# The backward's three launches, one function each (tools.probe_attention times them one by one).
+# The backward's three launches, one function each (probes.probe_attention times them one by one).
 
 def _bwd_delta(o, do) -> torch.Tensor:
     """delta = rowsum(dO * O), [B, H, S] float32."""

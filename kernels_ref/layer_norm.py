@@ -257,7 +257,7 @@ _LAYER_NORM_BWD_SUMS = BoundLaunches(_layer_norm_bwd_sums_kernel)
 
 def column_sum_config(N: int) -> dict:
     """Column blocks narrow enough for about 64 programs: with 256 columns each, a 1024-column buffer gave 4
-    programs, and the sum took longer than the row kernel (H100, tools/probe_kernel_configs.py: 64 columns
+    programs, and the sum took longer than the row kernel (H100, probes/probe_kernel_configs.py: 64 columns
     of 128 (64 x 128 tiles, 4 warps) at 2N = 8192 and of 32 (16 x 32, 1 warp) at 2N = 2048 were fastest)."""
     block_n = max(16, min(256, next_power_of_2(cdiv(N, 64))))
     return {"BLOCK_G": 64 if block_n >= 128 else 32 if block_n >= 64 else 16, "BLOCK_N": block_n,
@@ -394,7 +394,7 @@ def layer_norm_bwd(dy, x, weight, mean, rstd, *, config: dict | None = None):
     """Gradients of LayerNorm: (dx like x, dweight and dbias like weight), from forward's mean and rstd.
 
     ``config``: explicit launch parameters instead of the heuristics and the autotuner's choice
-    (tools/probe_kernel_configs.py times them one by one): BLOCK_M (rows per step), num_warps, num_stages
+    (probes/probe_kernel_configs.py times them one by one): BLOCK_M (rows per step), num_warps, num_stages
     per_sm (programs per SM) and SPLIT (programs sharing a row block, each with its own columns) for the
     row kernel; "one_sum" (default True) puts both partials in one
     [G, 2N] buffer summed by one launch, False in two; "sum": column_sum's config, or "torch" for torch.sum
@@ -404,7 +404,7 @@ def layer_norm_bwd(dy, x, weight, mean, rstd, *, config: dict | None = None):
 
     The host's work up to the row kernel's launch is kept short (a cached plan, one partial-sum buffer
     passed whole, a launch keyed by the few facts that decide its specialization): the timing protocol's
-    L2 flush hides only ~60-85 us of it, and beyond that the GPU waits (tools/protocol_timeline.py)."""
+    L2 flush hides only ~60-85 us of it, and beyond that the GPU waits (probes/protocol_timeline.py)."""
     _check_bwd(dy, x, weight, mean, rstd)
     dy, x = rows_contiguous(dy), rows_contiguous(x)
     weight, mean, rstd = weight.contiguous(), mean.contiguous(), rstd.contiguous()

@@ -139,7 +139,7 @@ def _tma_configs():
     8 warps = two warpgroups, each holding half of the fp32 accumulator: 128x256 is 128 registers per
     thread for the accumulator alone (ptxas: 180 in all with bias + GELU, no spills; triton 3.6, sm_90a).
     The first config is the likely winner (``COURSE_AUTOTUNE_MAX=2`` keeps it and the last): in
-    ``tools.probe_matmul_configs`` on an H100 and an H200 (results/*-2026-11-23/probe-matmul.log) a whole
+    ``probes.probe_matmul_configs`` on an H100 and an H200 (results/*-2026-11-23/probe-matmul.log) a whole
     128x256 tile stored at once (no sub-tiling: its 64 KB staging tile leaves room for 3 stages, not 4) and
     GROUP_M 16 ran fastest at 16384x4096x4096 and at the two other shapes probed, 3-5% ahead of the
     sub-tiled 3-stage config that autotuning used to pick.
@@ -400,8 +400,8 @@ def _launch_tma(a, b, c, bias, gelu: bool, warp_specialize: bool | None = None, 
                 config: dict | None = None) -> None:
     """The persistent TMA kernel: autotuned on a key's first call, afterwards the chosen config's compiled
     kernel launched directly (the autotuner's and the JIT's Python cost 100-200 us a call here:
-    ``tools.matmul_launch_cost``); or, with ``config`` (meta-parameters, ``num_warps``, ``num_stages``;
-    tools.probe_matmul_configs), that one configuration through the JIT."""
+    ``probes.matmul_launch_cost``); or, with ``config`` (meta-parameters, ``num_warps``, ``num_stages``;
+    probes.probe_matmul_configs), that one configuration through the JIT."""
     M, K = a.shape
     N = b.shape[1]
     flags = _tma_flags(a, b, bias, gelu, warp_specialize, residual)
@@ -650,7 +650,7 @@ def linear_bias_gelu_cases(M: int, N: int, K: int, dtype=torch.bfloat16, compile
     3. The fused kernel, eager, cuBLASLt's epilogue and the bare matmul by the GPU's time alone
        (``clock="gpu"``): the kernel's speed apart from its launch, which the protocol charges when it takes
        the CPU longer than the L2 flush takes the GPU (a Triton launch costs ~70 us of Python here against
-       ~15-25 us for cuBLAS's: ``tools.matmul_launch_cost``).
+       ~15-25 us for cuBLAS's: ``probes.matmul_launch_cost``).
     """
     from course import DEVICE
     from kernels_ref.benchmarking import BenchCase, Goal

@@ -86,7 +86,7 @@ def _rms_norm_bwd_dx_kernel(dy_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, dw_part_ptr,
 
 # The kernels, launched directly after each specialization's first call (kernels_ref._launch), as
 # LayerNorm's: unbound, the autotuner's and the JIT's per-call Python can outlast the protocol's L2 flush
-# (rms_norm_fwd ran 0.57-0.73 of copy by the protocol on one H100 host, results/h100-2026-11-26/bench-c20.log).
+# (rms_norm_fwd ran 0.57-0.73 of copy by the protocol on one H100 host, results/h100-2026-11-26/bench-15h37.log).
 _RMS_NORM_FWD = BoundLaunches(_rms_norm_fwd_kernel)
 _RMS_NORM_BWD_DX = BoundLaunches(_rms_norm_bwd_dx_kernel)
 

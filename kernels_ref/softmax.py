@@ -51,7 +51,7 @@ def _softmax_kernel(x_ptr, y_ptr, M, N, stride_xm, stride_ym, BLOCK_M: tl.conste
     mask = (rows < M)[:, None] & (cols < N)[None, :]
     rows64 = rows.to(tl.int64)
     # The default cache policy: evict_first on x ran 1-4% slower on an H100 and an H200
-    # (tools.probe_kernel_configs, results/*-2026-11-26/probe-configs-copy-c*.log).
+    # (probes.probe_kernel_configs, results/*-2026-11-26/probe-configs-copy-c*.log).
     x = tl.load(x_ptr + rows64[:, None] * stride_xm + cols[None, :], mask=mask, other=-float("inf")).to(tl.float32)
     m = tl.max(x, axis=1)
     e = tl.exp2((x - m[:, None]) * LOG2E)  # an all -inf row gives nan here, like torch
@@ -78,7 +78,7 @@ def softmax(x: torch.Tensor, *, config: dict | None = None) -> torch.Tensor:
     """Row softmax of x [M, N] (N <= 65536) in one launch, each row read once and written once.
 
     ``config``: explicit launch parameters {BLOCK_M (rows per program), num_warps, num_stages} instead of
-    the heuristic and the autotuner's choice (tools/probe_kernel_configs.py times them one by one)."""
+    the heuristic and the autotuner's choice (probes/probe_kernel_configs.py times them one by one)."""
     x = _check(x)
     M, N = x.shape
     if N > MAX_FUSED_N:

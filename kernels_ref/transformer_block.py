@@ -153,8 +153,8 @@ def _splits(n_keys: int, programs: int, device, block_n: int, per_sm: int = 2) -
 
 
 # The split kernel's launch: keys per step, programs per SM in all (the splits), warps, pipeline stages.
-# The best all-round of 36 on an H100 (tools/probe_attention.py --decode, results/h100-2026-11-26/
-# probe-attention-decode-c34.log): 1.65x, 1.23x and 1.12x cuDNN's SDPA at B1 H16 and B8 H16 (cache 2049,
+# The best all-round of 36 on an H100 (probes/probe_attention.py --decode, results/h100-2026-11-26/
+# probe-attention-decode-18h11.log): 1.65x, 1.23x and 1.12x cuDNN's SDPA at B1 H16 and B8 H16 (cache 2049,
 # head 64) and B8 H32 (4097, 128), where 64 keys a step, 2 programs an SM, 4 warps and 3 stages ran 1.60x,
 # 0.93x and 0.94x: more programs in flight per SM hide the cache's latency.
 DECODE_CONFIG = {"BLOCK_N": 128, "per_sm": 8, "num_warps": 2, "num_stages": 4}
@@ -163,7 +163,7 @@ DECODE_CONFIG = {"BLOCK_N": 128, "per_sm": 8, "num_warps": 2, "num_stages": 4}
 def decode_attention(q, k_cache, v_cache, n_keys: int, sm_scale: float | None = None, *, config: dict | None = None):
     """o ``[B, H, d]`` of one query per (b, h), ``q`` ``[B, H, d]``, against the first ``n_keys`` positions
     of the caches ``[B, H, L, d]`` (any strides but a contiguous last dim). Two launches. ``config``
-    replaces entries of DECODE_CONFIG (tools/probe_attention.py --decode times them)."""
+    replaces entries of DECODE_CONFIG (probes/probe_attention.py --decode times them)."""
     B, H, d = q.shape
     if not 1 <= n_keys <= k_cache.shape[2]:
         raise ValueError(f"n_keys = {n_keys} must be in 1..{k_cache.shape[2]} (the cache length)")

@@ -12,7 +12,7 @@ def test_guarantees_cite_existing_tests_and_modules():
     tests = "".join(p.read_text() for p in (ROOT / "tests").glob("test_*.py"))
     named = set(re.findall(r"`(?:[\w/]+\.py::)?(test_\w+)`", doc))
     assert named and not [n for n in named if f"def {n}(" not in tests]
-    paths = set(re.findall(r"`((?:autograder|measure|tools|tests)/[\w/]+\.py)", doc))
+    paths = set(re.findall(r"`((?:autograder|measure|tools|probes|tests)/[\w/]+\.py)", doc))
     assert paths and not [p for p in paths if not (ROOT / p).exists()]
 
 

@@ -179,7 +179,7 @@ def test_tma_persistent_kernel(M, N, K, dtype):
 
 @pytest.mark.parametrize("flatten", [True, False])
 def test_tma_kernel_with_one_config(flatten):
-    # config= launches one configuration (tools.probe_matmul_configs): the descriptors take its block shapes,
+    # config= launches one configuration (probes.probe_matmul_configs): the descriptors take its block shapes,
     # and the unflattened tile loop (which warp specialization needs on Hopper) computes the same.
     x, w, b = _randn(37, 40, dtype=torch.bfloat16), _randn(96, 40, dtype=torch.bfloat16) / 40**0.5, \
         _randn(96, dtype=torch.bfloat16)

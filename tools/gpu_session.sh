@@ -7,10 +7,12 @@
 #         launch-cost-memory | protocol-timeline | grading-time
 # OPS=a,b limits bench, bench-quick and probe-configs to those ops; PYTEST_K=expr selects kernel-tests; ASSIGNMENTS=05_layer_norm,... limits notebooks and autograde;
 # ONLY=label,... limits autograder-check to those submissions; AUTOGRADE_FLAGS=--no-execute grades without
-# executing the notebooks (calibration only). batch-throughput needs dask in .whl/ too:
-# bash ../shared/tools/gpu-wheels.sh "dask[distributed]==2026.8.0"
-# Carried wheels (.whl, e.g. nbgrader and nbclient for a GPU image that has only torch and triton) are
-# installed first. Everything lands in one run folder laid out like results/ (results/README.md):
+# executing the notebooks (calibration only).
+# Carried wheels (.whl/, for a GPU image that has only torch and triton) are installed first. Fill .whl/ on
+# a machine with the internet, for the GPU image's Python (3.12); batch-throughput needs dask there too:
+#   python3 -m pip download --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 \
+#       -d .whl nbgrader nbclient nbformat ipykernel "dask[distributed]==2026.8.0"
+# (torch, triton and what the image already has may be deleted from .whl/ to keep it small.) Everything lands in one run folder laid out like results/ (results/README.md):
 # results/<gpu>-<date>/ with bench-quick.json and its plots, calibration.json, autograder/ (the grader's
 # reports), one log per stage (each with the machine and the command in its header) and run.json listing
 # it all; $OUT/results.tgz holds that folder (unpack it at the repository root to add the run),
@@ -105,28 +107,28 @@ for stage in "$@"; do
         # The memory-bound kernels' launch configurations, each checked, then timed against a copy of the same bytes.
         # PROBE_ARGS adds options (e.g. --shapes 8192x8192 --variants split), PROBE_LABEL names the files.
         probe-configs) name=probe-configs${PROBE_LABEL:+-$PROBE_LABEL}
-                       TAIL=60 run_logged "$name" python3 -m tools.probe_kernel_configs ${OPS:+--ops "$OPS"} ${PROBE_ARGS:-} --json "$RES/$name.json" ;;
+                       TAIL=60 run_logged "$name" python3 -m probes.probe_kernel_configs ${OPS:+--ops "$OPS"} ${PROBE_ARGS:-} --json "$RES/$name.json" ;;
         # The attention forward's pointer and TMA loads, autotuned and config by config, beside cuDNN
         # (ATTENTION_SHAPES="B,H,S,D;..." picks the shapes); probe-attention-bwd: the backward's kernels one by
         # one and the one-kernel backward with atomic dQ, beside PyTorch's flash and cuDNN.
-        probe-attention) TAIL=40 run_logged probe-attention python3 -m tools.probe_attention \
+        probe-attention) TAIL=40 run_logged probe-attention python3 -m probes.probe_attention \
                              ${ATTENTION_SHAPES:+--shapes "$ATTENTION_SHAPES"} --json "$RES/probe-attention.json" ;;
-        probe-attention-bwd) TAIL=40 run_logged probe-attention-bwd python3 -m tools.probe_attention --backward \
+        probe-attention-bwd) TAIL=40 run_logged probe-attention-bwd python3 -m probes.probe_attention --backward \
                              ${ATTENTION_SHAPES:+--shapes "$ATTENTION_SHAPES"} --json "$RES/probe-attention-bwd.json" ;;
         # The decode step's attention, launch configuration by configuration, beside SDPA (B,H,cache length,D).
-        probe-attention-decode) TAIL=30 run_logged probe-attention-decode python3 -m tools.probe_attention --decode \
+        probe-attention-decode) TAIL=30 run_logged probe-attention-decode python3 -m probes.probe_attention --decode \
                              ${ATTENTION_SHAPES:+--shapes "$ATTENTION_SHAPES"} --json "$RES/probe-attention-decode.json" ;;
         # The fused GEMM's launch configurations (tile, stages, warps, epilogue, order, warp specialization),
         # each checked, then timed against cuBLAS's bare matmul and eager.
-        probe-matmul) TAIL=70 run_logged probe-matmul python3 -m tools.probe_matmul_configs --json "$RES/probe-matmul.json" ;;
+        probe-matmul) TAIL=70 run_logged probe-matmul python3 -m probes.probe_matmul_configs --json "$RES/probe-matmul.json" ;;
         # Where the fused GEMM's timed cost goes: its launch on the CPU against the flush, step by step.
-        launch-cost) TAIL=60 run_logged matmul-launch-cost python3 -m tools.matmul_launch_cost ;;
+        launch-cost) TAIL=60 run_logged matmul-launch-cost python3 -m probes.matmul_launch_cost ;;
         # The memory-bound kernels' launch: CPU per call, protocol and GPU time, bound against unbound.
         # LAUNCH_ARGS adds options (e.g. --profile layer_norm_bwd: where its CPU time goes), LAUNCH_LABEL names the log.
-        launch-cost-memory) TAIL=${LAUNCH_TAIL:-20} run_logged launch-cost${LAUNCH_LABEL:+-$LAUNCH_LABEL} python3 -m tools.launch_cost ${LAUNCH_ARGS:-} ;;
+        launch-cost-memory) TAIL=${LAUNCH_TAIL:-20} run_logged launch-cost${LAUNCH_LABEL:+-$LAUNCH_LABEL} python3 -m probes.launch_cost ${LAUNCH_ARGS:-} ;;
         # Where the protocol's time goes in one call (torch.profiler's timeline): flush, CPU to the first launch,
         # GPU idle, kernels, synchronize; each reference kernel beside eager. TIMELINE_ARGS adds options.
-        protocol-timeline) TAIL=${LAUNCH_TAIL:-20} run_logged protocol-timeline${LAUNCH_LABEL:+-$LAUNCH_LABEL} python3 -m tools.protocol_timeline ${TIMELINE_ARGS:-} ;;
+        protocol-timeline) TAIL=${LAUNCH_TAIL:-20} run_logged protocol-timeline${LAUNCH_LABEL:+-$LAUNCH_LABEL} python3 -m probes.protocol_timeline ${TIMELINE_ARGS:-} ;;
         autograder-check) TAIL=60 run_logged autograder-check python3 -m tools.gpu_autograder_check --out "$RES/autograder" ${ONLY:+--only "$ONLY"} ;;
         # The worker's sandbox on this machine: GPU and Triton inside it, what it refuses, start-up cost.
         # Without bubblewrap on the image, a bwrap binary carried in .whl/ (cp /usr/bin/bwrap .whl/) is used.

@@ -40,11 +40,11 @@ KINDS = (
     (r"(.*/)?autograde\.json", "autograde"),   # tools/gpu_autograde.py: calibration rows + nbgrader runs
     (r"(.*/)?summary\.json", "check"),         # tools/gpu_autograder_check.py: expectations and spreads
     (r"(.*/)?throughput\.json", "throughput"),  # tools/synthetic_class.py: a class graded on 1 and on N GPUs
-    (r"probe-configs[^/]*\.json", "probe"),    # tools/probe_kernel_configs.py: launch configurations timed
-    (r"probe-attention-bwd[^/]*\.json", "probe-attention-bwd"),  # tools/probe_attention.py --backward
-    (r"probe-attention-decode[^/]*\.json", "probe-attention-decode"),  # tools/probe_attention.py --decode
-    (r"probe-attention[^/]*\.json", "probe-attention"),  # tools/probe_attention.py: the attention forward's loads
-    (r"probe-matmul[^/]*\.json", "probe-matmul"), # tools/probe_matmul_configs.py: the fused GEMM's configurations
+    (r"probe-configs[^/]*\.json", "probe"),    # probes/probe_kernel_configs.py: launch configurations timed
+    (r"probe-attention-bwd[^/]*\.json", "probe-attention-bwd"),  # probes/probe_attention.py --backward
+    (r"probe-attention-decode[^/]*\.json", "probe-attention-decode"),  # probes/probe_attention.py --decode
+    (r"probe-attention[^/]*\.json", "probe-attention"),  # probes/probe_attention.py: the attention forward's loads
+    (r"probe-matmul[^/]*\.json", "probe-matmul"), # probes/probe_matmul_configs.py: the fused GEMM's configurations
     (r"(.*/)?grading-run\d+\.json", "grading"),  # tools/gpu_autograde.py: a notebook's grading, where its time went
     (r"(.*/)?[^/]+-(solution|untouched)\.json", "outcome"),  # python -m autograder autograde: one student's notebook
     (r".*\.json", "grade"),                    # python -m autograder grade --json
@@ -65,16 +65,16 @@ WHAT = {"bench": "python -m kernels_ref.bench --json", "calibration": "speedups 
         "throughput": "tools/synthetic_class.py: submissions per minute on 1 and on N GPUs",
         "grading": "tools/gpu_autograde.py: each solution's and untouched notebook's grading, per exercise: "
         "score, speedup, feedback and where the seconds went",
-        "probe": "tools/probe_kernel_configs.py: launch configurations of the memory-bound kernels, timed against "
+        "probe": "probes/probe_kernel_configs.py: launch configurations of the memory-bound kernels, timed against "
                  "a copy of the same bytes",
-        "probe-matmul": "tools/probe_matmul_configs.py: launch configurations of the fused linear_bias_gelu, timed "
+        "probe-matmul": "probes/probe_matmul_configs.py: launch configurations of the fused linear_bias_gelu, timed "
                         "against cuBLAS's bare matmul and eager",
-        "probe-attention": "tools/probe_attention.py: the FlashAttention forward with pointer and TMA loads of its "
+        "probe-attention": "probes/probe_attention.py: the FlashAttention forward with pointer and TMA loads of its "
                            "key and value tiles, autotuned and config by config, timed against cuDNN",
-        "probe-attention-bwd": "tools/probe_attention.py --backward: the FlashAttention backward's two kernels "
+        "probe-attention-bwd": "probes/probe_attention.py --backward: the FlashAttention backward's two kernels "
                                "alone and together, and a one-kernel backward with atomic dQ, timed against "
                                "PyTorch's flash and cuDNN",
-        "probe-attention-decode": "tools/probe_attention.py --decode: the decode step's attention, launch "
+        "probe-attention-decode": "probes/probe_attention.py --decode: the decode step's attention, launch "
                                   "configuration by configuration, timed against PyTorch's SDPA",
         "outcome": "python -m autograder autograde: one student's graded notebook as recorded in the gradebook "
                    "(every exercise's report, the seconds each part took)",

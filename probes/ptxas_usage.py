@@ -1,7 +1,7 @@
 """Registers and spills of a Triton kernel on an H100 (sm_90a), without a GPU: each config compiled ahead
 of time to PTX, then assembled by ptxas with ``-v``.
 
-    python -m tools.ptxas_usage kernels_ref.layer_norm _layer_norm_bwd_dx_kernel \\
+    python -m probes.ptxas_usage kernels_ref.layer_norm _layer_norm_bwd_dx_kernel \\
         --const BLOCK_M=1 BLOCK_N=8192 SPLIT=1 --fp32 mean_ptr rstd_ptr part_ptr --warps 4 8 16 32
 
 Pointers (arguments named ``*_ptr``) are bfloat16 unless named in ``--fp32``; a constexpr with a default

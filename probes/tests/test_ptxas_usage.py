@@ -1,13 +1,13 @@
-"""tools.ptxas_usage: a kernel's registers and spills for sm_90a, measured without a GPU."""
+"""probes.ptxas_usage: a kernel's registers and spills for sm_90a, measured without a GPU."""
 from __future__ import annotations
 
 import subprocess
 import sys
 from pathlib import Path
 
-from tools import ptxas_usage
+from probes import ptxas_usage
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_programs_per_sm_is_limited_by_registers_and_threads():
@@ -19,7 +19,7 @@ def test_programs_per_sm_is_limited_by_registers_and_threads():
 def test_a_reference_kernel_is_compiled_and_assembled_for_sm90():
     # a subprocess: the kernels must be defined with the interpreter off, which this test process has on
     run = subprocess.run(
-        [sys.executable, "-m", "tools.ptxas_usage", "kernels_ref.layer_norm", "_layer_norm_bwd_dx_kernel",
+        [sys.executable, "-m", "probes.ptxas_usage", "kernels_ref.layer_norm", "_layer_norm_bwd_dx_kernel",
          "--const", "BLOCK_M=1", "BLOCK_N=1024", "SPLIT=1", "--fp32", "mean_ptr", "rstd_ptr", "part_ptr",
          "--warps", "4"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]

@@ -1,6 +1,6 @@
 """Check FlashAttention fwd/bwd config by config on a GPU (autotune pinned to one config at a time).
 
-    python -m tools.probe_flash_configs [S] [D]
+    python -m probes.probe_flash_configs [S] [D]
 
 Prints the worst error of o, lse, dq, dk, dv against float64 for every config of each kernel, causal and
 not, so a wrong tile combination is found without the autotuner hiding which config ran.

@@ -1,6 +1,6 @@
 """How much of linear_bias_gelu's timed cost is the CPU preparing its launch, on a GPU.
 
-    python -m tools.matmul_launch_cost [--shapes 16384x4096x4096,8192x4096x1024]
+    python -m probes.matmul_launch_cost [--shapes 16384x4096x4096,8192x4096x1024]
 
 The course's protocol (measure.timer) times flush + call + synchronize: while the GPU writes the 256 MiB
 flush buffer the CPU prepares the call, and a launch that takes the CPU longer than the flush takes the GPU
@@ -149,7 +149,7 @@ def autotuned_launch(x, w, b):
 def compare_shape(shape: tuple) -> None:
     """The launch paths' table at one shape: protocol, CUDA graph, back to back, CPU per launch."""
     from kernels_ref import matmul as mm
-    from tools.probe_matmul_configs import inputs_of
+    from probes.probe_matmul_configs import inputs_of
 
     fns = {"triton": mm.linear_bias_gelu, "triton_autotuned": autotuned_launch, "eager": mm.linear_bias_gelu_torch,
            "cublas_matmul_only": lambda x, w, b: x @ w.t(), "addmm_gelu": mm.linear_bias_gelu_cublaslt}
@@ -176,9 +176,9 @@ def main(argv=None) -> int:
                         help="M x N x K shapes, comma-separated (the first gets the step-by-step breakdown)")
     opts = parser.parse_args(argv)
     if not course.ON_GPU:
-        print("tools.matmul_launch_cost needs a GPU")
+        print("probes.matmul_launch_cost needs a GPU")
         return 2
-    from tools.probe_matmul_configs import inputs_of
+    from probes.probe_matmul_configs import inputs_of
 
     shapes = [tuple(int(n) for n in s.split("x")) for s in opts.shapes.split(",")]
     print(course.describe())

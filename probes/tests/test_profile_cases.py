@@ -1,4 +1,4 @@
-"""tools.profile_cases: an exercise's plan run in this process, then in a new one under cProfile, then
+"""probes.profile_cases: an exercise's plan run in this process, then in a new one under cProfile, then
 again here; each pass says its seconds by request and what the cases imported."""
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_three_passes_are_reported_with_their_requests():
-    run = subprocess.run([sys.executable, "-m", "tools.profile_cases", "vector_add", "--top", "3"], cwd=ROOT,
+    run = subprocess.run([sys.executable, "-m", "probes.profile_cases", "vector_add", "--top", "3"], cwd=ROOT,
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     out = run.stdout

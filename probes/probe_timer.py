@@ -2,7 +2,7 @@
 call path in that process (recorder, launch counter, synchronize), and the grading process's clock across
 the socket (with and without the sandbox). Prints one table; used to keep the cross-process clock honest.
 
-    python -m tools.probe_timer [--exercise softmax] [--submission tests/submissions/good_triton.py]
+    python -m probes.probe_timer [--exercise softmax] [--submission tests/submissions/good_triton.py]
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Grading runs side by side: where each notebook's and each exercise's seconds went, run against run.
 
-    python -m tools.grading_compare results/h100-2026-11-26/grading-before results/h100-2026-11-26/grading-after
+    python -m probes.grading_compare results/h100-2026-11-26/grading-before results/h100-2026-11-26/grading-after
 
 Each argument is a folder written by ``tools.gpu_autograde`` (its ``autograde.json``; ``bash
 tools/gpu_session.sh grading-time`` makes one per setting). Prints, for the solution of every notebook

@@ -1,6 +1,6 @@
 """Launch configurations of the fused ``linear_bias_gelu`` (the persistent TMA kernel), checked and timed on a GPU.
 
-    python -m tools.probe_matmul_configs [--quick] [--json PATH]
+    python -m probes.probe_matmul_configs [--quick] [--json PATH]
 
 The goal it serves: the fused GEMM at or above eager PyTorch (cuBLAS addmm, then a GELU kernel) and at or
 above 0.95x cuBLAS doing the bare matmul, at the headline shape bf16 16384x4096x4096 (tokens x out x in).
@@ -27,7 +27,7 @@ import torch
 import course
 from kernels_ref import matmul as mm
 from measure.timer import time_interleaved
-from tools.probe_kernel_configs import NO_REGRESSION, _f, check
+from probes.probe_kernel_configs import NO_REGRESSION, _f, check
 
 HEADLINE = (16384, 4096, 4096)
 OTHER_SHAPES = ((16384, 11008, 4096), (8192, 4096, 1024))
@@ -134,7 +134,7 @@ def best(head: dict, others: list[dict]) -> dict:
 
 
 def host_cost(fns: dict, inputs) -> dict:
-    """CPU microseconds per launch of each function (tools.matmul_launch_cost breaks the fused one down):
+    """CPU microseconds per launch of each function (probes.matmul_launch_cost breaks the fused one down):
     when a launch costs more CPU time than the protocol's L2 flush takes on the GPU, the device waits for it
     and the timing includes it."""
     from measure.timer import cpu_us_per_call
@@ -164,17 +164,17 @@ def main(argv=None) -> int:
     from measure.files import write_json_atomic
     from tools.results import this_machine
 
-    p = argparse.ArgumentParser(prog="python -m tools.probe_matmul_configs", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m probes.probe_matmul_configs", description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="three tiles and every other knob")
     p.add_argument("--json", metavar="PATH", help="write every row, the best variant and the machine here")
     p.add_argument("--reps", type=int, default=30, help="timed repetitions per variant (default 30)")
     args = p.parse_args(argv)
     if not course.ON_GPU or torch.cuda.get_device_capability()[0] < 9:
-        print("tools.probe_matmul_configs needs a GPU with TMA (Hopper or newer); this machine has none")
+        print("probes.probe_matmul_configs needs a GPU with TMA (Hopper or newer); this machine has none")
         return 2
     print(course.describe(), flush=True)
     torch.manual_seed(0)
-    method = "python -m tools.probe_matmul_configs " + " ".join(argv if argv is not None else sys.argv[1:])
+    method = "python -m probes.probe_matmul_configs " + " ".join(argv if argv is not None else sys.argv[1:])
     record = {**this_machine(), "method": method.strip(), **run(args.quick, args.reps)}
     b = record["best"]
     print(f"best: {b['variant']}: {b['ms']:.4f} ms, {b['tflops']:.0f} TFLOP/s, {b['x_cublas']:.3f}x bare cuBLAS, "

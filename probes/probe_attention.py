@@ -1,7 +1,7 @@
 """The FlashAttention forward's two ways of reading keys and values, timed config by config beside cuDNN;
 with --backward, the backward's kernels one by one and a one-kernel backward with atomic dQ.
 
-    python -m tools.probe_attention [--backward | --decode] [--shapes B,H,S,D;...] [--json PATH]
+    python -m probes.probe_attention [--backward | --decode] [--shapes B,H,S,D;...] [--json PATH]
 
 For each shape (bf16, causal and not) the forward kernel runs with pointer loads and with TMA loads of
 its key and value tiles (``flash_attention_fwd(kernel=...)``), first through the autotuner, then pinned
@@ -35,7 +35,7 @@ import triton.language as tl
 from course.triton_compat import dot
 from kernels_ref import flash_attention as fa
 from kernels_ref._triton_math import LOG2E
-from tools.args import shape_list
+from probes.args import shape_list
 
 SHAPES = ((4, 32, 4096, 128), (2, 16, 8192, 128), (8, 32, 2048, 64))
 # Where the forward's time goes, non-causal only: its two matmuls alone (the softmax left out: p = the
@@ -404,7 +404,7 @@ def summary(cases: list[dict]) -> str:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m tools.probe_attention", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m probes.probe_attention", description=__doc__.splitlines()[0])
     p.add_argument("--backward", action="store_true", help="probe the backward instead of the forward")
     p.add_argument("--decode", action="store_true",
                    help="probe the decode step's attention (shapes: B,H,cache length,D) instead of the forward")
@@ -420,9 +420,9 @@ def main(argv=None) -> int:
 
     args = parse_args(argv)
     if not course.ON_GPU or torch.cuda.get_device_capability()[0] < 9:
-        print("tools.probe_attention needs a Hopper or newer GPU (TMA loads)", file=sys.stderr)
+        print("probes.probe_attention needs a Hopper or newer GPU (TMA loads)", file=sys.stderr)
         return 2
-    method = "python -m tools.probe_attention " + " ".join(argv if argv is not None else sys.argv[1:])
+    method = "python -m probes.probe_attention " + " ".join(argv if argv is not None else sys.argv[1:])
     record = {**this_machine(), "method": method.strip(), "cases": []}
     timing = {"reps": args.reps, "warmup": 3, "max_seconds": 10.0}
     probe = probe_decode_case if args.decode else probe_backward_case if args.backward else probe_case

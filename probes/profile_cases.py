@@ -1,6 +1,6 @@
 """Where an exercise's graded cases spend their time once its kernels are compiled.
 
-    python -m tools.profile_cases layer_norm_fwd flash_attention_fwd [--top 25]
+    python -m probes.profile_cases layer_norm_fwd flash_attention_fwd [--top 25]
 
 For each exercise: the solution notebook's code is loaded as a worker loads a submission, and the grader's
 plan (full cases, one seed) runs through ``runner.run_cases`` three times: in this process (it compiles
@@ -114,7 +114,7 @@ def profile(exercise_id: str, top: int) -> None:
 
     seed = fresh_seed()
     with measured_pass(exercise_id, seed, None, "compiling") as session:  # restores the worker's switches
-        subprocess.run([sys.executable, "-m", "tools.profile_cases", exercise_id, "--top", str(top),
+        subprocess.run([sys.executable, "-m", "probes.profile_cases", exercise_id, "--top", str(top),
                         "--new-process", str(seed)], check=False)
         measured_pass(exercise_id, seed, None, "again in the first process", session)
 

@@ -1,6 +1,6 @@
 """Launch configurations of the memory-bound reference kernels, checked and timed one by one on a GPU.
 
-    python -m tools.probe_kernel_configs [--ops bias_gelu,softmax,layer_norm_bwd] [--quick] [--json PATH]
+    python -m probes.probe_kernel_configs [--ops bias_gelu,softmax,layer_norm_bwd] [--quick] [--json PATH]
                                          [--shapes MxN,...] [--variants a,b] [--dtype bf16|fp32]
 
 For each op, every variant (block sizes, warps, pipeline stages, elements per program, a persistent grid
@@ -41,7 +41,7 @@ from kernels_ref._triton_math import LOG2E, gelu_tanh, gelu_tanh_arg, gelu_tanh_
 from kernels_ref._validate import cuda_sm_count
 from measure.timer import time_interleaved
 from measure.tolerance import compare
-from tools.args import shape_list
+from probes.args import shape_list
 
 OPS = ("bias_gelu", "softmax", "layer_norm_bwd")
 GPU_SHAPES = ((16384, 4096), (4096, 4096), (16384, 1024), (4096, 16384))  # the headline shape first
@@ -327,7 +327,7 @@ def layer_norm_bwd_variants(quick: bool) -> list[Variant]:
     rows += [dict(elems=e, num_warps=w) for e in (8192, 16384) for w in (8, 16)]            # rows per step
     rows += [dict(per_sm=g, one_sum=True) for g in (2, 3)]  # one sum in column_sum_config's blocks (p4: below)
     # Programs sharing a row block, on every shape: a wide row's columns per program decide how many
-    # programs an SM holds (tools.ptxas_usage: 8192 columns fit one, 4096 fit two).
+    # programs an SM holds (probes.ptxas_usage: 8192 columns fit one, 4096 fit two).
     rows += [dict(SPLIT=sp, num_warps=w, everywhere=True) for sp in (1, 2, 4) for w in (4, 8, 16)]
     sums = [dict(one_sum=True)] + [dict(one_sum=o, sum=c) for o in (False, True) for c in (
         "torch", {"BLOCK_G": 64, "BLOCK_N": 128, "num_warps": 4}, {"BLOCK_G": 32, "BLOCK_N": 64, "num_warps": 2},
@@ -592,7 +592,7 @@ def summary(results: dict, top: int = 3) -> str:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m tools.probe_kernel_configs", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m probes.probe_kernel_configs", description=__doc__.splitlines()[0])
     p.add_argument("--ops", default=",".join(OPS), type=lambda s: [o.strip() for o in s.split(",") if o.strip()],
                    help=f"comma-separated, of {', '.join(OPS)} (default: all)")
     p.add_argument("--quick", action="store_true", help="a few variants of each family, not all")
@@ -628,7 +628,7 @@ def main(argv=None) -> int:
         copy_1g = 2 * GPU_COPY_BYTES / (time_interleaved({"copy": copy_of(2 * GPU_COPY_BYTES)}, **timing)["copy"]
                                         * 1e-3) / 1e9
         print(f"1 GiB device copy: {copy_1g:.0f} GB/s", flush=True)
-    method = "python -m tools.probe_kernel_configs " + " ".join(argv if argv is not None else sys.argv[1:])
+    method = "python -m probes.probe_kernel_configs " + " ".join(argv if argv is not None else sys.argv[1:])
     record = {**this_machine(), "method": method.strip(), "quick": args.quick, "copy_1g_gbps": copy_1g,
               "shapes": [f"{M}x{N} bf16" for M, N in shapes], "ops": {}}
     table_of = ops()

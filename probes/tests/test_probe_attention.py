@@ -1,11 +1,11 @@
-"""tools/probe_attention without a GPU: its arguments, its refusal, and its table."""
+"""probes/probe_attention without a GPU: its arguments, its refusal, and its table."""
 import argparse
 
 import course
 import pytest
 
-from tools import probe_attention as probe
-from tools.args import shape_list
+from probes import probe_attention as probe
+from probes.args import shape_list
 
 
 def test_shapes_parse_and_bad_ones_are_refused():

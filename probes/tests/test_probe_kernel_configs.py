@@ -1,4 +1,4 @@
-"""tools/probe_kernel_configs on the CPU (the interpreter): every launch variant of every op is correct
+"""probes/probe_kernel_configs on the CPU (the interpreter): every launch variant of every op is correct
 against float64 on a small odd shape, a --quick run prints its tables and writes its JSON, and the best
 variant is never one that is slower than the current kernel on another shape. On a GPU the probe checks
 every variant itself before timing it."""
@@ -8,7 +8,7 @@ import course
 import pytest
 import torch
 
-from tools import probe_kernel_configs as probe
+from probes import probe_kernel_configs as probe
 from tools.results import META_KEYS, file_kind
 
 pytestmark = pytest.mark.skipif(course.ON_GPU, reason="the interpreter's run; on a GPU the probe checks itself")

@@ -3,14 +3,14 @@ GPU's idle stretches and kernels, the synchronize, read from a torch.profiler ti
 Also for the transformer block (``--kernels transformer_block_prefill,transformer_block_decode``): seven
 and ten launches a call, where ``gaps`` is the GPU waiting for the CPU between them.
 
-    python -m tools.protocol_timeline [--shape 16384x4096] [--dtype bfloat16] [--reps 30] [--kernels a,b]
+    python -m probes.protocol_timeline [--shape 16384x4096] [--dtype bfloat16] [--reps 30] [--kernels a,b]
                                       [--block B,S,D,H] [--detail] [--positions N]
 
 ``measure.timer.event_clock`` records the begin event, writes the L2 flush buffer, calls, synchronizes,
 then records the end event. The flush hides the CPU's preparation of the call; a call whose CPU work
 before its first launch outlasts the flush leaves the GPU idle inside the window, and that idle time is
 charged to the kernel. This runs those same steps under the profiler for each reference kernel
-(``tools.launch_cost``'s calls, bound launches) and its eager PyTorch twin, and prints per call the medians
+(``probes.launch_cost``'s calls, bound launches) and its eager PyTorch twin, and prints per call the medians
 over ``--reps`` of:
 
 - ``flush``: the flush kernel's GPU time, what hides the CPU's preparation;
@@ -43,7 +43,7 @@ GPU_CATEGORIES = ("kernel", "gpu_memset", "gpu_memcpy")
 LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
 COLUMNS = ("flush", "to_launch", "idle", "gaps", "kernels", "after")
 KERNELS = ("bias_gelu", "softmax", "layer_norm_fwd", "layer_norm_bwd")
-BLOCKS = ("transformer_block_prefill", "transformer_block_decode")  # tools.launch_cost.BLOCK's shape
+BLOCKS = ("transformer_block_prefill", "transformer_block_decode")  # probes.launch_cost.BLOCK's shape
 
 
 def _eager(name: str, args: tuple):
@@ -69,8 +69,8 @@ def _eager(name: str, args: tuple):
 
 def calls(shape: tuple[int, int], dtype: torch.dtype, kernels=KERNELS, block=None) -> dict:
     """(kernel, path) -> (function, arguments), path "triton" (the reference) or "eager"; the transformer
-    block's (BLOCKS) at ``block`` (B, S, D, H; default tools.launch_cost.BLOCK) where ``kernels`` name them."""
-    from tools.launch_cost import BLOCK, _calls
+    block's (BLOCKS) at ``block`` (B, S, D, H; default probes.launch_cost.BLOCK) where ``kernels`` name them."""
+    from probes.launch_cost import BLOCK, _calls
 
     out = {}
     wants_block = any(name in BLOCKS for name in kernels)
@@ -207,7 +207,7 @@ def parse_args(argv=None):
     parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
     parser.add_argument("--reps", type=int, default=30)
     parser.add_argument("--kernels", default=",".join(KERNELS), help=f"a subset of {','.join(KERNELS + BLOCKS)}")
-    parser.add_argument("--block", default=None, help="B,S,D,H of the transformer block (default: tools.launch_cost.BLOCK)")
+    parser.add_argument("--block", default=None, help="B,S,D,H of the transformer block (default: probes.launch_cost.BLOCK)")
     parser.add_argument("--detail", action="store_true", help="each call's kernels, one by one (median us)")
     parser.add_argument("--positions", type=_at_least_two, default=0, metavar="N",
                         help="instead: N identical copies of each call timed together by the protocol")
@@ -236,11 +236,11 @@ def print_timelines(chosen: dict, title: str, reps: int, with_detail: bool) -> i
 
 
 def main(argv=None) -> int:
-    from tools.launch_cost import BLOCK
+    from probes.launch_cost import BLOCK
 
     opts = parse_args(argv)
     if not course.ON_GPU:
-        print("tools.protocol_timeline needs a GPU")
+        print("probes.protocol_timeline needs a GPU")
         return 2
     print(course.describe())
     kernels = opts.kernels.split(",")

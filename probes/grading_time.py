@@ -1,6 +1,6 @@
 """Where one notebook's grading time goes, and what the trusted nbgrader run adds.
 
-    python -m tools.grading_time [NOTEBOOK ...] [--jobs N] [--quick] [--execute] [--json FILE]
+    python -m probes.grading_time [NOTEBOOK ...] [--jobs N] [--quick] [--execute] [--json FILE]
 
 For each notebook (default: the solutions of 03 and 04) it measures, in seconds:
 - ``start``: a fresh Python that imports what a grading worker imports (torch, triton, course, autograder);
@@ -131,7 +131,7 @@ def end_to_end(notebook: Path, quick: bool) -> dict:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m tools.grading_time", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m probes.grading_time", description=__doc__.split("\n\n")[0])
     p.add_argument("notebooks", nargs="*", type=Path, default=DEFAULT)
     p.add_argument("--jobs", type=int, action="append", help="workers at a time (repeatable; default 1 and auto)")
     p.add_argument("--quick", action="store_true")

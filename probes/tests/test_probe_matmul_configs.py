@@ -1,10 +1,10 @@
-"""tools/probe_matmul_configs and tools/matmul_launch_cost on a machine without a GPU: the probe's variant
+"""probes/probe_matmul_configs and probes/matmul_launch_cost on a machine without a GPU: the probe's variant
 names, its choice of the best, and both tools' clear refusal (the launch path the probe times, ``config=``,
 is checked in test_kernels_matmul.py)."""
 import course
 import pytest
 
-from tools import probe_matmul_configs as probe
+from probes import probe_matmul_configs as probe
 
 
 def test_variants_have_distinct_names():
@@ -34,7 +34,7 @@ def test_refuses_without_a_tma_gpu(capsys):
 
 @pytest.mark.skipif(course.ON_GPU, reason="on a GPU the tool runs")
 def test_launch_cost_refuses_without_a_gpu(capsys):
-    from tools import matmul_launch_cost
+    from probes import matmul_launch_cost
 
     assert matmul_launch_cost.main([]) == 2
     assert "needs a GPU" in capsys.readouterr().out

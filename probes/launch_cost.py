@@ -1,6 +1,6 @@
 """What a Triton launch costs the CPU, and what binding it saves, for the memory-bound reference kernels.
 
-    python -m tools.launch_cost [--shape 16384x4096] [--dtype bfloat16] [--profile KERNEL]
+    python -m probes.launch_cost [--shape 16384x4096] [--dtype bfloat16] [--profile KERNEL]
 
 The course's protocol (measure.timer) times flush + call + synchronize. The CPU prepares the call while the
 GPU writes the flush buffer (~60 us on an H200, ~85 us on an H100); a launch that takes the CPU longer
@@ -129,7 +129,7 @@ def main(argv=None) -> int:
                         help="where one kernel's CPU time per call goes (cProfile), instead of the table")
     opts = parser.parse_args(argv)
     if not course.ON_GPU:
-        print("tools.launch_cost needs a GPU")
+        print("probes.launch_cost needs a GPU")
         return 2
     shape = tuple(int(n) for n in opts.shape.split("x"))
     print(course.describe())

@@ -1,0 +1,1 @@
+"""Tests of the probes (`make probes-test`), apart from the course suite."""
