@@ -251,3 +251,33 @@ def test_fresh_values_and_baseline_args_do_not_mix():
     with pytest.raises(ValueError, match="use one"):
         Performance(inputs=None, baseline=None, baseline_name="", nbytes=None, fresh=lambda b, s: b,
                     baseline_args=lambda a: a)
+
+
+# ------------------------------------------------------------- grid and layout mistakes fail check and grade
+
+@pytest.mark.parametrize("bug", ["no_batch", "contiguous", "bh_stride_h"])
+def test_flash_forward_grid_and_layout_mistakes_fail_check_and_the_grade(bug):
+    """A grid that leaves out the batch, offsets that ignore the strides, heads stepped by ``bh * stride_h``:
+    each is right with B = 1 or H = 1 in the contiguous layout, so public cases with B > 1 and H > 1 (and a
+    [B, S, H, D] view of them) must catch it in check as well as in the grade."""
+    import contextlib
+    import importlib.util
+    import io
+
+    from _autograder_helpers import SUBMISSIONS
+
+    from autograder import check
+
+    name = f"later/flash_{bug}_07.py"
+    ex = graded(name, ("flash_attention_fwd",), 300.0)["flash_attention_fwd"]
+    assert not ex["correct"] and ex["score"] == 0, text(ex)
+    assert not ex["violations"], ex["violations"]
+    sys.path.insert(0, str(SUBMISSIONS / "later"))
+    try:
+        spec = importlib.util.spec_from_file_location(f"flash_{bug}", SUBMISSIONS / name)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        with contextlib.redirect_stdout(io.StringIO()):
+            assert not check("flash_attention_fwd", module.flash_attention_fwd, quick=True)
+    finally:
+        sys.path.remove(str(SUBMISSIONS / "later"))

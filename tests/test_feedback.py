@@ -39,6 +39,51 @@ def test_every_hidden_family_has_a_public_case(regime, monkeypatch):
     assert not missing, f"families graded without a public case ({regime}): {missing}"
 
 
+def _tensor_axes(args) -> list[tuple[tuple, bool]]:
+    """(shape, contiguous) of every tensor in a case's arguments, in order."""
+    from autograder.argtree import map_tensors
+
+    found = []
+    map_tensors(lambda t: found.append((tuple(t.shape), t.is_contiguous())), args)
+    return found
+
+
+def _axes_used(cases, gen) -> tuple[dict, dict]:
+    """Per tensor argument (its place and rank): the axes longer than 1 in some case, and those of its
+    non-contiguous layouts (``is_contiguous`` ignores axes of length 1: a transposed [B, S, H, D] view with
+    B = H = 1 is the contiguous memory order, which no stride bug can fail)."""
+    sizes, strided = {}, {}
+    for case in cases:
+        for place, (shape, contiguous) in enumerate(_tensor_axes(case.build(gen))):
+            axes = {i for i, n in enumerate(shape) if n > 1}
+            sizes.setdefault((place, len(shape)), set()).update(axes)
+            if not contiguous:
+                strided.setdefault((place, len(shape)), set()).update(axes)
+    return sizes, strided
+
+
+@pytest.mark.parametrize("regime", ["quick", "cpu", "gpu-shapes"])
+def test_every_axis_and_layout_the_grade_varies_a_public_case_varies(regime, monkeypatch):
+    """A kernel whose grid leaves out the batch, or that steps heads by the wrong stride, fails ``check``
+    wherever it fails the grade: every axis some graded case makes longer than 1 is longer than 1 in a
+    public case, and every non-contiguous layout is public with the same axes longer than 1."""
+    gen = torch.Generator().manual_seed(0)
+    missing = {}
+    for spec in specs.EXERCISES.values():
+        if not spec.judged_on_tensors:
+            continue
+        cases = [c for c in _cases(spec, regime, monkeypatch) if c.raises is None]
+        graded_sizes, graded_strided = _axes_used(cases, gen)
+        public_sizes, public_strided = _axes_used([c for c in cases if c.public], gen)
+        for key, axes in graded_sizes.items():
+            if not axes <= public_sizes.get(key, set()):
+                missing.setdefault(spec.id, []).append(f"tensor {key[0]}: axes {sorted(axes)} > 1")
+        for key, axes in graded_strided.items():
+            if not axes <= public_strided.get(key, set()):
+                missing.setdefault(spec.id, []).append(f"tensor {key[0]}: non-contiguous with axes {sorted(axes)} > 1")
+    assert not missing, f"graded without a public case ({regime}): {missing}"
+
+
 # --------------------------------------------------------------------------- hints from the symptom
 
 from autograder import symptoms  # noqa: E402
