@@ -33,7 +33,7 @@ def compare_outputs(out, ref, dtypes, spec, case=None) -> tuple[bool, float | No
             ok &= good
             worst = max(worst, err if err is not None else math.inf)
             if not good:
-                msgs.append(f"output {i}: {msg}")
+                msgs.append(f"{spec.output_name(i)}: {msg}")
         return ok, worst, "; ".join(msgs)
     return compare_tensor(out, ref, dtypes[0], spec.tolerance(dtypes[0], case))
 

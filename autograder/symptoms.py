@@ -38,6 +38,9 @@ def diagnose_error(error: str) -> Symptom:
         return Symptom("out-of-bounds")
     if "OutOfResources" in (error or ""):  # Triton: the tile needs more shared memory or registers than a SM has
         return Symptom("out-of-resources")
+    kind = (error or "").split(":", 1)[0].strip().rsplit(".", 1)[-1]
+    if kind in ("NameError", "UnboundLocalError"):  # a name never defined: no input family explains it
+        return Symptom("name-error", {"error": error.strip()})
     return Symptom("raised")
 
 
@@ -183,11 +186,26 @@ def _n_minus_1(factor: float, n: int) -> str | None:
 
 TRITON, TORCH, VALUE = "triton", "torch", "value"
 
+# Hints about the ragged last block (its masks, a grid of cdiv(n, BLOCK) programs) name the cause only where
+# the output is wrong there alone (or an access went out of bounds). An output wrong from its first element
+# on (a math error, masked lanes' ``other=`` values entering a sum, a missing term) has loads that are
+# masked well: such a hint would send the learner to the wrong place, so none is given. Specs mark theirs
+# with ``at_the_tail``.
+TAIL_HINTS: set[str] = set()
+LOCATED_AT_THE_TAIL = {"tail-columns", "tail-rows", "out-of-bounds"}
+
+
+def at_the_tail(text: str) -> str:
+    """Mark a hint as one about the last partial block (given only for a symptom located there)."""
+    TAIL_HINTS.add(text)
+    return text
+
+
 # Advice for a family of inputs, by kind of exercise (used when neither the symptom nor the case has any).
 FAMILY_HINTS = {
     TRITON: {
         "tiny": "tiny shapes: does the grid cover at least one program, and is the block at least the row?",
-        "shape": "non-power-of-two sizes: is every load and store masked (offsets < n)?",
+        "shape": at_the_tail("non-power-of-two sizes: is every load and store masked (offsets < n)?"),
         "long-rows": "rows longer than one block: loop over the row block by block (or launch a program per "
                      "block of columns); is every block masked?",
         "dtype": "{dtype}: load, compute in float32 (`.to(tl.float32)`), and cast back when storing",
@@ -233,11 +251,13 @@ def hint(kind: str, case, symptom: Symptom | None, unit: str = "") -> str | None
     if getattr(case, "raises", None) is not None:
         return case.hint or None
     family = case.family.split(":")[0]
+    fits = lambda text: text and (text not in TAIL_HINTS or s.name in LOCATED_AT_THE_TAIL)  # noqa: E731
     if s.name in WEAK and family in EXPLAINING:
-        found = case.hint or _family_hint(kind, case)
+        found = next((t for t in (case.hint, _family_hint(kind, case)) if fits(t)), None)
         if found:
             return found
-    return _symptom_hint(kind, s, s.numbers, unit) or case.hint or _family_hint(kind, case)
+    return next((t for t in (_symptom_hint(kind, s, s.numbers, unit), case.hint, _family_hint(kind, case))
+                 if fits(t)), None)
 
 
 def _family_hint(kind: str, case) -> str | None:
@@ -259,19 +279,25 @@ def _symptom_hint(kind, s, n, unit) -> str | None:
     if s.name == "out-of-bounds":
         return ("a load or store reached past the end of a tensor: mask every tl.load and tl.store of the "
                 "last, partial block (mask=offsets < n, with other= for loads)")
+    if s.name == "name-error":
+        return (f"{n['error']}: a name used but never given a value (a typo, a variable of another cell or "
+                "function, or a module not imported)")
     if s.name == "shape":
         return f"the output has shape {n['got']}, expected {n['expected']}: return one value per input element"
     if s.name == "nan-on-one-element":
         if kind == TORCH:
             return ("NaN on a row of one element: a division by N - 1 = 0? (the unbiased variance, torch.var's "
                     "default, divides by N - 1; LayerNorm's variance divides by N: `unbiased=False` / correction=0)")
-        return ("every value NaN on a row of one element: does the grid cover at least one program, is the block "
-                "at least the row, and is the value written back?")
+        return ("every value NaN on a row of one element: either nothing was written (the grader fills fresh "
+                "memory with NaN: is the block at least the row, and does the store run?) or "
+                "NaN was computed: exp(-inf - (-inf)) where every lane seen so far is masked to -inf (subtract a "
+                "safe max, 0 while the max is -inf)")
     if s.name == "all-nan":
         if triton:
-            return ("every value is NaN, what the grader fills fresh memory with: nothing was written to the "
-                    "output. Is the kernel launched with the output tensor, does the grid cover every element, "
-                    "and does the store run?")
+            return ("every value is NaN. Either nothing was written (the grader fills fresh memory with NaN: is "
+                    "the kernel launched with the output tensor, and does the store run for every element?) or "
+                    "every value computed NaN: exp(-inf - (-inf)) where every lane seen so far is masked to "
+                    "-inf (subtract a safe max, 0 while the max is -inf), or 0/0")
         return "every value is NaN: a 0/0 or inf - inf at the start of the computation?"
     if s.name == "overflow":
         return OVERFLOW.get(kind)

@@ -160,7 +160,7 @@ def test_nan_on_one_element_rows_in_torch_is_a_division_by_n_minus_1():
     assert found.name == "nan-on-one-element" and "N - 1" in text and "grid" not in text
     _, triton_text = _hint(TRITON, torch.full((1, 1), float("nan")), torch.zeros(1, 1, dtype=torch.float64), (x,),
                            family="tiny")
-    assert "grid" in triton_text
+    assert "nothing was written" in triton_text
 
 
 def test_right_values_wrong_dtype():
@@ -176,6 +176,50 @@ def test_nothing_written_is_named_for_triton():
     ref = torch.randn(4, 8, dtype=torch.float64)
     found, text = _hint(TRITON, torch.full((4, 8), float("nan")), ref, ())
     assert found.name == "all-nan" and "nothing was written" in text
+
+
+def test_nan_everywhere_names_a_computed_nan_beside_nothing_written_and_never_the_grid():
+    """NaN from exp(-inf - (-inf)) in masked lanes looks like fresh memory: both causes, no grid advice."""
+    for out_shape in ((4, 8), (4, 1)):
+        ref = torch.randn(out_shape, dtype=torch.float64)
+        found, text = _hint(TRITON, torch.full(out_shape, float("nan")), ref, (), family="tiny")
+        assert found.name in ("all-nan", "nan-on-one-element") and "-inf - (-inf)" in text and "grid" not in text
+
+
+def test_a_mask_hint_only_for_an_output_wrong_in_the_last_partial_block_alone():
+    """A forgotten tl.where(mask) before a sum, a LayerNorm backward's math, a backward without delta: wrong
+    from the first element on, so the advice to mask the last block (the family's or the case's) is not given."""
+    from autograder.specs import nb07_flash_attention as nb07
+
+    ref = torch.randn(6, 50, dtype=torch.float64)
+    wrong_everywhere = ref + 0.3 * torch.randn(6, 50, dtype=torch.float64)
+    for case_hint in ("", nb07.HINT_TAIL):
+        found, text = _hint(TRITON, wrong_everywhere.float(), ref, (ref.float(),), case_hint=case_hint)
+        assert found.name == "values" and not (text and "mask" in text), text
+    tail = ref.clone()
+    tail[:, 40:] += 1.0
+    found, text = _hint(TRITON, tail.float(), ref, (ref.float(),), case_hint=nb07.HINT_TAIL)
+    assert found.name == "tail-columns" and "mask" in text
+
+
+def test_a_name_error_is_named_with_its_line_not_blamed_on_the_grid():
+    error = "NameError: name 'BLOCK' is not defined [line 12]"
+    text = symptoms.hint(TRITON, _case("tiny"), symptoms.diagnose_error(error))
+    assert "NameError" in text and "line 12" in text and "grid" not in text
+
+
+def test_a_wrong_output_is_named_as_the_contract_names_it():
+    from autograder import correctness
+
+    spec = specs.get("layer_norm_bwd")
+    ref = tuple(torch.randn(n, dtype=torch.float64) for n in (5, 3, 3))
+    out = (ref[0].float(), ref[1].float() + 1, ref[2].float())
+    ok, _, msg = correctness.compare_outputs(out, ref, [torch.float32] * 3, spec)
+    assert not ok and msg.startswith("dweight:") and "output 1" not in msg
+    assert [specs.get("flash_attention_fwd").output_name(i) for i in range(2)] == ["o", "lse"]
+    assert specs.get("flash_attention_bwd").output_name(1) == "dk"
+    assert specs.get("checkpointed_mlp").output_name(2) == "dw1"
+    assert specs.get("softmax").output_name(0) == "output 0"
 
 
 def test_every_value_off_by_one_factor():

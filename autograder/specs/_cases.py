@@ -4,9 +4,10 @@ from __future__ import annotations
 import torch
 
 from autograder.specs.base import Case, rand
+from autograder.symptoms import at_the_tail
 
 # Exercise advice for a family (Case.hint); generic advice per family and kind is in autograder.symptoms.
-HINT_ODD = "odd/non-power-of-two shapes: is every load and store masked (offsets < n)?"
+HINT_ODD = at_the_tail("odd/non-power-of-two shapes: is every load and store masked (offsets < n)?")
 HINT_TINY = "tiny shapes: does the grid cover at least one program, and is the block at least the row?"
 HINT_LOW = "{dtype}: load, compute in float32 (`.to(tl.float32)`), and cast back when storing"
 HINT_BIG = "large magnitudes: subtract the row max before exp (exp(89) overflows float32)"

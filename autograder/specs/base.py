@@ -216,6 +216,9 @@ class Exercise:
     harness: Callable | None = None
     memory: Memory | None = None                # memory graded for the performance points (see Memory)
     unit: str = ""                              # VALUE: the unit of the returned number (shown by check)
+    # The names of the judged outputs, as the contract names them (feedback says "dk", not "output 2");
+    # empty: the names in the signature's "-> (a, b, c)".
+    outputs: tuple = ()
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -231,6 +234,11 @@ class Exercise:
             return fn(*args), None
         return self.harness(fn, args)
 
+    def output_name(self, i: int) -> str:
+        """The contract's name of judged output ``i`` ("output i" where the contract names none)."""
+        names = self.outputs or _tuple_names(self.signature)
+        return names[i] if i < len(names) else f"output {i}"
+
     @property
     def judged_on_tensors(self) -> bool:
         return self.kind != VALUE
@@ -243,6 +251,15 @@ class Exercise:
     @property
     def points(self) -> float:
         return self.correctness_points + self.performance_points
+
+
+def _tuple_names(signature: str) -> tuple:
+    """("o", "lse") from "f(q, k, v) -> (o, lse)"; () where the result is not a tuple of names."""
+    result = signature.partition("->")[2].strip()
+    if not (result.startswith("(") and result.endswith(")")):
+        return ()
+    names = tuple(n.strip() for n in result[1:-1].split(","))
+    return names if all(n.isidentifier() for n in names) else ()
 
 
 def rand(gen, shape, dtype=torch.float32, scale=1.0, device=None):

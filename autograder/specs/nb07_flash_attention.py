@@ -12,6 +12,7 @@ import torch
 from autograder.specs._cases import dtype_name, family_of
 from autograder.specs.base import TRITON, Case, Exercise, triton_rules, Performance, float_dtypes, pick_shapes, rand
 from autograder.specs.nb06_matmul_fused_mlp import TF32_TOLERANCES
+from autograder.symptoms import at_the_tail
 from measure import reference
 from measure.tolerance import GRAD_TOLERANCES
 
@@ -45,7 +46,7 @@ SM_SCALE = 0.05
 HINT_CAUSAL = "causal: mask keys j > i with -inf before the running max; skip key tiles entirely above the diagonal"
 HINT_BIG = "large scores: keep a running row max and rescale the accumulator by exp(m_old - m_new)"
 HINT_STRIDE = "non-contiguous q/k/v ([B, S, H, D] transposed): pass all four strides of every tensor"
-HINT_TAIL = "seq not a multiple of the block: mask the query rows and key columns of the last tiles"
+HINT_TAIL = at_the_tail("seq not a multiple of the block: mask the query rows and key columns of the last tiles")
 HINT_LOW = "{dtype}: compute scores and the running sums in float32; cast only P (for P @ V) and the output"
 
 

@@ -395,7 +395,7 @@ EXERCISES = [
         signature="checkpointed_mlp(x, w1, b1, w2, b2) -> y (an autograd.Function that recomputes in backward)",
         correctness_points=7, performance_points=3, cases=_mlp_cases, reference=mlp_reference,
         tolerances=MLP_TOLERANCES, kind=TORCH, rules=Rules(),  # any torch operator: what is kept is judged
-        harness=forward_backward,
+        harness=forward_backward, outputs=("y", "dx", "dw1", "db1", "dw2", "db2"),
         memory=Memory(baseline=naive_mlp, baseline_name="eager autograd of naive_mlp", held_limit=_x_bytes,
                       held_limit_name="the bytes of x", peak_ratio=1.25, held_share=2 / 3),
     ),
