@@ -10,10 +10,16 @@ PYTEST_ARGS ?=
 # The folder `make lab` serves (tests/test_browser.py serves a filled-in copy from a temporary folder).
 LAB_DIR ?= notebooks
 
-.PHONY: lab test browser-test notebooks venv gpu-test probes-test bench clean-nbgrader
+.PHONY: lab test browser-test notebooks release venv gpu-test probes-test bench clean-nbgrader
+
+# What each target installs (pyproject.toml's extras): the course alone for `make lab`, nbgrader and Dask
+# for an instructor's targets, the test tools for the test targets.
+EXTRA ?=
+notebooks release clean-nbgrader: EXTRA = instructor
+test check browser-test gpu-test probes-test: EXTRA = dev
 
 venv:
-	@tools/ensure_venv.sh
+	@tools/ensure_venv.sh $(EXTRA)
 
 # JupyterLab on notebooks/ (or LAB_DIR), no browser where there is no display; prints the URL with its token.
 lab: venv
@@ -51,6 +57,11 @@ notebooks: venv
 	    $(BIN)/nbgrader generate_assignment "$$a" --force --log-level=WARN || exit 1; \
 	done
 	@$(BIN)/python -m tools.strip_outputs notebooks
+
+# The learner's hand-out in dist/handout/: the student notebooks (regenerated first), check and the grader,
+# and nothing that solves an exercise (tools/release.py says what is in it and why).
+release: notebooks
+	$(BIN)/python -m tools.release $(RELEASE_DIR)
 
 bench: venv
 	$(BIN)/python -m kernels_ref.bench $(BENCH_ARGS)

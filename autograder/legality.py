@@ -53,11 +53,9 @@ def install_launch_counter() -> None:
     global _INSTALLED
     if _INSTALLED:
         return
-    from triton.runtime.autotuner import Autotuner, Heuristics
-    from triton.runtime.interpreter import InterpretedFunction
-    from triton.runtime.jit import JITFunction
+    from course.triton_internals import internal
 
-    for cls in (JITFunction, InterpretedFunction, Autotuner, Heuristics):
+    for cls in (internal(name) for name in ("JITFunction", "InterpretedFunction", "Autotuner", "Heuristics")):
         if "run" in cls.__dict__:
             cls.run = _counting(cls.__dict__["run"])
     _INSTALLED = True

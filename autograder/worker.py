@@ -100,8 +100,9 @@ class AutotunePin:
     @classmethod
     def install(cls) -> None:
         try:
-            from triton.runtime.autotuner import Autotuner
-            from triton.runtime.errors import OutOfResources
+            from course.triton_internals import internal
+
+            Autotuner, OutOfResources = internal("Autotuner"), internal("OutOfResources")
         except ImportError:
             return
         if cls._original is not None:
@@ -146,8 +147,9 @@ class AutotunePin:
     @classmethod
     def uninstall(cls) -> None:
         if cls._original is not None:
-            from triton.runtime.autotuner import Autotuner
+            from course.triton_internals import internal
 
+            Autotuner = internal("Autotuner")
             (Autotuner.prune_configs, Autotuner.run, Autotuner._bench), cls._original = cls._original, None
 
     @classmethod

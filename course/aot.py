@@ -26,6 +26,7 @@ import triton
 import triton.language as tl
 
 from course.device import INTERPRET
+from course.triton_internals import internal
 
 H100 = (90, 32)  # compute capability, warp size
 
@@ -45,9 +46,8 @@ def resource_usage(kernel, *args, grid=(1,), num_warps: int = 4, num_stages: int
 
 def compile_for_hopper(kernel, *args, num_warps: int = 4, num_stages: int = 3, **meta):
     """``triton.compile`` of ``kernel`` for sm_90a, its arguments specialized as the JIT would do it."""
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource, make_backend
-    from triton.runtime.jit import create_function_from_signature
+    GPUTarget, ASTSource, make_backend = internal("GPUTarget"), internal("ASTSource"), internal("make_backend")
+    create_function_from_signature = internal("create_function_from_signature")
 
     jit = as_jit_function(kernel)
     target = GPUTarget("cuda", *H100)
@@ -104,7 +104,7 @@ def as_jit_function(kernel, _done=None):
     done = {} if _done is None else _done
     fn = kernel
     while not isinstance(fn, types.FunctionType):
-        if isinstance(fn, triton.runtime.jit.JITFunction) and not INTERPRET:
+        if isinstance(fn, internal("JITFunction")) and not INTERPRET:
             return fn
         inner = getattr(fn, "fn", None)
         if inner is None:
@@ -116,7 +116,7 @@ def as_jit_function(kernel, _done=None):
     fresh = types.FunctionType(fn.__code__, scope, fn.__name__, fn.__defaults__, fn.__closure__)
     fresh.__qualname__, fresh.__module__, fresh.__doc__ = fn.__qualname__, fn.__module__, fn.__doc__
     fresh.__wrapped__ = fn  # inspect.getsource follows it to the original source
-    jitted = triton.runtime.jit.JITFunction(fresh)
+    jitted = internal("JITFunction")(fresh)
     done[fn] = jitted
     for name, value in fn.__globals__.items():
         if _is_triton_callable(value) and name in fn.__code__.co_names:
@@ -148,8 +148,7 @@ def constexpr_defaults(fn) -> dict:
 def ptxas_usage(ptx: str, arch: str = "sm_90a") -> dict:
     """Registers per thread, bytes spilled (stores; and ``spill_loads``) and the stack frame, from
     ``ptxas -v`` on the PTX (Triton's own ptxas)."""
-    from triton.backends.nvidia.compiler import get_ptxas
-
+    get_ptxas = internal("get_ptxas")
     ptxas = get_ptxas(int(arch[3:5])).path
     with tempfile.TemporaryDirectory() as tmp:
         src = os.path.join(tmp, "kernel.ptx")

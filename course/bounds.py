@@ -54,7 +54,9 @@ def _check(op: str, ptrs, mask) -> None:
     lanes = addr[active]
     if lanes.size == 0:
         return
-    from triton.runtime.interpreter import _get_np_dtype
+    from course.triton_internals import internal
+
+    _get_np_dtype = internal("_get_np_dtype")
 
     size = np.uint64(np.dtype(_get_np_dtype(ptrs.get_element_ty())).itemsize)
     inside = np.zeros(lanes.shape, bool)
@@ -79,7 +81,9 @@ def _check(op: str, ptrs, mask) -> None:
 def install() -> bool:
     """Patch the interpreter (once); False where its internals are not the ones this knows."""
     try:
-        from triton.runtime import interpreter as itp
+        from course.triton_internals import internal
+
+        itp = internal("interpreter")
 
         executor, builder = itp.GridExecutor, itp.InterpreterBuilder
         init, call = executor._init_args_hst, executor.__call__

@@ -23,7 +23,10 @@ def round_interpreted_bf16() -> bool:
     then casts keep its own behaviour)."""
     try:
         import triton.language as tl
-        from triton.runtime import interpreter
+
+        from course.triton_internals import internal
+
+        interpreter = internal("interpreter")
         builder, handle = interpreter.InterpreterBuilder, interpreter.TensorHandle
     except (ImportError, AttributeError):
         return False

@@ -128,7 +128,9 @@ def _specialization(value):
 def _with_heuristics(kernel, values: dict) -> dict:
     """``values`` with what each ``@triton.heuristics`` layer between ``kernel`` and its JIT function
     computes from them (as the layer does at launch, after the autotuner's config is in)."""
-    from triton.runtime.autotuner import Heuristics
+    from course.triton_internals import internal
+
+    Heuristics = internal("Heuristics")
 
     layer = kernel
     while not inspect.isfunction(getattr(layer, "fn", None)):

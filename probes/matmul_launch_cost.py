@@ -107,7 +107,9 @@ def launch_steps(args) -> dict:
         bound_descs = mm._tma_descriptors(x, w.t(), c, bound.block_shapes)
         steps["bound compiled kernel (descriptors ready)"] = lambda: bound(*bound_descs, b, None)
         try:  # the launcher's own share: encoding the three descriptors for the driver (triton 3.6 internals)
-            from triton.backends.nvidia.driver import make_tensordesc_arg
+            from course.triton_internals import internal
+
+            make_tensordesc_arg = internal("make_tensordesc_arg")
 
             metas = bound.compiled.metadata.tensordesc_meta
             steps["launcher: encode three TMA descriptors"] = lambda: [

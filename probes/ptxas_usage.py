@@ -25,10 +25,11 @@ THREADS_PER_SM = 2048
 def compile_ptx(fn, consts: dict, fp32: set, num_warps: int, num_stages: int) -> str:
     """The PTX of ``fn`` for sm_90a with these constexprs and launch options."""
     import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
 
     from course.aot import H100, constexpr_defaults
+    from course.triton_internals import internal
+
+    GPUTarget, ASTSource = internal("GPUTarget"), internal("ASTSource")
 
     signature, attrs = {}, {}
     consts = {**constexpr_defaults(fn), **consts}

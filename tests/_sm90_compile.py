@@ -17,11 +17,11 @@ import sys
 os.environ["TRITON_INTERPRET"] = "0"
 import triton  # noqa: E402
 import triton.language  # noqa: E402,F401
-from triton.backends.compiler import GPUTarget  # noqa: E402
-from triton.compiler import ASTSource  # noqa: E402
-
 import course.device  # noqa: E402  (without a GPU it turns the interpreter back on: undone below)
 from course.aot import constexpr_defaults  # noqa: E402
+from course.triton_internals import internal  # noqa: E402
+
+GPUTarget, ASTSource = internal("GPUTarget"), internal("ASTSource")
 
 os.environ["TRITON_INTERPRET"] = "0"
 course.device.INTERPRET = False  # before course.triton_compat is imported: real autotune, native dots
@@ -36,7 +36,7 @@ def main(module_name: str, kernel_name: str, head_dim: int) -> None:
     kernel = getattr(module, kernel_name)
     configs = list(getattr(kernel, "configs", []))
     fn = kernel
-    while not isinstance(fn, triton.runtime.jit.JITFunction):
+    while not isinstance(fn, internal("JITFunction")):
         fn = fn.fn
     consts = {**constexpr_defaults(fn),  # e.g. the attention forward's TMA off, unless named below
               "HAS_BIAS": True, "GELU": True, "HAS_RESIDUAL": False, "CAUSAL": True, "HEAD_DIM": head_dim,

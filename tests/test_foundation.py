@@ -1,6 +1,7 @@
 """The course skeleton: one dependency list, the device switch, the Makefile's venv script."""
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import tomllib
@@ -23,13 +24,43 @@ def test_environment_yml_installs_the_project_and_duplicates_nothing():
     deps = env["dependencies"]
     pip_sections = [d["pip"] for d in deps if isinstance(d, dict) and "pip" in d]
     assert pip_sections, "environment.yml must install the project through a pip section"
-    assert any(item.split()[-1] == "." for item in pip_sections[0]), "the pip section must install '.'"
+    assert any(re.fullmatch(r"""["']?\.(\[[\w,]+\])?["']?""", item.split()[-1]) for item in pip_sections[0]), \
+        "the pip section must install '.' (or '.[extra]')"
     conda_names = {d.split("=")[0].split("<")[0].split(">")[0].strip() for d in deps if isinstance(d, str)}
     assert conda_names <= {"python", "pip"}, f"list dependencies in pyproject.toml, not here: {conda_names}"
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     names = {d.split("=")[0].split(">")[0].split("<")[0].strip().lower() for d in project["dependencies"]}
-    assert {"torch", "triton", "jupyterlab", "nbgrader", "matplotlib", "pytest"} <= names
-    assert "torch==2.13.0" in project["dependencies"], "torch must stay pinned (an unpinned torch pulls CUDA)"
+    assert {"torch", "triton", "jupyterlab", "matplotlib"} <= names
+
+
+def _requirements(group=None) -> dict:
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    listed = project["dependencies"] if group is None else project["optional-dependencies"][group]
+    return {Requirement(r).name: Requirement(r) for r in listed}
+
+
+def test_the_dependency_range_admits_what_the_gpus_and_ci_ran():
+    """Every GPU result was measured with torch 2.11 / triton 3.6, CI runs torch 2.13 / triton 3.9: the stated
+    range admits both, and the CPU install still picks torch 2.13.0 first (an unpinned resolve pulls CUDA)."""
+    deps = _requirements()
+    for torch_version, triton_version in (("2.11.0", "3.6.0"), ("2.13.0", "3.9.0")):
+        assert deps["torch"].specifier.contains(torch_version), deps["torch"]
+        assert deps["triton"].specifier.contains(triton_version), deps["triton"]
+    assert 'pip install --quiet "torch==2.13.0"' in (ROOT / "tools" / "ensure_venv.sh").read_text()
+
+
+def test_each_person_installs_what_they_need():
+    """A learner's install has no grading or test tools; an instructor's adds nbgrader and Dask; a developer's
+    adds the test tools on top of the instructor's."""
+    base, instructor, dev = _requirements(), _requirements("instructor"), _requirements("dev")
+    assert not {"nbgrader", "dask", "pytest", "playwright"} & set(base)
+    assert {"nbgrader", "dask"} <= set(instructor)
+    assert {"pytest", "pytest-xdist", "playwright"} <= set(dev) and "instructor" in dev["gpu-kernels-course"].extras
+    makefile = (ROOT / "Makefile").read_text()
+    assert "test check browser-test gpu-test probes-test: EXTRA = dev" in makefile
+    assert "notebooks release clean-nbgrader: EXTRA = instructor" in makefile
 
 
 def test_device_switch_matches_this_machine():
@@ -196,3 +227,58 @@ def test_autotune_max_trims_the_configs_on_a_gpu(monkeypatch):
     monkeypatch.setenv("COURSE_AUTOTUNE_MAX", "zero")
     with pytest.raises(ValueError, match="COURSE_AUTOTUNE_MAX must be a positive whole number"):
         compat.autotune(configs, key=[])
+
+
+# ----------------------------------------------------------------------------- Triton's internals
+
+INTERNAL_PACKAGES = ("triton.runtime", "triton.compiler", "triton.backends", "triton._C", "triton.knobs")
+
+
+def test_every_triton_internal_the_course_uses_is_in_the_installed_triton():
+    from course import triton_internals
+
+    for name in triton_internals.INTERNALS:
+        assert triton_internals.internal(name) is not None, name
+
+
+def test_an_untested_triton_is_named_once_with_what_to_install(monkeypatch):
+    from course import triton_internals
+
+    assert triton_internals.is_tested("3.6.0") and triton_internals.is_tested("3.9.0")
+    assert not triton_internals.is_tested("3.10.0") and not triton_internals.is_tested("3.7.1")
+    monkeypatch.setattr(triton_internals, "version", lambda: "3.10.0")
+    monkeypatch.setattr(triton_internals, "_warned", False)
+    with pytest.warns(triton_internals.UntestedTriton, match=r"triton 3\.10\.0 .*3\.6, 3\.9.*triton==3\.9\.0"):
+        assert triton_internals.check_version() is False
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert triton_internals.check_version() is False  # once a process
+
+
+def test_a_missing_internal_says_which_who_uses_it_and_the_fix(monkeypatch):
+    from course import triton_internals
+
+    monkeypatch.setitem(triton_internals.INTERNALS, "Gone", ("triton.runtime.jit.NoSuchThing", "course.x"))
+    with pytest.raises(ImportError, match=r"triton\.runtime\.jit\.NoSuchThing \(used by course\.x\).*triton==3\.9\.0"):
+        triton_internals.internal("Gone")
+
+
+def test_only_one_module_reaches_into_triton_internals():
+    """course/triton_internals.py is the one place: a new use elsewhere must be registered there."""
+    import ast
+
+    found = []
+    files = [p for d in ("course", "autograder", "kernels_ref", "measure", "tools", "probes")
+             for p in (ROOT / d).rglob("*.py")] + [ROOT / "tests" / "_sm90_compile.py"]
+    for path in files:
+        if path.name == "triton_internals.py" or "tests" in path.relative_to(ROOT).parts[1:]:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom)
+                     else [ast.unparse(node)] if isinstance(node, ast.Attribute) else [])
+            if any(n.startswith(INTERNAL_PACKAGES) for n in names):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not found, found

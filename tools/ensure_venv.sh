@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# Create (or repair) .venv and install the project with everything the course needs.
-# Called by `make lab`, `make test` and `make notebooks`; does nothing when .venv is up to date
-# (its stamp is newer than pyproject.toml). The dependency list lives in pyproject.toml only.
+# Create (or repair) .venv and install the project with what the person needs:
+#   tools/ensure_venv.sh              the course (a learner: `make lab`)
+#   tools/ensure_venv.sh instructor   + nbgrader and Dask (grading a class, `make notebooks`)
+#   tools/ensure_venv.sh dev          + instructor, pytest, pytest-xdist, playwright (`make test`, `make check`)
+# Does nothing when .venv already has them (its stamp, newer than pyproject.toml, lists what was installed).
+# The dependency list lives in pyproject.toml only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=.venv
 STAMP=$VENV/.installed
+EXTRA=${1:-}
+case "$EXTRA" in ""|instructor|dev) ;; *) echo "error: unknown extra '$EXTRA' (use instructor or dev)" >&2; exit 2 ;; esac
 
 fail() { echo "error: $*" >&2; exit 1; }
 
@@ -30,15 +35,26 @@ if [ ! -d "$VENV" ]; then
     "$PY" -m venv "$VENV" || fail "'$PY -m venv' failed; on Debian/Ubuntu install python3-venv."
 fi
 
-if [ -f "$STAMP" ] && [ "$STAMP" -nt pyproject.toml ]; then
+# What the stamp says is installed; `dev` includes `instructor`, and each includes the course.
+installed() {
+    [ -f "$STAMP" ] && [ "$STAMP" -nt pyproject.toml ] || return 1
+    case "$EXTRA" in
+        "") return 0 ;;
+        instructor) grep -qxE "instructor|dev" "$STAMP" ;;
+        dev) grep -qx dev "$STAMP" ;;
+    esac
+}
+if installed; then
     exit 0
 fi
 
-echo "installing the course into $VENV (torch 2.13.0, triton, jupyterlab, nbgrader, ...); this takes a few minutes the first time"
+echo "installing the course${EXTRA:+ with [$EXTRA]} into $VENV (torch 2.13.0, triton, jupyterlab, ...); this takes a few minutes the first time"
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
 # torch first and pinned: where no CUDA is wanted, this picks the CPU build available to pip here;
 # an unpinned torch would pull several GB of CUDA packages.
 "$VENV/bin/python" -m pip install --quiet "torch==2.13.0"
-"$VENV/bin/python" -m pip install --quiet -e . || fail "installing the project failed; see pip's message above."
-touch "$STAMP"
+"$VENV/bin/python" -m pip install --quiet -e ".${EXTRA:+[$EXTRA]}" || fail "installing the project failed; see pip's message above."
+# The stamp lists what is installed: the course (an empty line) and each extra, one a line.
+{ [ -f "$STAMP" ] && [ "$STAMP" -nt pyproject.toml ] && cat "$STAMP"; echo "$EXTRA"; } | sort -u > "$STAMP.new"
+mv "$STAMP.new" "$STAMP"
 echo "$VENV ready: $("$VENV/bin/python" -c 'import torch, triton; print("torch", torch.__version__, "/ triton", triton.__version__)')"

@@ -1,0 +1,116 @@
+"""The learner's hand-out (tools/release.py, `make release`): the course without its answers, and `check`
+working from it alone."""
+from __future__ import annotations
+
+import ast
+import json
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from course import manifest
+from tools import release
+
+ROOT = Path(__file__).resolve().parent.parent
+# Kernels that solve no exercise: the grader's own (fresh input values, the sandbox's self-check) and the
+# course's helper for the interpreter's limits (triton_compat.dot, which learners may call).
+GRADER_KERNELS = {"autograder/fresh.py", "autograder/sandbox.py", "course/triton_compat.py"}
+
+
+@pytest.fixture(scope="module")
+def handout(tmp_path_factory) -> Path:
+    return release.build(tmp_path_factory.mktemp("release") / "handout")
+
+
+def _files(handout: Path) -> list[str]:
+    return sorted(str(p.relative_to(handout)) for p in handout.rglob("*") if p.is_file())
+
+
+def test_the_handout_holds_the_student_notebooks_and_what_check_needs(handout):
+    files = _files(handout)
+    released = [nb.name for nb in manifest.NOTEBOOKS if nb.released]
+    assert [f for f in files if f.endswith(".ipynb")] == [f"notebooks/{n}/{n}.ipynb" for n in released]
+    for needed in ("autograder/notebook.py", "autograder/specs/__init__.py", "measure/reference.py",
+                   "course/manifest.py", "Makefile", "pyproject.toml", "tools/ensure_venv.sh", "README.md"):
+        assert needed in files, needed
+
+
+def test_nothing_in_the_handout_solves_an_exercise(handout):
+    files = _files(handout)
+    top = {f.split("/")[0] for f in files}
+    assert not top & {"solutions", "kernels_ref", "tests", "probes", "results"}, top
+    assert [f for f in files if f.startswith("tools/")] == ["tools/ensure_venv.sh"]
+    assert not [f for f in files if re.match(r"(good|naive)_\w*\.py$", Path(f).name)]  # tests' submissions
+    for nb in handout.glob("notebooks/*/*.ipynb"):
+        text = nb.read_text()
+        assert "BEGIN SOLUTION" not in text and "BEGIN HIDDEN TESTS" not in text, nb.name
+    from autograder import specs
+
+    triton_entries = {ex.entry for ex in specs.EXERCISES.values() if ex.kind == "triton"}
+    for f in files:
+        if not f.endswith(".py"):
+            continue
+        tree = ast.parse((handout / f).read_text())
+        kernels = [n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)
+                   and any(re.search(r"\b(jit|autotune|heuristics)\b", ast.unparse(d)) for d in n.decorator_list)]
+        assert f in GRADER_KERNELS or not kernels, f"{f} holds Triton kernels {kernels}"
+        # a module of Triton kernels defining an exercise's entry point would be its solution (the float64
+        # references of measure/ share the names and are no Triton kernel: the judge, not an answer)
+        defined = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+        assert not (kernels and defined & triton_entries), f"{f} defines {defined & triton_entries}"
+
+
+def test_the_handouts_makefile_has_lab_and_nothing_that_needs_what_was_left_out(handout):
+    text = (handout / "Makefile").read_text()
+    targets = set(re.findall(r"^([\w-]+):(?!=)", text, re.M))
+    assert targets == {"venv", "lab"}, targets
+    assert "tools/ensure_venv.sh" in text and "pytest" not in text.replace("PYTEST_ARGS ?=", "")
+
+
+def test_check_and_the_grader_run_from_the_handout_alone(handout):
+    """In the hand-out, with the repository's own packages made unimportable (the venv's editable install
+    would otherwise find them): `python -m autograder list` works and `check` passes an honest answer."""
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path[:0] = [{str(handout)!r}]
+        class LeftOut:
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in {release.EXCLUDED!r}:
+                    raise ImportError(f"{{name}} is not in the hand-out")
+        sys.meta_path.insert(0, LeftOut())
+        import autograder
+        assert autograder.__file__.startswith({str(handout)!r}), autograder.__file__
+        from autograder import check
+        def naive_softmax(x):
+            e = (x - x.max(dim=-1, keepdim=True).values).exp()
+            return e / e.sum(dim=-1, keepdim=True)
+        print("CHECK", check("naive_softmax", naive_softmax, quick=True))
+        from autograder.cli import main
+        main(["list"])
+    """)
+    run = subprocess.run([sys.executable, "-c", script], cwd=handout, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    assert "CHECK True" in run.stdout and "naive_softmax" in run.stdout.split("CHECK True", 1)[1]
+
+
+def test_a_notebook_imports_the_reference_kernels_only_where_it_can_do_without(handout):
+    """A hand-out's notebook runs without kernels_ref: every import of it sits in a try that catches ImportError."""
+    for nb in handout.glob("notebooks/*/*.ipynb"):
+        for cell in json.loads(nb.read_text())["cells"]:
+            if cell["cell_type"] != "code":
+                continue
+            source = "".join(cell["source"])
+            source = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
+            tree = ast.parse(source)
+            guarded = {id(n) for t in ast.walk(tree) if isinstance(t, ast.Try)
+                       and any(ast.unparse(h.type or ast.Name("BaseException")) in ("ImportError", "ModuleNotFoundError")
+                               for h in t.handlers) for s in t.body for n in ast.walk(s)}
+            for node in ast.walk(tree):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                         else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+                if any(n.split(".")[0] == "kernels_ref" for n in names):
+                    assert id(node) in guarded, f"{nb.name}: {ast.unparse(node)}"
