@@ -102,7 +102,6 @@ FORBIDDEN_MODULES: dict[str, str] = {
     "_ctypes": "writes raw memory and calls C functions: it " + _REACHES_IN,
     "cffi": "calls C functions: it " + _REACHES_IN,
     "inspect": "reads the grader's frames and source: it " + _REACHES_IN,
-    "importlib": "imports and reloads modules by computed names, which the audit cannot see",
     "builtins": "replaces Python's built-in functions for the grader too",
     "subprocess": _SPAWN, "_posixsubprocess": _SPAWN, "pty": _SPAWN, "multiprocessing": _SPAWN,
     "concurrent": "starts threads or processes", "threading": _THREADS, "_thread": _THREADS,
@@ -166,13 +165,17 @@ _PATH_RULES: dict[str, tuple[str, str]] = {
         "torch.profiler.tensorboard_trace_handler", "pathlib.Path.write_text", "pathlib.Path.write_bytes",
         "pathlib.Path.touch")},
 }
+# importlib: reading what is installed (a version check) is fine; everything else loads or reloads modules.
+_IMPORTLIB_READS = ("importlib.metadata", "importlib.util.find_spec")
+_IMPORTLIB_WHY = "imports and reloads modules by computed names, which the audit cannot see"
 _PATH_PATTERNS: tuple[tuple[str, str, str], ...] = tuple(
     (f"os.{n}", "process", _SPAWNS) for n in ("exec*", "spawn*", "posix_spawn*"))
 # Loaders that unpickle (run arbitrary code) unless told not to: path -> (keyword, its safe value).
 _UNPICKLERS = {"torch.load": ("weights_only", True), "numpy.load": ("allow_pickle", False),
                "pandas.read_pickle": (None, None)}
 # open-like functions: (path, index of the mode argument)
-_OPENERS = {"builtins.open": 1, "io.open": 1, "codecs.open": 1, "os.fdopen": 1}
+_OPENERS = {"builtins.open": 1, "io.open": 1, "codecs.open": 1, "os.fdopen": 1, "io.FileIO": 1, "_io.FileIO": 1,
+            "_io.open": 1}
 
 # Method names that write files whatever object they are called on (``Path(...).write_text(...)``).
 _WRITE_METHODS = frozenset({"write_text", "write_bytes", "touch", "mkdir", "unlink", "rmdir", "symlink_to",
@@ -184,7 +187,7 @@ _WRITE_MODE_CHARS = set("wax+")
 _ESCAPE_DUNDERS = frozenset({
     "__subclasses__", "__globals__", "__code__", "__builtins__", "__bases__", "__base__", "__mro__",
     "__closure__", "__func__", "__self__", "__defaults__", "__kwdefaults__", "__wrapped__", "__loader__",
-    "__getattribute__", "__setattr__", "__delattr__", "__reduce__", "__reduce_ex__", "__torch_dispatch__",
+    "__getattribute__", "__getattr__", "__setattr__", "__delattr__", "__reduce__", "__reduce_ex__", "__torch_dispatch__",
     "__torch_function__", "__init_subclass__",
 })
 _ESCAPE_NAMES = frozenset({"__builtins__", "__loader__"})
@@ -462,6 +465,31 @@ class _Scopes:
             scope = scope.parent
         return self.module
 
+    def values_of(self, name: str, scope: _Scope):
+        """The expressions assigned to ``name`` where ``scope`` sees it; None where a parameter (or an import,
+        a def) binds it, whose value nobody can read from the source."""
+        while scope is not None:
+            if name in scope.declared_global:
+                scope = self.module
+                continue
+            if name in scope.bindings:
+                values = [v for n, v in scope.pending if n == name]
+                return values if values and len(values) == len(self._binders(name, scope)) else None
+            scope = scope.parent
+        return None
+
+    def _binders(self, name, scope) -> list:
+        """Every way ``scope`` binds ``name``: pending assignments, and a parameter, import or def."""
+        ways = [v for n, v in scope.pending if n == name]
+        node = scope.node
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            a = node.args
+            if name in {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs + [x for x in (a.vararg, a.kwarg) if x]}:
+                ways.append("parameter")
+        if any(p != _LOCAL for p in scope.bindings.get(name, ())) and not ways:
+            ways.append("import or def")
+        return ways
+
     def lookup(self, name: str, scope: _Scope) -> set:
         start = scope
         while scope is not None:
@@ -534,6 +562,62 @@ class _Scopes:
                 self._active.discard(call.func.id)
             return ext | {_LOCAL}
         return {_LOCAL}
+
+
+# ------------------------------------------------------------------------------------------ configuration values
+
+# Attributes and methods of a tensor that are numbers about its layout, not its values.
+_LAYOUT_ATTRS = frozenset({"shape", "dtype", "ndim", "device", "is_cuda", "itemsize", "layout", "requires_grad"})
+_LAYOUT_METHODS = frozenset({"size", "stride", "numel", "dim", "element_size", "get_device", "is_contiguous",
+                             "data_ptr", "nelement"})
+_PURE_BUILTINS = frozenset(f"builtins.{n}" for n in ("int", "float", "bool", "str", "min", "max", "len", "abs",
+                                                      "round", "tuple", "divmod", "range", "sorted", "hash", "dict",
+                                                      "list", "set", "frozenset", "zip", "enumerate", "sum"))
+
+
+def _pure(scopes: "_Scopes", expr, scope, depth: int = 0) -> bool:
+    """Whether ``expr`` is configuration: made from constants, shapes, strides, dtypes, module constants and
+    Triton's helpers (``triton.next_power_of_2``, ``triton.Config``), never from a tensor's values. A cache
+    keyed and filled with such values (launch configurations) can hold no answer."""
+    if depth > 8:
+        return False
+    pure = lambda e: _pure(scopes, e, scope, depth + 1)  # noqa: E731
+    if isinstance(expr, (ast.Constant, ast.JoinedStr)):
+        return True
+    if isinstance(expr, (ast.Tuple, ast.List, ast.Set)):
+        return all(pure(e) for e in expr.elts)
+    if isinstance(expr, ast.Dict):
+        return all(pure(e) for e in expr.keys + expr.values if e is not None)
+    if isinstance(expr, ast.BinOp):
+        return pure(expr.left) and pure(expr.right)
+    if isinstance(expr, ast.UnaryOp):
+        return pure(expr.operand)
+    if isinstance(expr, (ast.BoolOp, ast.Compare)):
+        return all(pure(e) for e in (expr.values if isinstance(expr, ast.BoolOp) else [expr.left, *expr.comparators]))
+    if isinstance(expr, ast.IfExp):
+        return pure(expr.test) and pure(expr.body) and pure(expr.orelse)
+    if isinstance(expr, ast.Subscript):
+        return pure(expr.value) and pure(expr.slice)
+    if isinstance(expr, ast.Slice):
+        return all(pure(e) for e in (expr.lower, expr.upper, expr.step) if e is not None)
+    if isinstance(expr, ast.Attribute):
+        if expr.attr in _LAYOUT_ATTRS:
+            return True
+        paths = scopes.paths(expr, scope)
+        return bool(paths) and all(_is_external(p) and p != "<type>" for p in paths)  # torch.float16, tl.int32
+    if isinstance(expr, ast.Call):
+        args = all(pure(a) for a in expr.args) and all(pure(k.value) for k in expr.keywords)
+        if isinstance(expr.func, ast.Attribute) and expr.func.attr in _LAYOUT_METHODS:
+            return args
+        fn = scopes.paths(expr.func, scope)
+        if fn and all(p in _PURE_BUILTINS or p.startswith(("triton.", "math.")) or p == _OWN for p in fn):
+            return args
+        return False
+    if isinstance(expr, ast.Name):
+        values = scopes.values_of(expr.id, scope)
+        return values is not None and all(
+            (pure(v[1]) if v[0] == "iter" else False) if isinstance(v, tuple) else pure(v) for v in values)
+    return False
 
 
 _FILLERS = frozenset({"append", "extend", "insert", "add", "update", "setdefault", "appendleft"})
@@ -613,11 +697,34 @@ class _Auditor(ast.NodeVisitor):
         self.kernel_depth = 0        # inside @triton.jit functions
         self.reach_depth = 0         # inside a statement the entry point can reach
         self.parents: dict[int, ast.AST] = {}
+        self.own_methods = {f.name for c in ast.walk(scopes.module.node) if isinstance(c, ast.ClassDef)
+                            for f in c.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
         self.kernels = {n.name for n in ast.walk(scopes.module.node) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
                         and any(p.startswith("triton.") for d in n.decorator_list
                                 for p in scopes.paths(d.func if isinstance(d, ast.Call) else d, scopes.module))}
 
     # -- helpers
+    def _pure(self, expr) -> bool:
+        return _pure(self.scopes, expr, self.stack[-1])
+
+    def _configuration_cache(self, name: str) -> bool:
+        """Whether every call of the cached function ``name`` passes configuration only (shapes, dtypes,
+        constants): then its cache maps configurations to configurations (a launch-config helper)."""
+        sites = []
+        for node, scope in self.scopes.of.items():
+            body = node.body if isinstance(node.body, list) else [node.body]
+            todo = list(body)
+            while todo:
+                n = todo.pop()
+                if isinstance(n, _SCOPE_NODES):
+                    todo.extend(getattr(n, "decorator_list", []))  # its body is its own scope's
+                    continue
+                if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == name:
+                    sites.append((n, scope))
+                todo.extend(ast.iter_child_nodes(n))
+        return all(_pure(self.scopes, a, scope) for call, scope in sites
+                   for a in call.args + [k.value for k in call.keywords])
+
     def report(self, node, rule, message):
         self.findings.append(Finding(getattr(node, "lineno", 0) or 0, rule, message))
 
@@ -670,7 +777,8 @@ class _Auditor(ast.NodeVisitor):
                      for p in self.external(d.func if isinstance(d, ast.Call) else d))
         if self.reachable is not None and self.reach_depth > 0:
             for d in node.decorator_list:
-                if self.external(d.func if isinstance(d, ast.Call) else d) & set(_CACHE_DECORATORS):
+                if (self.external(d.func if isinstance(d, ast.Call) else d) & set(_CACHE_DECORATORS)
+                        and not self._configuration_cache(node.name)):
                     self.report(d, "kept-state", f"decorates {node.name} with {self.text(d)}: {_KEPT}")
         self._in_scope(node, kernel)
 
@@ -741,7 +849,8 @@ class _Auditor(ast.NodeVisitor):
             for p in sorted(self.external(node), key=len):
                 if p != "<type>" and self._check_path(node, p, self.text(node)):
                     break
-            if self.checking_ops() and node.attr in self.forbidden and node.attr in SPELLINGS:
+            if (self.checking_ops() and node.attr in self.forbidden and node.attr in SPELLINGS
+                    and node.attr not in self.own_methods):  # self.linear(...): the learner's own method
                 call = self.parents.get(id(node))
                 if isinstance(call, ast.Call) and call.func is node and self._method_receiver_ok(node.value):
                     self._forbidden(node, node.attr, f"calls .{node.attr}(...)")
@@ -783,6 +892,9 @@ class _Auditor(ast.NodeVisitor):
                     return False
             hit = _PATH_RULES.get(prefix) or next(((r, w) for pat, r, w in _PATH_PATTERNS
                                                    if fnmatch.fnmatchcase(prefix, pat)), None)
+            if (hit is None and prefix == path and prefix.startswith("importlib.") and not
+                    any(prefix == r or prefix.startswith(r + ".") or r.startswith(prefix + ".") for r in _IMPORTLIB_READS)):
+                hit = ("forbidden-import", f"importlib {_IMPORTLIB_WHY}")
             if hit:
                 rule, why = hit
                 said = spelled if spelled.startswith(("import ", "from ")) else f"uses {spelled}"
@@ -865,7 +977,7 @@ class _Auditor(ast.NodeVisitor):
     def visit_Assign(self, node):
         for t in node.targets:
             self._check_store(t, "assigns")
-            self._check_kept_state(t)
+            self._check_kept_state(t, node.value)
         self.generic_visit(node)
 
     # -- state kept between calls (only in code the entry point runs, outside kernels)
@@ -879,10 +991,12 @@ class _Auditor(ast.NodeVisitor):
             return True
         return name not in scope.bindings and name in self.scopes.module.bindings
 
-    def _check_kept_state(self, target):
+    def _check_kept_state(self, target, value=None):
         if not self._in_reached_function():
             return
         if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) and self._module_level(target.value.id):
+            if value is not None and self._pure(target.slice) and self._pure(value):
+                return  # a configuration table (block sizes by shape): it can hold no answer
             self.report(target, "kept-state", f"stores into {target.value.id}[...], defined outside the function: {_KEPT}")
         elif isinstance(target, ast.Name) and target.id in self.stack[-1].declared_global:
             self.report(target, "kept-state", f"assigns the global {target.id}: {_KEPT}")
@@ -917,7 +1031,8 @@ class _Auditor(ast.NodeVisitor):
         f = node.func
         if (self._in_reached_function() and isinstance(f, ast.Attribute) and f.attr in _MUTATORS
                 and isinstance(f.value, ast.Name) and self._module_level(f.value.id)
-                and not self.external(f.value)):
+                and not self.external(f.value)
+                and not all(self._pure(a) for a in node.args + [k.value for k in node.keywords])):
             self.report(node, "kept-state", f"calls {f.value.id}.{f.attr}(...), defined outside the function: {_KEPT}")
 
     def visit_Call(self, node):
@@ -997,6 +1112,10 @@ class _Auditor(ast.NodeVisitor):
         """globals()/locals()/vars(x) may be read in place; writing or letting them escape is reported."""
         parent = self.parents.get(id(call))
         if isinstance(parent, ast.Subscript) and parent.value is call:
+            if call.args and self.external(call.args[0]):
+                self.report(call, "dynamic-code", f"{self.text(parent)}: reaches a module's functions by name through "
+                            "its namespace, which the audit cannot follow")
+                return
             if isinstance(parent.ctx, ast.Load):
                 return
         elif isinstance(parent, ast.Attribute) and parent.attr in self._NS_READS:

@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 
 from autograder import correctness, protocol, runner, specs, timing, warm
+from autograder.imports import local_modules
 from autograder.isolation import WorkerGone, WorkerSession
 from autograder.specs.base import fresh_seed
 from autograder.submission import Submission, SubmissionError, load
@@ -187,6 +188,8 @@ def submission_job(spec, sub: Submission, source_file: Path) -> dict:
     """What a worker loads: the learner's source file and entry point."""
     return {"code": "submission", "exercise": spec.id, "entry": spec.entry, "source_file": str(source_file),
             "submission_dir": str(sub.path.parent),
+            # the modules beside it that it imports: audited with it, the only ones it may import from there
+            "local_modules": sorted(local_modules(sub.source, sub.path.parent)),
             # Probes the learner measures (00, 02) must behave as in the notebook: no poisoned memory there.
             "poison": spec.judged_on_tensors}
 
@@ -228,12 +231,13 @@ def _grade_exercise(spec, sub, source_file, workdir, quick, timeout_s, gate, pha
     timed_args = timed_inputs(spec, seed + 2) if baseline is not None and ahead is not None else None
     if ahead is not None:
         ahead.run(plan, timed_args)
-    audit_violations = static_violations(spec, sub)
+    static = static_violations(spec, sub)
+    audit_violations = static.violations
     clock.lap("references and audit")
     try:
         with session as worker:
             clock.lap("worker start")
-            result = _grade_in(worker, spec, sub, plan, seed, audit_violations, baseline, clock,
+            result = _grade_in(worker, spec, sub, plan, seed, static, baseline, clock,
                                lambda: _time_alone(gate, phase, worker, baseline, clock),
                                ahead, timed_args)
         result["feedback"] = _output_notes(session) + result["feedback"]  # the whole output, read to the end
@@ -281,11 +285,14 @@ def _time_alone(gate, phase, worker, baseline, clock) -> None:
     clock.lap("waiting for the GPU")
 
 
-def _grade_in(worker, spec, sub, plan, seed, audit_violations, baseline=None, clock=None,
+def _grade_in(worker, spec, sub, plan, seed, static, baseline=None, clock=None,
               before_timing=lambda: None, ahead=None, timed_args=None) -> dict:
     import course
 
     clock = clock or Stopwatch()
+    if isinstance(static, list):
+        static = StaticFindings(static, [])
+    audit_violations = static.violations
     feedback = []
     if worker.sandbox_note:
         feedback.append(worker.sandbox_note)
@@ -332,7 +339,8 @@ def _grade_in(worker, spec, sub, plan, seed, audit_violations, baseline=None, cl
         perf, credit, timed_ok, notes = time_against_baseline(worker, spec, seed + 2, loaded=loaded)
         clock.lap("timing")
         feedback += notes
-        correct = correct and timed_ok
+        violations += timed_shape_violations(worker, spec, loaded, sub.where)
+        correct = correct and timed_ok and not violations
     elif want_time:
         feedback.append("performance not timed: the output must be correct first")
 
@@ -342,18 +350,73 @@ def _grade_in(worker, spec, sub, plan, seed, audit_violations, baseline=None, cl
         if null:
             violations.append(null)
             correct = False
+    feedback += run_time_notes(static, violations, sub.where)
     if violations:
         feedback.append("correctness points withheld: the submission breaks the exercise's rules (violations above)")
     return _result(spec, correct, perf, credit, violations, feedback, verdicts.rows)
 
 
-def static_violations(spec, sub: Submission) -> list[str]:
+# Audit rules judged by what runs: an operator the exercise forbids, written where the graded calls never
+# execute it (a branch for other arguments, a debug path), costs nothing and is reported as a note; one that
+# runs is seen by the operator recorder (deny by default) and costs the points.
+RUN_TIME_RULES = frozenset({"forbidden-call"})
+
+
+@dataclass
+class StaticFindings:
+    violations: list        # cost the points whatever runs
+    run_time: list          # (line, message): forbidden where they run; a note where nothing ran them
+
+
+def timed_shape_violations(worker, spec, loaded, where) -> list[str]:
+    """One recorded call on the timed workload, after the timing: deny by default holds at the timed shape
+    too, where a branch taken only for large inputs would otherwise run unseen by the recorder."""
+    from autograder import legality
+
+    done = worker.request({"op": "call", "slots": [loaded.slots[0]], "record": True}, reply=protocol.CallDone)
+    worker.request({"op": "drop"})
+    if not done.ok:
+        return [f"the call on the timed workload failed: {runner.where_msg(done.error, where)}"]
+    limit = runner.intermediate_limit(spec, loaded.base_args)
+    return legality.judge(spec, done.ops, [done.launches], False, where, [(*done.largest, limit)])
+
+
+def static_violations(spec, sub: Submission) -> StaticFindings:
     """What the submission's source shows (autograder.audit), each with the learner's line."""
     from autograder import audit
 
     found = audit.audit(sub.source, allow=spec.rules.features, forbidden_calls=audit.forbidden_calls_for(spec),
                         entry=spec.entry)
-    return audit.violations(found, sub.where)
+    now = [f for f in found if f.rule not in RUN_TIME_RULES]
+    later = [(f.line, f.describe(sub.where)) for f in found if f.rule in RUN_TIME_RULES]
+    return StaticFindings(audit.violations(now, sub.where) + helper_violations(spec, sub), later)
+
+
+def run_time_notes(static: StaticFindings, violations: list[str], where) -> list[str]:
+    """Notes for the forbidden calls the source shows and no graded call ran (the recorder names a line that
+    ran one: 'at line N:')."""
+    ran = "\n".join(violations)
+    return [f"note: {text} (no graded call ran it: no points withheld)" for line, text in static.run_time
+            if f"at {where(line)}:" not in ran]
+
+
+def helper_violations(spec, sub: Submission) -> list[str]:
+    """The audit of every module beside the submission that it imports (autograder.imports): they are the
+    submission too. Which of their operators run is judged at run time, like the submission's own."""
+    from autograder import audit
+
+    out = []
+    for files in local_modules(sub.source, sub.path.parent).values():
+        for path in files:
+            try:
+                source = path.read_text(encoding="utf-8")
+                found = audit.audit(source, allow=spec.rules.features)
+            except (OSError, UnicodeDecodeError, SyntaxError, ValueError) as exc:
+                out.append(f"{path.name}: the grader could not read it ({type(exc).__name__}); a module the "
+                           "submission imports must be readable Python")
+                continue
+            out += audit.violations(found, lambda line, name=path.name: f"{name}, line {line}")
+    return out
 
 
 def _failure_feedback(spec, verdicts) -> list[str]:

@@ -1,29 +1,36 @@
 """Guarantee 2: the learner wrote the kernel.
 
-- ``OpRecorder``: a TorchDispatchMode that records every aten operator the submission calls, with the
-  submission's own source line that led to it (walking the stack to the submission's file). It sees
-  operators on the CPU and on the GPU alike. Operators run *inside* a Triton launch are the
-  interpreter's own plumbing, not the learner's, and are not recorded.
-- ``install_launch_counter``: counts Triton kernel launches (compiled, interpreted, autotuned; an
-  autotuner's benchmarking runs count as the one launch they serve).
+- ``OpRecorder``: a TorchDispatchMode that records every aten operator run during a checked call, wherever
+  its Python runs: the entry point, a helper, and Triton's launch callbacks (pre-run hooks, grid callables,
+  heuristics, autotune hooks) alike, with the submission's own source line that led to it (walking the
+  stack to the submission's file). Deny by default: the judge lets only an exercise's allowed operators
+  pass, so no place in a launch is a blind spot. (The Triton interpreter's own copies of a launch's
+  arguments are plumbing operators every exercise allows.) It also records the calls that take a tensor's
+  values out of torch (``Tensor.numpy``, ``tolist``, ``__array__``, ``__dlpack__``), where the operators that
+  follow are invisible to it.
+- ``install_launch_counter``: counts Triton kernel launches where they are made, at the launcher that runs
+  a compiled (or interpreted) kernel: a launch made from a hook or a grid callable of another launch counts
+  too; an autotuner's benchmarking trials do not (they serve the one launch that follows).
 - ``KernelsRefWatch``: records any import of ``kernels_ref`` by the submission.
 - ``judge``: runs in the grading process; turns what the worker recorded into violations.
 """
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import types
 
 
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from measure.memory import fresh_outputs
+from measure.memory import written_outputs
 
 
 class _LaunchState(threading.local):
-    depth = 0
     launches = 0
+    benchmarking = 0  # inside an autotuner's benchmark: its trial launches are not the program's
     null = False  # launches are counted but do nothing (the behaviour check: outputs must then change)
 
 
@@ -35,29 +42,64 @@ def _counting(run):
     def run_and_count(self, *args, **kwargs):
         if kwargs.get("warmup"):
             return run(self, *args, **kwargs)
-        if STATE.depth == 0:
+        if STATE.benchmarking == 0 and STATE.null:
             STATE.launches += 1
-            if STATE.null:
-                return None
-        STATE.depth += 1
-        try:
-            return run(self, *args, **kwargs)
-        finally:
-            STATE.depth -= 1
+            return None
+        out = run(self, *args, **kwargs)
+        if STATE.benchmarking == 0:  # counted once it ran: a launch that did not fit (OutOfResources) never did
+            STATE.launches += 1
+        return out
     run_and_count.__wrapped__ = run
     return run_and_count
 
 
+def _benchmarking(bench):
+    def bench_uncounted(self, *args, **kwargs):
+        STATE.benchmarking += 1
+        try:
+            return bench(self, *args, **kwargs)
+        finally:
+            STATE.benchmarking -= 1
+    bench_uncounted.__wrapped__ = bench
+    return bench_uncounted
+
+
+def _compiled_getitem(getitem):
+    """``compiled[grid](*args)``: a kernel compiled ahead (``kernel.warmup``) and launched directly."""
+    def counted_getitem(self, grid):
+        runner = getitem(self, grid)
+
+        def counted_runner(*args, **kwargs):
+            if STATE.benchmarking == 0 and STATE.null:
+                STATE.launches += 1
+                return None
+            out = runner(*args, **kwargs)
+            if STATE.benchmarking == 0:
+                STATE.launches += 1
+            return out
+        return counted_runner
+    counted_getitem.__wrapped__ = getitem
+    return counted_getitem
+
+
 def install_launch_counter() -> None:
-    """Wrap every Triton launcher's ``run`` (class level, once per process)."""
+    """Wrap every Triton launcher (class level, once per process): JITFunction.run and the interpreter's
+    run (what every ``kernel[grid](...)``, autotuner and heuristics launch ends in), a compiled kernel's
+    ``[grid]``, and the autotuner's benchmark (whose trial launches are not counted)."""
     global _INSTALLED
     if _INSTALLED:
         return
     from course.triton_internals import internal
 
-    for cls in (internal(name) for name in ("JITFunction", "InterpretedFunction", "Autotuner", "Heuristics")):
+    for cls in (internal("JITFunction"), internal("InterpretedFunction")):
         if "run" in cls.__dict__:
             cls.run = _counting(cls.__dict__["run"])
+    Autotuner = internal("Autotuner")
+    if "_bench" in Autotuner.__dict__:
+        Autotuner._bench = _benchmarking(Autotuner.__dict__["_bench"])
+    CompiledKernel = internal("CompiledKernel")
+    if "__getitem__" in CompiledKernel.__dict__:
+        CompiledKernel.__getitem__ = _compiled_getitem(CompiledKernel.__dict__["__getitem__"])
     _INSTALLED = True
 
 
@@ -69,47 +111,108 @@ def disable_triton_launches() -> None:
 
 def reset_launches() -> None:
     STATE.launches = 0
-    STATE.depth = 0
+    STATE.benchmarking = 0
 
 
 def launches() -> int:
     return STATE.launches
 
 
-class OpRecorder(TorchDispatchMode):
-    """Records (operator, submission line) -> count for every aten op called outside Triton launches."""
+# Tensor methods that hand a tensor's values to another library (numpy, Python lists, DLPack): what is
+# computed there no operator records, so deny by default counts each as an operator of its own.
+LEAVES_TORCH = {"numpy": "Tensor.numpy", "tolist": "Tensor.tolist", "__array__": "Tensor.__array__",
+                "__dlpack__": "Tensor.__dlpack__", "to_dlpack": "torch.utils.dlpack.to_dlpack",
+                "untyped_storage": "Tensor.untyped_storage", "storage": "Tensor.storage",
+                "_typed_storage": "Tensor._typed_storage"}
+_LEAVE_WHY = ("hands the tensor's values to another library (numpy, Python lists), where the grader cannot "
+              "see what is computed: the exercise's work must be done by torch operators it allows and your "
+              "own kernels")
 
-    def __init__(self, source_file: str | None):
+
+class _Exits(TorchFunctionMode):
+    """The function-level half of the recorder: notes the calls that take values out of torch."""
+
+    def __init__(self, recorder):
+        super().__init__()
+        self.recorder = recorder
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        # only the learner's own calls: the interpreter's bounds check reads storages too, for every launch
+        if name in LEAVES_TORCH and self.recorder.is_learners(sys._getframe(1).f_code.co_filename):
+            self.recorder.note(name, sys._getframe(1))
+        return func(*args, **(kwargs or {}))
+
+
+class OpRecorder(TorchDispatchMode):
+    """Records (operator, submission line) -> count for every aten op a call runs, and the calls that take
+    values out of torch (``LEAVES_TORCH``)."""
+
+    def __init__(self, source_file: str | None, folder: str | None = None):
         super().__init__()
         self.source_file = source_file
+        # the submission's folder: an operator run by a module beside it is named by that file and line
+        self.folder = os.path.realpath(folder) + os.sep if folder else None
+        self._beside: dict[str, str | None] = {}
         self.ops: dict = {}
         self.largest = [0, None, None]  # [elements, operator, line] of the largest tensor an op produced
+        self._exits = _Exits(self)
+
+    def __enter__(self):
+        self._exits.__enter__()
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        try:
+            return super().__exit__(*exc)
+        finally:
+            self._exits.__exit__(*exc)
+
+    def note(self, name: str, frame) -> int | None:
+        line = self._line_from(frame)
+        key = (name, line)
+        self.ops[key] = self.ops.get(key, 0) + 1
+        return line
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        if STATE.depth == 0:
-            line = self._submission_line()
-            key = (func.overloadpacket.__name__, line)
-            self.ops[key] = self.ops.get(key, 0) + 1
-            # Memory exercises forbid materializing a large intermediate (the full logits, a dequantized
-            # weight): note the largest fresh tensor any operator hands back, whatever the operator is
-            # (a view or an in-place result materializes nothing).
-            numel = max((t.numel() for t, _ in fresh_outputs(args, kwargs, out)), default=0)
-            if numel > self.largest[0]:
-                self.largest = [numel, func.overloadpacket.__name__, line]
+        name = func.overloadpacket.__name__
+        line = self.note(name, sys._getframe(1))
+        # Memory exercises forbid materializing a large intermediate (the full logits, a dequantized
+        # weight): note the largest tensor any operator hands back, whatever the operator is: fresh storage,
+        # and results written through out= or grown by resize_ (a view materializes nothing).
+        numel = max((t.numel() for t in written_outputs(func, args, kwargs, out)), default=0)
+        if numel > self.largest[0]:
+            self.largest = [numel, name, line]
         return out
 
-    def _submission_line(self):
-        frame = sys._getframe(2)
+    def _line_from(self, frame):
+        """The submission's line (an int) that led to the operator, else a module beside it ("helper.py,
+        line 3"), else None."""
+        helper = None
         while frame is not None:
             name = frame.f_code.co_filename
             if name == self.source_file or (self.source_file is None and not _is_library(name)):
                 return frame.f_lineno
+            if helper is None and self._is_beside(name):
+                helper = f"{self._beside[name]}, line {frame.f_lineno}"
             frame = frame.f_back
-        return None
+        return helper
+
+    def is_learners(self, filename: str) -> bool:
+        return filename == self.source_file or self._is_beside(filename) or (
+            self.source_file is None and not _is_library(filename))
+
+    def _is_beside(self, filename: str) -> bool:
+        if self.folder is None:
+            return False
+        if filename not in self._beside:
+            real = os.path.realpath(filename)
+            self._beside[filename] = os.path.relpath(real, self.folder) if real.startswith(self.folder) else None
+        return self._beside[filename] is not None
 
     def records(self) -> list:
-        return [[op, line, n] for (op, line), n in sorted(self.ops.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0))]
+        return [[op, line, n] for (op, line), n in sorted(self.ops.items(), key=lambda kv: (kv[0][0], str(kv[0][1] or 0)))]
 
 
 _LIBRARY_MARKERS = ("site-packages", "dist-packages", "/torch/", "/triton/", "/autograder/", "<frozen")
@@ -176,14 +279,20 @@ def judge(spec, ops_records, launch_counts, used_kernels_ref: bool, where, large
     if used_kernels_ref:
         violations.append("imports kernels_ref (the course's reference kernels): the exercise must be your own code")
     rules = spec.rules
-    if rules.allowed_ops is not None:
-        seen = set()
-        for op, line, _count in ops_records:
-            if op in rules.allowed_ops or (op, line) in seen:
-                continue
-            seen.add((op, line))
-            why = rules.why.get(op, "it is not among the operators this exercise allows")
-            violations.append(f"calls torch operator aten.{op} at {where(line)}: {why}")
+    values_may_leave = getattr(spec, "kind", None) == "value"  # 00/02 measure and count: numbers are their answer
+    seen = set()
+    for op, line, _count in ops_records:
+        if (op, line) in seen:
+            continue
+        seen.add((op, line))
+        if op in LEAVES_TORCH:
+            if not values_may_leave:
+                violations.append(f"calls {LEAVES_TORCH[op]} at {where(line)}: it {_LEAVE_WHY}")
+            continue
+        if rules.allowed_ops is None or op in rules.allowed_ops:
+            continue
+        why = rules.why.get(op, "it is not among the operators this exercise allows")
+        violations.append(f"calls torch operator aten.{op} at {where(line)}: {why}")
     counts = [c for c in launch_counts if c is not None]
     if rules.min_launches and counts and min(counts) < rules.min_launches:
         violations.append(f"launched {min(counts)} Triton kernel(s) in a call; the exercise asks for your own "

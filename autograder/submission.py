@@ -30,6 +30,8 @@ class Submission:
     def where(self, lineno: int | None) -> str:
         if lineno is None:
             return "an unknown line"
+        if isinstance(lineno, str):  # already a place: a module beside the submission ("helper.py, line 3")
+            return lineno
         if self.kind == "python":
             return f"line {lineno}"
         if 1 <= lineno <= len(self.cells) and self.cells[lineno - 1]:

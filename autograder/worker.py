@@ -76,15 +76,6 @@ def poison_free_cuda_memory() -> None:
     del held
 
 
-def _uncount_failed_launch() -> None:
-    """A launch that did not fit never ran: the launch counter (when it wraps the autotuner from inside,
-    i.e. counted it at depth 0) takes it back, so the fused-kernel rule counts only launches that ran."""
-    from autograder import legality
-
-    if legality.STATE.depth == 0 and legality.STATE.launches > 0:
-        legality.STATE.launches -= 1
-
-
 class AutotunePin:
     """Checked calls run each ``triton.autotune`` kernel with one of its own configs, chosen by the grader,
     rather than compiling and benchmarking every config for every new shape (that is most of a matmul
@@ -130,7 +121,6 @@ class AutotunePin:
                     for key in [k for k, v in self.cache.items() if v is failed]:
                         del self.cache[key]
                     cls.skip += 1
-                    _uncount_failed_launch()
                     if cls.used:
                         cls.used[-1] += " (did not fit this GPU: the next config ran)"
             return run(self, *args, **kwargs)
@@ -170,13 +160,14 @@ class AutotunePin:
 class Worker:
     """The code under test and the state the requests act on (argument slots, the last output)."""
 
-    def __init__(self, fn, source_file: str | None, poison: bool, harness=None, prepare=None, fresh=None):
+    def __init__(self, fn, source_file: str | None, poison: bool, harness=None, prepare=None, fresh=None,
+                 folder: str | None = None):
         import course
         import torch
 
         from autograder import legality
 
-        self.fn, self.source_file, self.poison = fn, source_file, poison
+        self.fn, self.source_file, self.poison, self.folder = fn, source_file, poison, folder
         # harness(fn, args) -> (output, measured): how a checked call is made (specs.base.Exercise.harness);
         # prepare(args) -> args: a baseline's own arguments, made when a slot is loaded (Performance.baseline_args).
         # fresh(bases, seed) -> args: a timed call's fresh values (Performance.fresh_args; None: jittered_args).
@@ -264,7 +255,7 @@ class Worker:
     def call(self, args: tuple, empty: bool = False, config: int | None = None) -> protocol.CallDone:
         """A checked call: under the operator recorder and the launch counter (to name lines in feedback),
         autotuned kernels pinned to their config number ``config`` (``AutotunePin``) unless it is None."""
-        rec = self.legality.OpRecorder(self.source_file)
+        rec = self.legality.OpRecorder(self.source_file, self.folder)
         self.legality.reset_launches()
         done = protocol.CallDone(ok=True)
         out = None
@@ -363,6 +354,10 @@ def load_entry(job: dict):
         return spec.performance.naive, protocol.Ready("ok")
     source_file = job["source_file"]
     watch = legality.KernelsRefWatch().install()
+    from autograder.imports import ImportGuard
+
+    # after the watch (which notes a kernels_ref import before the guard refuses it)
+    ImportGuard(source_file, job["submission_dir"], job.get("local_modules", ())).install(position=1)
     sys.path.insert(0, job["submission_dir"])
     import types
 
@@ -413,7 +408,8 @@ def make_worker(fn, job: dict) -> Worker:
     if job["code"] == "baseline":
         worker = Worker(fn, None, poison=job.get("poison", True), prepare=spec.performance.baseline_args, fresh=fresh)
     else:
-        worker = Worker(fn, job.get("source_file"), poison=job.get("poison", True), harness=spec.harness, fresh=fresh)
+        worker = Worker(fn, job.get("source_file"), poison=job.get("poison", True), harness=spec.harness, fresh=fresh,
+                        folder=job.get("submission_dir"))
         # The operator recorder (checked calls; a baseline makes timed calls only) imports torch._dynamo at
         # its first use (PyTorch wraps every dispatch mode's handler in torch._disable_dynamo, which imports
         # it lazily): 1-4 s, paid here, beside the grading process's own preparation, not in the first case.

@@ -32,6 +32,7 @@ INTERNALS: dict[str, tuple[str, str]] = {
     "Autotuner": ("triton.runtime.autotuner.Autotuner", "autograder.worker, autograder.legality"),
     "Autotuner._bench": ("triton.runtime.autotuner.Autotuner._bench", "autograder.worker (pinned configs)"),
     "Autotuner.prune_configs": ("triton.runtime.autotuner.Autotuner.prune_configs", "autograder.worker"),
+    "CompiledKernel": ("triton.compiler.compiler.CompiledKernel", "autograder.legality (launches of a compiled kernel)"),
     "Heuristics": ("triton.runtime.autotuner.Heuristics", "autograder.legality, kernels_ref._launch"),
     "OutOfResources": ("triton.runtime.errors.OutOfResources", "autograder.worker"),
     "JITFunction": ("triton.runtime.jit.JITFunction", "autograder.legality, course.aot"),

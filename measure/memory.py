@@ -91,17 +91,60 @@ def tensors_in(obj):
 def _storage_key(t: torch.Tensor):
     try:
         return StorageWeakRef(t.untyped_storage())
-    except (RuntimeError, NotImplementedError):  # a tensor without storage (meta, sparse): nothing held
+    except (RuntimeError, NotImplementedError):  # a tensor without storage of its own (meta): nothing held
         return None
 
 
+_SPARSE_PARTS = {torch.sparse_coo: ("_indices", "_values"), torch.sparse_csr: ("crow_indices", "col_indices", "values"),
+                 torch.sparse_bsr: ("crow_indices", "col_indices", "values"),
+                 torch.sparse_csc: ("ccol_indices", "row_indices", "values"),
+                 torch.sparse_bsc: ("ccol_indices", "row_indices", "values")}
+
+
+def _dense_parts(t: torch.Tensor) -> list:
+    """The strided tensors holding ``t``'s memory: itself, or a sparse tensor's indices and values."""
+    parts = _SPARSE_PARTS.get(t.layout)
+    if parts is None:
+        return [t]
+    return [getattr(t, p)() for p in parts]
+
+
 def fresh_outputs(args, kwargs, out):
-    """The tensors of ``out`` on storage that none of the inputs lives in (not views, not in-place)."""
-    inputs = {k for k in map(_storage_key, tensors_in((args, kwargs))) if k is not None}
-    for t in tensors_in(out):
-        key = _storage_key(t)
-        if key is not None and key not in inputs:
-            yield t, key
+    """The tensors of ``out`` on storage that none of the inputs lives in (not views, not in-place); a
+    sparse output's indices and values (a sparse copy holds memory as a dense one does)."""
+    inputs = {k for a in tensors_in((args, kwargs)) for p in _dense_parts(a) if (k := _storage_key(p)) is not None}
+    for o in tensors_in(out):
+        for t in _dense_parts(o):
+            key = _storage_key(t)
+            if key is not None and key not in inputs:
+                yield t, key
+
+
+# Operators that grow the tensor they are given (its storage with it).
+_GROWING = frozenset({"resize_", "resize_as_"})
+
+
+def written_arguments(func, args, kwargs) -> list:
+    """The tensors an operator writes its result into among its arguments (``out=``) or grows (``resize_``),
+    from its schema: results that are not fresh storage but hold what the operator made. (An in-place
+    operator on a tensor that exists writes no more than that tensor already held.)"""
+    schema = getattr(func, "_schema", None)
+    if schema is None:
+        return []
+    growing = func.overloadpacket.__name__ in _GROWING
+    kwargs = kwargs or {}
+    written = []
+    for i, arg in enumerate(schema.arguments):
+        if arg.alias_info is not None and arg.alias_info.is_write and (arg.is_out or growing):
+            value = args[i] if i < len(args) and not arg.kwarg_only else kwargs.get(arg.name)
+            written.extend(tensors_in(value))
+    return written
+
+
+def written_outputs(func, args, kwargs, out) -> list:
+    """Every tensor an operator produced: fresh outputs, and the arguments it wrote (``out=``, in place,
+    ``resize_``), so ``torch.mm(a, b, out=torch.empty(0))`` counts the product it wrote."""
+    return [t for t, _ in fresh_outputs(args, kwargs, out)] + written_arguments(func, args, kwargs)
 
 
 class MemoryMeter(TorchDispatchMode):
@@ -118,17 +161,28 @@ class MemoryMeter(TorchDispatchMode):
         for t, key in fresh_outputs(args, kwargs, out):
             if key not in self._live:
                 self._live[key] = t.untyped_storage().nbytes()
-        self.peak = max(self.peak, sum(self._live.values()))
+        self.peak = max(self.peak, self._total())
         return out
 
     def _prune(self) -> None:
         for key in [k for k in self._live if k.expired()]:
             del self._live[key]
 
+    def _total(self) -> int:
+        """Bytes of the storages seen, as large as each is now: one grown after it was first seen (by
+        ``resize_``, of the tensor or of its storage) counts at its present size."""
+        total = 0
+        for key in list(self._live):
+            storage = torch.UntypedStorage._new_with_weak_ptr(key.cdata)
+            if storage is not None:
+                self._live[key] = storage.nbytes()
+            total += self._live[key]
+        return total
+
     def live_bytes(self) -> int:
         gc.collect(1)  # cycles the call just left behind are garbage, not memory it holds (young generations: fast)
         self._prune()
-        return sum(self._live.values())
+        return self._total()
 
     def held(self, output) -> int:
         """Bytes alive now beyond the output's own: what a call keeps for later (its saved activations)."""

@@ -276,10 +276,11 @@ CHEATS = {
         "import kernels_ref.matmul as m",
     ],
     "forbidden-import": [f"import {m}" for m in (
-        "gc", "ctypes", "inspect", "importlib", "builtins", "subprocess", "socket", "multiprocessing",
+        "gc", "ctypes", "inspect", "builtins", "subprocess", "socket", "multiprocessing",
         "threading", "signal", "pickle", "marshal", "shutil", "tempfile", "atexit", "_thread",
         "concurrent.futures", "unittest.mock", "urllib.request")] + [
-        "from ctypes import *", "from importlib import import_module", "from multiprocessing import Process",
+        "from ctypes import *", "from importlib import import_module", "import importlib\nimportlib.reload(m)",
+        "import importlib.util as u\nu.spec_from_file_location('h', 'h.py')", "from multiprocessing import Process",
         "import pickle as p", "from unittest import mock",
     ],
     "process": [
@@ -352,6 +353,7 @@ CHEATS = {
         "import triton\n@triton.jit\ndef k(x):\n    pass\nk.run = lambda *a, **kw: None",
     ],
     "dynamic-code": [
+        "import torch\nf = vars(torch)['softmax']",
         "exec('x = 1')",
         "y = eval('1 + 1')",
         "c = compile('1', '<s>', 'eval')",
@@ -620,3 +622,66 @@ def test_audits_in_threads_never_parse_at_once(monkeypatch):
         found = list(pool.map(lambda _: audit(source, forbidden_calls={"softmax"}, entry="softmax"), range(8)))
     assert most[0] == 1
     assert all(f == found[0] for f in found)
+
+
+# Honest patterns of public kernels: none of them is a finding (they keep every point they earn).
+HONEST_PATTERNS = {
+    "own method named like a torch function": """
+        import torch
+        class FusedHead:
+            def __init__(self, weight):
+                self.weight = weight
+            def linear(self, x):
+                return torch.empty(x.shape[0], self.weight.shape[0], device=x.device, dtype=x.dtype)
+        def f(x, w):
+            return FusedHead(w).linear(x)
+    """,
+    "launch configuration from an lru_cache'd helper": """
+        import functools
+        import torch
+        import triton
+        @functools.lru_cache(maxsize=None)
+        def _config(n_cols, dtype):
+            block = triton.next_power_of_2(n_cols)
+            return block, 4 if block < 2048 else 8
+        def f(x):
+            m, n = x.shape
+            block, warps = _config(n, x.dtype)
+            return torch.empty_like(x)
+    """,
+    "a module-level table of launch configurations": """
+        import torch
+        import triton
+        _CONFIGS = {}
+        def f(x):
+            key = (x.shape[-1], x.dtype)
+            if key not in _CONFIGS:
+                _CONFIGS[key] = dict(BLOCK=triton.next_power_of_2(x.shape[-1]), num_warps=4)
+            return torch.empty_like(x)
+    """,
+    "importlib in a version check": """
+        import importlib
+        import importlib.metadata
+        from importlib.util import find_spec
+        HAS_TRITON = find_spec("triton") is not None
+        TRITON_VERSION = importlib.metadata.version("triton")
+        def f(x):
+            return x
+    """,
+}
+
+
+@pytest.mark.parametrize("name", sorted(HONEST_PATTERNS))
+def test_honest_patterns_of_public_kernels_are_not_findings(name):
+    found = audit(textwrap.dedent(HONEST_PATTERNS[name]), forbidden_calls={"linear", "softmax", "matmul"}, entry="f")
+    assert found == [], found
+
+
+def test_a_configuration_cache_still_reports_one_that_keeps_tensors():
+    src = "import torch\n_c = {}\ndef f(x):\n    _c[x.shape] = x * 2\n    return _c[x.shape]"
+    assert [f.rule for f in audit(src, forbidden_calls={"softmax"}, entry="f")] == ["kept-state"]
+
+
+@pytest.mark.parametrize("src", ["import io\nf = io.FileIO(3, 'w')", "import io\nf = io.FileIO(fd, mode='wb')"])
+def test_writing_an_inherited_descriptor_through_fileio_is_a_finding(src):
+    assert "file-write" in {f.rule for f in audit(src)}

@@ -43,17 +43,52 @@ def test_telling_a_checked_call_from_a_timed_one_scores_zero_and_the_fallback_is
     assert ex["score"] == 0 and not ex["correct"]
     found = "\n".join(ex["violations"])
     assert "_get_current_dispatch_mode" in found and "fill_uninitialized_memory" in found
-    assert "torch.softmax" in found  # the shortcut it takes when it thinks it is only timed
+    # the shortcut it takes when it thinks it is only timed: shown; costs the points where a graded call runs it
+    assert "torch.softmax" in text(ex)
 
 
-def test_outputs_that_do_not_come_from_the_kernels_score_zero():
+def test_outputs_that_another_library_computed_score_zero_and_the_line_is_named():
     ex = escape("hides_torch")
     assert ex["score"] == 0 and not ex["correct"]
     assert all(c["verdict"] == "ok" for c in ex["cases"])  # right answers, computed outside any kernel ...
-    assert any("Triton kernels are made to do nothing" in v for v in ex["violations"])  # ... and seen through
+    # ... by numpy, on values handed over by Tensor.numpy: deny by default counts that call itself
+    assert any("calls Tensor.numpy at line 21" in v for v in ex["violations"]), ex["violations"]
 
 
 @pytest.mark.parametrize("name", ["forges_result", "patches_timer", "content_cache", "detects_phase", "hides_torch"])
 def test_every_escape_says_why_points_were_withheld(name):
     ex = escape(name)
     assert ex["violations"] or ex["feedback"], name
+
+
+# --------------------------------------------------------------------- Python that runs inside a launch
+
+@pytest.mark.parametrize("name, line", [("hook_computes", 13), ("heuristic_computes", 13)])
+def test_operators_run_inside_a_launch_are_seen_and_cost_the_points(name, line):
+    # a pre-run hook and a heuristic run while Triton launches the kernel: deny by default sees them there
+    ex = escape(name)
+    assert ex["score"] == 0 and not ex["correct"]
+    assert any(f"at line {line}:" in v and "calls torch operator aten." in v for v in ex["violations"]), ex["violations"]
+
+
+def test_a_launch_made_from_a_grid_callable_is_counted():
+    ex = escape("grid_launches")
+    assert ex["score"] == 0 and not ex["correct"]
+    assert any("launched 2 Triton kernels in one call" in v for v in ex["violations"]), ex["violations"]
+
+
+# --------------------------------------------------------------------- code beside the submission
+
+def test_a_module_beside_the_submission_is_audited_as_the_submission():
+    ex = escape("helper_module")
+    assert ex["score"] == 0 and not ex["correct"]
+    found = "\n".join(ex["violations"])
+    assert "_disarms_grader.py, line 5:" in found and "_disarms_grader.py, line 6:" in found, found
+
+
+@pytest.mark.parametrize("name, why", [("imports_repository", "part of the course's repository"),
+                                       ("unaudited_module", "the grader did not audit")])
+def test_imports_from_outside_the_installed_packages_are_refused(name, why):
+    ex = escape(name)
+    assert ex["score"] == 0 and not ex["correct"]
+    assert why in text(ex) and "(at line 10)" in text(ex), text(ex)

@@ -24,6 +24,8 @@ PLUMBING_OPS = frozenset({
     "clone", "copy_", "detach", "alias", "unsqueeze", "squeeze", "select", "slice", "lift_fresh",
     "_to_copy", "to", "is_same_size", "resolve_conj", "resolve_neg", "_local_scalar_dense",
     "flatten", "unflatten", "split", "chunk", "narrow", "unbind",
+    # the Triton interpreter's own copies of a launch's tensors to the host and back (CPU only)
+    "set_",
 })
 
 # Tensor primitives the naive exercises of 01 may combine (elementwise, reductions, matmul, masks).
