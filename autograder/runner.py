@@ -295,23 +295,35 @@ def null_kernel_check(session, spec, plan: list[PlannedCase]) -> str | None:
     by the learner's kernels. Run on the first cases (the behaviour is what matters, not the size)."""
     from autograder.specs.base import TRITON
 
-    plan = [p for p in plan if p.case.raises is None]
-    if spec.kind != TRITON or not plan:
+    if spec.kind != TRITON:
+        return None
+    cases = null_check_cases(plan)
+    if not cases:
         return None
     session.request({"op": "nullify"})
-    for number, p in enumerate(plan[:2]):
+    for number, p in cases:
         session.request({"op": "load", "slot": 0, "args": p.a})
         done, shipped = call_once(session, config=number)
         if not done.ok:
             return None  # it failed without its kernels: they do matter
-        ok = judge_call(spec, p.case, p.a, p.ref_a, done, shipped).ok
-        empty = all(_trivial(t) for t in tensors_in(p.ref_a))
-        if not ok or empty:
+        if not judge_call(spec, p.case, p.a, p.ref_a, done, shipped).ok:
             return None
     return ("its outputs stay correct when its Triton kernels are made to do nothing: the results are "
             "computed some other way, not by the kernel the exercise asks for")
 
 
+def null_check_cases(plan: list[PlannedCase], count: int = 2) -> list:
+    """(case number, case) of the first ``count`` cases whose answer a kernel that never ran cannot give:
+    not an empty output, not all zeros (a zero-initialised buffer, e.g. the loss at V = 1) or all NaN."""
+    return [(n, p) for n, p in enumerate(plan)
+            if p.case.raises is None and not all(_trivial(t) for t in tensors_in(p.ref_a))][:count]
+
+
 def _trivial(t: torch.Tensor) -> bool:
-    """An output a kernel that never ran could still get right (empty, or all NaN like a poisoned buffer)."""
-    return t.numel() == 0 or bool(torch.isnan(t).all()) if t.is_floating_point() else t.numel() == 0
+    """An output a kernel that never ran could still get right: empty, all zeros (a zero-initialised
+    accumulator), or all NaN (a poisoned buffer)."""
+    if t.numel() == 0:
+        return True
+    if t.is_floating_point():
+        return bool(torch.isnan(t).all()) or not bool(t.any())
+    return not bool(t.any())

@@ -309,3 +309,17 @@ def test_a_pinned_config_that_does_not_fit_the_gpu_gives_way_to_the_next_as_auto
         AutotunePin.uninstall()
     assert ran == [2, 2, 3]
     assert "B: 1" in used[0] and "did not fit" in used[0] and "B: 2" in used[1]
+
+
+def test_the_null_kernel_check_uses_cases_a_kernel_that_never_ran_cannot_get_right():
+    # linear_cross_entropy's first cases have V = 1, whose loss is exactly 0: a zero-initialised accumulator
+    # is right there without any kernel, so those cases cannot tell whether the kernel ran
+    from autograder import runner, specs
+
+    spec = specs.get("linear_cross_entropy")
+    plan = runner.make_plan(spec, quick=True, seed=7)
+    assert plan[0].case.name.startswith("M=1 H=16 V=1")
+    chosen = runner.null_check_cases(plan)
+    assert len(chosen) == 2
+    for _, p in chosen:
+        assert p.a[1].shape[0] > 1 and float(p.ref_a) != 0.0, p.case.name
