@@ -106,6 +106,8 @@ def describe_tolerance(spec, planned, ok: bool) -> str:
         return ""
     dtype = expected_dtypes(planned.a, planned.ref_a, spec)[0]
     atol, rtol = spec.tolerance(dtype, case)
+    if not dtype.is_floating_point and atol == rtol == 0:
+        return "exact"
     return f"{_short(atol)} + {_short(rtol)}|ref|"
 
 

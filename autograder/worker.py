@@ -168,7 +168,7 @@ class Worker:
         from autograder import legality
 
         self.fn, self.source_file, self.poison, self.folder = fn, source_file, poison, folder
-        # harness(fn, args) -> (output, measured): how a checked call is made (specs.base.Exercise.harness);
+        # harness(fn, args) -> (output, measured): how a call is made (specs.base.Exercise.harness);
         # prepare(args) -> args: a baseline's own arguments, made when a slot is loaded (Performance.baseline_args).
         # fresh(bases, seed) -> args: a timed call's fresh values (Performance.fresh_args; None: jittered_args).
         self.harness, self.prepare, self.fresh = harness, prepare, fresh
@@ -245,7 +245,14 @@ class Worker:
         outs, done = [], protocol.CallDone(ok=True)
         try:
             for args in slots:
-                outs.append(None if empty else self.fn(*args))
+                # the harness, where there is one, adds what the call wrote in place to its output (a
+                # memory harness never times: memory exercises have no performance part)
+                if empty:
+                    outs.append(None)
+                elif self.harness is None:
+                    outs.append(self.fn(*args))
+                else:
+                    outs.append(self.harness(self.fn, args)[0])
             self._sync()
         except BaseException as exc:  # noqa: BLE001
             done.ok, done.error = False, describe_error(exc, self.source_file)

@@ -79,6 +79,12 @@ NOTEBOOKS: tuple[Notebook, ...] = (
              ("transformer_block",),
              ("kernels_ref.layer_norm", "kernels_ref.matmul", "kernels_ref.flash_attention",
               "kernels_ref.transformer_block")),
+    Notebook("10_serving",
+             "kernels of a serving stack: temperature + top-p sampling in one pass over the vocabulary, rotary "
+             "embedding fused with the KV-cache write, paged decode attention split over keys; the decode step "
+             "rebuilt from them and graphed",
+             ("sample_top_p", "rope_kv_append", "paged_decode_attention"),
+             ("kernels_ref.sampling", "kernels_ref.rope_cache", "kernels_ref.paged_attention")),
 )
 
 

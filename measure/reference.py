@@ -117,3 +117,119 @@ def transformer_block(x, params, eps: float = 1e-5, past=None) -> torch.Tensor:
         o = torch.softmax(s, dim=-1) @ v
     h = x + o.transpose(1, 2).reshape(B, S, D) @ p["w_out"].T + p["b_out"]
     return h + mlp(layer_norm(h, p["ln2_weight"], p["ln2_bias"], eps), p["w_fc"], p["b_fc"], p["w_proj"], p["b_proj"])
+
+
+# ------------------------------------------------------------------------------------------- serving (10)
+
+def top_p_nucleus(logits, temperature, top_p) -> torch.Tensor:
+    """The nucleus of each row as a bool mask ``[B, V]``, in float64: with ``p = softmax(logits / T)``, token i
+    is kept when the probability of the tokens whose logit is strictly larger than its own is below ``top_p``
+    (the smallest set of most probable tokens reaching ``top_p``, every token tied with its last member kept
+    too); ``top_p >= 1`` keeps every token of non-zero probability. Ties are ties of the logits themselves."""
+    x = as64(logits)
+    p = torch.softmax(x / as64(temperature)[:, None], dim=-1)
+    keep = torch.empty(x.shape, dtype=torch.bool, device=x.device)
+    for b in range(x.shape[0]):
+        levels, inverse = torch.unique(x[b], sorted=True, return_inverse=True)       # ascending
+        mass = torch.zeros(levels.numel(), dtype=torch.float64, device=x.device).index_add_(0, inverse, p[b])
+        above = mass.flip(0).cumsum(0).flip(0) - mass                                  # strictly larger logits
+        kept_level = above < float(top_p[b]) if float(top_p[b]) < 1.0 else mass > 0
+        keep[b] = kept_level[inverse] & (p[b] > 0)
+    return keep
+
+
+def sample_top_p(logits, temperature, top_p, uniform) -> torch.Tensor:
+    """Temperature + top-p sampling with the random numbers given: ``[B]`` int64 tokens. In each row, the
+    token is the first (in vocabulary order) whose running sum of kept probability exceeds ``uniform *`` the
+    nucleus' mass (inverse-CDF sampling over the nucleus, in index order)."""
+    p = torch.softmax(as64(logits) / as64(temperature)[:, None], dim=-1)
+    cdf = (p * top_p_nucleus(logits, temperature, top_p)).cumsum(-1)
+    target = as64(uniform)[:, None] * cdf[:, -1:]
+    token = torch.searchsorted(cdf, target, right=True)[:, 0]
+    return torch.minimum(token, (cdf < cdf[:, -1:]).sum(-1)).to(torch.int64)  # u -> 1: the last kept token
+
+
+def rotate_half(x, cos, sin) -> torch.Tensor:
+    """Rotary embedding, rotate-half form (GPT-NeoX, Llama): the first and second halves of the last
+    dimension are the pairs, ``(x1 cos - x2 sin, x2 cos + x1 sin)``; ``cos``, ``sin`` broadcast over heads."""
+    x = as64(x)
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half], x[..., half:]
+    c, s = as64(cos), as64(sin)
+    return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1)
+
+
+def rope_kv_append(q, k, v, cos, sin, k_cache, v_cache, positions):
+    """``(q_rot, k_cache', v_cache')`` in float64: q and k rotated at each sequence's position, the rotated k
+    and v written into row ``positions[b]`` of sequence b's caches ``[B, L, H_kv, D]``, all else unchanged."""
+    pos = positions.long()
+    c, s = as64(cos)[pos][:, None, :], as64(sin)[pos][:, None, :]                   # [B, 1, D/2]
+    kc, vc = as64(k_cache).clone(), as64(v_cache).clone()
+    rows = torch.arange(q.shape[0], device=q.device)
+    kc[rows, pos] = rotate_half(k, c, s)
+    vc[rows, pos] = as64(v)
+    return rotate_half(q, c, s), kc, vc
+
+
+def paged_decode_attention(q, k_pages, v_pages, block_table, seq_lens, sm_scale=None) -> torch.Tensor:
+    """One query per sequence against its paged cache, in float64: ``q`` ``[B, H, D]``; key j of sequence b
+    is ``k_pages[block_table[b, j // P], j % P]`` (``[num_pages, P, H_kv, D]``), j < seq_lens[b]; query head
+    h reads kv head ``h // (H / H_kv)``. Returns ``[B, H, D]``."""
+    B, H, D = q.shape
+    P, H_kv = k_pages.shape[1], k_pages.shape[2]
+    scale = attention_scale(sm_scale, D)
+    out = torch.empty(B, H, D, dtype=torch.float64, device=q.device)
+    for b in range(B):
+        n = int(seq_lens[b])
+        j = torch.arange(n, device=q.device)
+        pages = block_table[b].long()[j // P]
+        k = as64(k_pages[pages, j % P]).repeat_interleave(H // H_kv, dim=1)          # [n, H, D]
+        v = as64(v_pages[pages, j % P]).repeat_interleave(H // H_kv, dim=1)
+        s = torch.einsum("hd,nhd->hn", as64(q[b]), k) * scale
+        out[b] = torch.einsum("hn,nhd->hd", torch.softmax(s, dim=-1), v)
+    return out
+
+
+SAMPLING_MARGIN = 1e-4
+
+
+def decisive_top_p_uniform(logits, temperature, top_p, uniform, margin: float = SAMPLING_MARGIN):
+    """``(top_p, uniform)`` moved, row by row, to where float32 rounding cannot change ``sample_top_p``'s
+    answer: top_p to the middle of the cumulative-mass interval of a level of tied logits at least
+    ``2 * margin`` wide (the one nearest the requested top_p; the top level if none is that wide), uniform
+    to the middle of the sampled token's interval of nucleus mass (the kept token nearest in index with
+    probability at least ``2 * margin``; the most probable kept token if none). Every decision then has a
+    margin of ``margin`` of probability mass, far beyond a float32 kernel's error (~1e-6 at V = 128k).
+    ``top_p >= 1`` stays. Vectorized (sorts on the inputs' device): cheap enough for every timed call."""
+    x = as64(logits)
+    p = torch.softmax(x / as64(temperature)[:, None], dim=-1)
+    xs, order = torch.sort(x, dim=-1, descending=True, stable=True)
+    ps = p.gather(1, order)
+    V = x.shape[1]
+    pos = torch.arange(V, device=x.device).expand_as(xs)
+    start = torch.ones_like(xs, dtype=torch.bool)
+    start[:, 1:] = xs[:, 1:] != xs[:, :-1]
+    first = torch.where(start, pos, 0).cummax(-1).values                      # each token's level start
+    last = torch.ones_like(start)
+    last[:, :-1] = start[:, 1:]
+    end = torch.where(last, pos, V - 1).flip(-1).cummin(-1).values.flip(-1)   # each token's level end
+    cum = ps.cumsum(-1)
+    above = (cum - ps).gather(1, first)                                        # mass of larger logits
+    width = cum.gather(1, end) - above                                         # the level's mass
+    want = as64(top_p)[:, None]
+    dist = torch.where(want < above, above - want, torch.where(want >= above + width, want - above - width, 0.0))
+    dist = torch.where(start & (width >= 2 * margin), dist, torch.inf)
+    level = torch.where(torch.isinf(dist.min(-1).values), 0, dist.argmin(-1))[:, None]
+    new_p = torch.where(want >= 1.0, want, (above + width / 2).gather(1, level))
+    kept_sorted = (above < new_p) | (want >= 1.0)
+    kept = torch.zeros_like(kept_sorted).scatter(1, order, kept_sorted) & (p > 0)
+    mass = p * kept
+    cdf = mass.cumsum(-1)
+    z = cdf[:, -1:]
+    t = torch.searchsorted(cdf, as64(uniform)[:, None].clamp(0, 1) * z, right=True).clamp_max(V - 1)
+    idx = torch.arange(V, device=x.device)[None, :]
+    good = kept & (p >= 2 * margin)
+    near = torch.where(good, (idx - t).abs().to(torch.float64), torch.inf)
+    choice = torch.where(torch.isinf(near.min(-1).values), mass.argmax(-1), near.argmin(-1))[:, None]
+    new_u = ((cdf.gather(1, choice) - mass.gather(1, choice) / 2) / z)[:, 0]
+    return new_p[:, 0].to(top_p.dtype), new_u.to(uniform.dtype)

@@ -122,7 +122,11 @@ FAMILIES = {
     "long-k": "a long reduction dimension (accumulator precision)",
     "edge-values": "values at the ends of their range (targets 0 and V - 1, rows and scales of zero)",
     "memory": "the memory a call holds between forward and backward, and its peak (08)",
-    "heads": "many attention heads (09)",
+    "heads": "many attention heads (09), several query heads per key/value head (10)",
+    "ties": "tied values where a decision is made (10: equal logits at the nucleus' boundary)",
+    "top-p": "the ends of top_p's range: 1 keeps every token, a tiny top_p only the largest logit (10)",
+    "temperature": "temperatures far from 1 (very sharp and very flat distributions, 10)",
+    "paged": "a page size that is not a power of two or is smaller than a kernel's tile (10)",
     "invalid": "inputs the exercise says to reject with an exception",
     "value": "a scalar question (00, 02): every case is of this family",
 }
@@ -211,7 +215,10 @@ class Exercise:
     performance: Performance | None = None
     timeout_s: float = 120.0
     signature: str = ""
-    check_inputs: bool = True                   # inputs must come back unmodified
+    check_inputs: bool = True                   # inputs must come back unmodified ...
+    # ... except these arguments (indices), which the call writes in place as outputs (a KV cache): the
+    # harness returns them with the result, and they are judged against the reference like any output.
+    writes: tuple[int, ...] = ()
     # How the worker (and check) calls the entry point: harness(fn, args) -> (output, measured), where
     # measured is a dict of numbers (held_bytes, peak_bytes for ``memory``) and may name a rule the call
     # broke (measured["violation"]: a sentence). None: output = fn(*args), nothing measured.
@@ -227,6 +234,8 @@ class Exercise:
             raise ValueError(f"{self.id}: kind must be one of {KINDS}, not {self.kind!r}")
         if (self.kind == VALUE) != (self.judge is not None):
             raise ValueError(f"{self.id}: a judge is given for VALUE exercises, and for them only")
+        if self.writes and self.harness is None:
+            raise ValueError(f"{self.id}: arguments written in place are returned by a harness, with the result")
         if self.memory is not None and (self.harness is None or self.performance is not None):
             raise ValueError(f"{self.id}: memory is graded through a harness, in place of a performance part")
 
@@ -248,7 +257,8 @@ class Exercise:
     def tolerance(self, dtype: torch.dtype, case: Case | None = None) -> tuple[float, float]:
         if case is not None and case.tolerances and dtype in case.tolerances:
             return case.tolerances[dtype]
-        return (self.tolerances or {}).get(dtype, TOLERANCES[dtype])
+        own = self.tolerances or {}
+        return own[dtype] if dtype in own else TOLERANCES[dtype]  # an integer output has only its own
 
     @property
     def points(self) -> float:
