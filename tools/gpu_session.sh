@@ -4,7 +4,7 @@
 # Stages: env | kernel-tests | bench | bench-gpu | bench-quick | bench-quick-gpu | bench-matmul | gpu-tests | notebooks | capstone | autograde | naive |
 #         autograder-check | sandbox | batch-throughput | probe-configs | probe-matmul | probe-attention | probe-attention-bwd |
 #         probe-attention-decode | launch-cost |
-#         launch-cost-memory | protocol-timeline | grading-time
+#         launch-cost-memory | protocol-timeline | grading-time | serving | serving-bench | serving-notebook | serving-grade
 # OPS=a,b limits bench, bench-quick and probe-configs to those ops; PYTEST_K=expr selects kernel-tests; ASSIGNMENTS=05_layer_norm,... limits notebooks and autograde;
 # ONLY=label,... limits autograder-check to those submissions; AUTOGRADE_FLAGS=--no-execute grades without
 # executing the notebooks (calibration only).
@@ -129,6 +129,29 @@ for stage in "$@"; do
         # Where the protocol's time goes in one call (torch.profiler's timeline): flush, CPU to the first launch,
         # GPU idle, kernels, synchronize; each reference kernel beside eager. TIMELINE_ARGS adds options.
         protocol-timeline) TAIL=${LAUNCH_TAIL:-20} run_logged protocol-timeline${LAUNCH_LABEL:+-$LAUNCH_LABEL} python3 -m probes.protocol_timeline ${TIMELINE_ARGS:-} ;;
+        # 10_serving in one go (serving = serving-bench, serving-notebook, serving-grade): its reference kernels'
+        # goals (sampling and RoPE against eager, paged attention against gather + SDPA and as a fraction of
+        # copy bandwidth), the notebook at full size (its printed measurements in the log, the executed copy
+        # beside it), then the solution graded GRADINGS times (default 5): the first with the calibration
+        # (the naive versions timed by the grader's protocol), the others by `python -m autograder grade`.
+        serving|serving-bench|serving-notebook|serving-grade)
+            if [ "$stage" != serving-notebook ] && [ "$stage" != serving-grade ]; then
+                TAIL=40 run_logged serving-bench python3 -m kernels_ref.bench --no-progress \
+                    --ops sample_top_p,rope_kv_append,paged_decode_attention --json "$RES/bench-serving.json"
+            fi
+            if [ "$stage" = serving ] || [ "$stage" = serving-notebook ]; then
+                TAIL=40 run_logged serving-notebook python3 -m tools.execute_notebook --timeout 900 --print-output \
+                    --save-to "$RES" solutions/10_serving/10_serving.ipynb
+            fi
+            if [ "$stage" = serving ] || [ "$stage" = serving-grade ]; then
+                TAIL=30 run_logged serving-grade-1 python3 -m tools.gpu_autograde "$RES/serving" --skip-nbgrader \
+                    --assignments 10_serving --calibration "$RES/calibration-serving.json"
+                for i in $(seq 2 "${GRADINGS:-5}"); do
+                    TAIL=8 run_logged "serving-grade-$i" python3 -m autograder grade solutions/10_serving/10_serving.ipynb \
+                        --json "$RES/serving/grading-run$i.json"
+                    python3 -m tools.results stamp "$RES/serving/grading-run$i.json" --method "python -m autograder grade --json"
+                done
+            fi ;;
         autograder-check) TAIL=60 run_logged autograder-check python3 -m tools.gpu_autograder_check --out "$RES/autograder" ${ONLY:+--only "$ONLY"} ;;
         # The worker's sandbox on this machine: GPU and Triton inside it, what it refuses, start-up cost.
         # Without bubblewrap on the image, a bwrap binary carried in .whl/ (cp /usr/bin/bwrap .whl/) is used.
