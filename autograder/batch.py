@@ -33,36 +33,43 @@ from autograder.gradebook import CourseError
 def grade_task(task: dict) -> dict:
     """Grade one submission wherever this runs (a Dask worker, or here); write nothing to the gradebook.
 
-    ``task``: root, assignment, student, layout ({notebook: {grade_id: exercise}}), template_db, quick,
-    timeout, jobs, execute. Returns the outcome that ``finish`` records.
+    ``task``: root, assignment, student, layout ({notebook: {grade_id: exercise}}), template_db, grader
+    (``gradebook.grader_version``), run (the id of a forced run, or None), quick, timeout, jobs, execute.
+    Returns the outcome that ``finish`` records, without the server's paths (it becomes feedback).
     """
+    from autograder import scratch
     from autograder.grading import grade_submission
     from measure.files import write_json_atomic
     from autograder.submission import SubmissionError
 
+    scratch.sweep()  # what a killed task left on this machine
     coursedir = gradebook.course_directory(task["root"])
     assignment, student = task["assignment"], task["student"]
     folder = gradebook.step_dir(coursedir, "submitted", student, assignment)
     outcome = {"assignment": assignment, "student": student,
                "fingerprint": gradebook.submission_fingerprint(coursedir, assignment, student),
+               "grader": task.get("grader"), "run": task.get("run"),
+               "timestamp": gradebook.submitted_at(coursedir, assignment, student),
+               "expected": {name: sorted(set(cells.values())) for name, cells in task["layout"].items() if cells},
                "host": socket.gethostname(), "gpu": os.environ.get("CUDA_VISIBLE_DEVICES"),
                "notebooks": {}, "seconds": {}}
     start = time.perf_counter()
-    for name, cells in task["layout"].items():
-        path = folder / f"{name}.ipynb"
-        if not path.exists() or not cells:
-            continue
-        try:
-            result = grade_submission(path, list(dict.fromkeys(cells.values())), quick=task.get("quick"),
-                                      timeout=task.get("timeout"), jobs=task.get("jobs"))
-        except SubmissionError as exc:
-            result = {"submission": str(path), "error": str(exc), "exercises": [], "total": 0.0,
-                      "max_total": None}
-        outcome["notebooks"][name] = gradebook.plain_json(result)
-    outcome["seconds"]["grading"] = round(time.perf_counter() - start, 2)
-    start = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="trusted-") as tmp:
-        result_file = Path(tmp) / "result.json"
+    with scratch.folder("trusted") as tmp:
+        for name, cells in task["layout"].items():
+            path = folder / f"{name}.ipynb"
+            if not path.exists() or not cells:
+                continue
+            try:
+                result = grade_submission(path, list(dict.fromkeys(cells.values())), quick=task.get("quick"),
+                                          timeout=task.get("timeout"), jobs=task.get("jobs"))
+            except SubmissionError as exc:
+                result = {"submission": str(path), "error": str(exc), "exercises": [], "total": 0.0,
+                          "max_total": None}
+            outcome["notebooks"][name] = gradebook.plain_json(result)
+        outcome = gradebook.without_paths(outcome, coursedir.root)
+        outcome["seconds"]["grading"] = round(time.perf_counter() - start, 2)
+        start = time.perf_counter()
+        result_file = tmp / "result.json"
         write_json_atomic(result_file, outcome)  # what the hidden cells print as feedback
         outcome["nbgrader"] = gradebook.run_nbgrader_autograde(
             coursedir, assignment, student, Path(task["template_db"]), result_file,
@@ -73,13 +80,25 @@ def grade_task(task: dict) -> dict:
 
 # ------------------------------------------------------------------------------------------ the class
 class ClassRun:
-    """What to grade and where its results go; ``finish`` records one outcome (only from this process)."""
+    """What to grade and where its results go; ``finish`` records one outcome (only from this process).
+
+    A submission is graded again when its files changed, when the grader changed (its code or the
+    assignment's source: ``gradebook.grader_version``), when its last grading failed, and with ``force``.
+    A forced run leaves a note in the results folder until it ends: a run started after it was
+    interrupted resumes it as forced (the learners it had not regraded yet), whatever its own options.
+    """
+
+    FORCED = ".forced-run.json"
 
     def __init__(self, root, assignment: str, students=None, force: bool = False, results_dir=None):
+        from autograder import scratch
+
+        scratch.sweep()  # what a killed run left on this machine
         self.coursedir = gradebook.course_directory(root)
         self.root = Path(self.coursedir.root)
         self.assignment = assignment
         self.layout = gradebook.assignment_layout(self.coursedir, assignment)
+        self.grader = gradebook.grader_version(self.coursedir, assignment)
         submitted = gradebook.submitted_students(self.coursedir, assignment)
         missing = sorted(set(students or []) - set(submitted))
         if missing:
@@ -88,9 +107,10 @@ class ClassRun:
         self.students = sorted(students) if students else submitted
         self.results_dir = Path(results_dir) if results_dir else self.root / "autograder_results" / assignment
         self.results_dir.mkdir(parents=True, exist_ok=True)
+        self.forced, self.resumed = self._forced_run(force)
         self.todo, self.skipped, self.recovered = [], [], []
         for student in self.students:
-            state = "todo" if force else self._state(student)
+            state = self._state(student)
             if state == "done":
                 self.skipped.append(student)
             elif state == "unrecorded":  # graded, but the run died before the gradebook write
@@ -98,6 +118,21 @@ class ClassRun:
                 self.recovered.append(student)
             else:
                 self.todo.append(student)
+
+    def _forced_run(self, force: bool) -> tuple[dict | None, bool]:
+        """The forced run this one is (a new one, or one interrupted before), and whether it resumes."""
+        from measure.files import write_json_atomic
+
+        note = self.results_dir / self.FORCED
+        if force:
+            forced = {"id": os.urandom(8).hex(), "students": self.students}
+            write_json_atomic(note, forced)
+            return forced, False
+        try:
+            forced = json.loads(note.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            return None, False
+        return forced, True
 
     def result_path(self, student: str) -> Path:
         return self.results_dir / f"{student}.json"
@@ -113,6 +148,10 @@ class ClassRun:
             saved = self.load(student)
         except (OSError, json.JSONDecodeError):
             return "todo"
+        if self.forced and student in self.forced["students"] and saved.get("run") != self.forced["id"]:
+            return "todo"  # the forced run has not regraded it yet
+        if saved.get("not_graded") or saved.get("grader") != self.grader:
+            return "todo"  # its grading failed, or the grader changed since
         if saved.get("fingerprint") != gradebook.submission_fingerprint(self.coursedir, self.assignment, student):
             return "todo"  # submitted again since
         return "done" if gradebook.recorded(self.coursedir, self.assignment, student) else "unrecorded"
@@ -123,54 +162,103 @@ class ClassRun:
         template = gradebook.template_gradebook(self.coursedir, self.assignment,
                                                 self.results_dir / ".template-gradebook.db")
         return [{"root": str(self.root), "assignment": self.assignment, "student": s, "layout": self.layout,
-                 "template_db": str(template), "quick": quick, "timeout": timeout, "jobs": jobs,
-                 "execute": execute} for s in self.todo]
+                 "template_db": str(template), "grader": self.grader,
+                 "run": self.forced["id"] if self.forced else None, "quick": quick, "timeout": timeout,
+                 "jobs": jobs, "execute": execute} for s in self.todo]
 
     def finish(self, outcome: dict) -> dict:
         """The result file first (atomically: nothing half-written survives a crash), then the gradebook."""
-        from measure.files import write_json_atomic
-
-        write_json_atomic(self.result_path(outcome["student"]), outcome)
+        write_result(self.result_path(outcome["student"]), outcome)
         return self._record(outcome)
+
+    def fail(self, student: str, why: str) -> dict:
+        """A grading that never came back: in the class outputs as "not graded", graded again next run,
+        never written into the gradebook (a grade there is a grade)."""
+        outcome = {"assignment": self.assignment, "student": student, "grader": self.grader, "not_graded": why,
+                   "run": self.forced["id"] if self.forced else None,
+                   "notebooks": {name: {"not_graded": why, "exercises": []} for name, cells in self.layout.items() if cells},
+                   "expected": {name: sorted(set(cells.values())) for name, cells in self.layout.items() if cells}}
+        write_result(self.result_path(student), outcome)
+        return outcome
+
+    def close(self, failed) -> None:
+        """A forced run that graded every learner it was given is over: the next run is a plain one."""
+        if self.forced and not failed:
+            (self.results_dir / self.FORCED).unlink(missing_ok=True)
 
     def _record(self, outcome: dict) -> dict:
         outcome["recorded"] = gradebook.record(self.coursedir, outcome, self.layout)
         return outcome
 
 
+def write_result(path: Path, outcome: dict) -> None:
+    """Atomically, readable by the course's group (teaching assistants), as any file the umask allows."""
+    from measure.files import write_json_atomic
+
+    write_json_atomic(path, outcome)
+    gradebook.ordinary_modes(path)
+
+
 def summary_line(outcome: dict) -> str:
+    """One line per learner, as their grading finishes: points recorded, each notebook's status and its
+    reason, the exercises' points, what to review, and how their feedback copy was made."""
+    from autograder import review
+
     earned = sum(v or 0.0 for v in outcome.get("recorded", {}).values())
     exercises = [f"{ex['id']} {ex['score'] * ex['points']:.1f}/{ex['points']:g}"
                  for nb in outcome["notebooks"].values() for ex in nb.get("exercises", [])]
-    errors = [nb["error"] for nb in outcome["notebooks"].values() if nb.get("error")]
-    nbg = (outcome.get("nbgrader") or {}).get("error")
+    states = [review.status(outcome["notebooks"].get(name)) for name in outcome.get("expected", outcome["notebooks"])]
+    bad = [f"{word}: {why}" for word, why in states if word != "graded"]
+    flags = [f["reason"] for f in review.flags(outcome)]
+    nbg = outcome.get("nbgrader") or {}
     secs = outcome.get("seconds", {})
     return (f"{outcome['student']:<20} {earned:6.2f}  {', '.join(exercises) or '-'}"
             f"  ({secs.get('grading', 0):.0f} s grading + {secs.get('nbgrader', 0):.0f} s nbgrader)"
-            + (f"  [{errors[0][:120]}]" if errors else "") + (f"  [feedback copy: {nbg[:200]}]" if nbg else ""))
+            + (f"  [{'; '.join(bad)}]" if bad else "")
+            + (f"  [REVIEW: {'; '.join(flags)}]" if flags else "")
+            + (f"  [feedback made without running the notebook: {nbg['fallback']}]" if nbg.get("fallback") else "")
+            + (f"  [NO FEEDBACK COPY: {nbg['error']}]" if nbg.get("error") else ""))
 
 
 def _progress(total: int, enabled: bool):
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc="grading", unit="submission", disable=not enabled or total == 0)
+    return tqdm(total=total, desc="grading", unit="submission", disable=not enabled or total == 0, leave=False)
 
 
-def run_here(run: ClassRun, tasks: list[dict], progress: bool = True) -> tuple[list, list]:
-    """Grade one submission after another in this process (``python -m autograder autograde``)."""
+def _collect(run: ClassRun, pending, total: int, progress: bool) -> tuple[list, list]:
+    """Record each submission as it comes back (``pending`` yields (student, a call that returns its
+    outcome or raises)); one line per learner above the progress bar as each finishes."""
+    from tqdm.auto import tqdm
+
     done, failed = [], []
-    with _progress(len(tasks), progress) as bar:
-        for task in tasks:
+    with _progress(total, progress) as bar:
+        for student, get in pending:
             try:
-                done.append(run.finish(grade_task(task)))
+                outcome = run.finish(get())
+                done.append(outcome)
+                line = summary_line(outcome)
             except Exception as exc:  # noqa: BLE001  (one broken submission must not stop the class)
-                failed.append((task["student"], f"{type(exc).__name__}: {exc}"))
+                why = f"{type(exc).__name__}: {exc}"
+                failed.append((student, why))
+                run.fail(student, why)
+                line = f"{student:<20} NOT GRADED (graded again by the next run): {why}"
+            tqdm.write(line)
             bar.update()
     return done, failed
 
 
+def run_here(run: ClassRun, tasks: list[dict], progress: bool = True) -> tuple[list, list]:
+    """Grade one submission after another in this process (``python -m autograder autograde``)."""
+    return _collect(run, ((t["student"], lambda t=t: grade_task(t)) for t in tasks), len(tasks), progress)
+
+
 def run_on_dask(run: ClassRun, tasks: list[dict], client, progress: bool = True) -> tuple[list, list]:
-    """Submit every submission as a Dask task; record each result here as soon as it comes back."""
+    """Submit every submission as a Dask task; record each result here as soon as it comes back.
+
+    A worker lost mid-run (killed, its node gone) costs only its tasks: the scheduler runs them again
+    on another worker (up to ``distributed.scheduler.allowed-failures`` times, then the submission is
+    reported not graded and the next run grades it)."""
     from distributed import as_completed
 
     workers = client.scheduler_info()["workers"].values()
@@ -179,18 +267,13 @@ def run_on_dask(run: ClassRun, tasks: list[dict], client, progress: bool = True)
     resources = {"GPU": 1} if any("GPU" in w.get("resources", {}) for w in workers) else None
     futures = {client.submit(grade_task, task, key=f"grade-{run.assignment}-{task['student']}-{os.urandom(4).hex()}",
                              resources=resources, pure=False): task["student"] for task in tasks}
-    done, failed = [], []
-    with _progress(len(tasks), progress) as bar:
+
+    def pending():
         for future in as_completed(futures):
-            student = futures[future]
-            try:
-                done.append(run.finish(future.result()))
-            except Exception as exc:  # noqa: BLE001
-                failed.append((student, f"{type(exc).__name__}: {exc}"))
+            yield futures[future], future.result
             future.release()
-            bar.set_postfix_str(student)
-            bar.update()
-    return done, failed
+
+    return _collect(run, pending(), len(tasks), progress)
 
 
 def grade_class(root, assignment: str, client=None, students=None, force: bool = False, results_dir=None,
@@ -202,6 +285,7 @@ def grade_class(root, assignment: str, client=None, students=None, force: bool =
     tasks = run.tasks(**options)
     done, failed = run_on_dask(run, tasks, client, progress) if client is not None and tasks \
         else run_here(run, tasks, progress)
+    run.close(failed)
     return run, done, failed
 
 
@@ -272,11 +356,16 @@ def add_commands(sub) -> None:
 def main(args) -> int:
     import sys
 
+    from autograder import scratch
+
+    scratch.exit_on_signals()  # a scheduler's SIGTERM unwinds like Ctrl-C: scratch folders go with it
     try:
         run = ClassRun(args.course, args.assignment, args.student, args.force, args.results)
     except CourseError as exc:
         print(f"autograder: {exc}", file=sys.stderr)
         return 2
+    if run.resumed:
+        print(f"resuming an interrupted --force run: {len(run.todo)} submissions left to regrade")
     if run.skipped:
         print(f"already graded, skipped (--force regrades): {', '.join(run.skipped)}")
     if run.recovered:
@@ -293,22 +382,44 @@ def main(args) -> int:
     except CourseError as exc:
         print(f"autograder: {exc}", file=sys.stderr)
         return 2
+    run.close(failed)
     elapsed = time.perf_counter() - start
-    for outcome in done:
-        print(summary_line(outcome))
-    for student, why in failed:
-        print(f"{student:<20} NOT GRADED: {why}")
     if done:
         print(f"{len(done)} submissions graded in {elapsed:.0f} s on {where} "
               f"({60 * len(done) / elapsed:.1f} per minute); results in {run.results_dir}")
+    for line in run_notes(done, failed):
+        print(line)
     if args.command == "batch":
         from autograder import class_report
 
         report_dir = Path(args.report) if args.report else run.root / "reports" / run.assignment
         everyone = gradebook.submitted_students(run.coursedir, run.assignment)  # the class, not just this run
         paths = class_report.write_report(run.results_dir, report_dir, run.assignment, students=everyone)
-        print(f"class report: {paths['html']} ({paths['csv'].name}, plots)")
+        print(f"class report: {paths['html']} ({paths['csv'].name}, plots); "
+              f"{paths['flagged']} of {len(everyone)} learners to review: {paths['review']}")
     return 1 if failed else 0
+
+
+def run_notes(done: list, failed: list) -> list[str]:
+    """What the run's summary must say beyond the points: learners not graded, feedback made without
+    running the notebook (or not at all), submissions without nbgrader collect's timestamp."""
+    def names(outcomes):
+        return ", ".join(o["student"] for o in outcomes)
+
+    notes = []
+    if failed:
+        notes.append(f"NOT GRADED ({len(failed)}; the next run grades them): {', '.join(s for s, _ in failed)}")
+    fallback = [o for o in done if (o.get("nbgrader") or {}).get("fallback")]
+    if fallback:
+        notes.append(f"feedback made without running the notebook ({len(fallback)}; reasons above): {names(fallback)}")
+    lost = [o for o in done if (o.get("nbgrader") or {}).get("error")]
+    if lost:
+        notes.append(f"NO FEEDBACK COPY ({len(lost)}; nbgrader's errors above): {names(lost)}")
+    untimed = [o for o in done if not o.get("timestamp")]
+    if untimed:
+        notes.append(f"no timestamp.txt from nbgrader collect ({len(untimed)}; copied by hand?): no submission "
+                     f"time recorded, so no late penalty can apply: {names(untimed)}")
+    return notes
 
 
 def _batch(run: ClassRun, args, quick):

@@ -25,6 +25,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import shutil
 import sqlite3
 import tempfile
@@ -117,11 +118,41 @@ def assignment_layout(coursedir, assignment: str) -> dict[str, dict[str, str]]:
     return {nb.stem: grade_cells(nb) for nb in notebooks}
 
 
+def submitted_at(coursedir, assignment: str, student: str) -> str | None:
+    """The submission's time from ``nbgrader collect``'s timestamp.txt (ISO, UTC), or None: a submission
+    copied by hand has none, and no late penalty can apply to it."""
+    from nbgrader.utils import parse_utc
+
+    path = step_dir(coursedir, "submitted", student, assignment) / "timestamp.txt"
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+        return parse_utc(text).isoformat() if text else None
+    except (OSError, ValueError):
+        return None
+
+
 def submission_fingerprint(coursedir, assignment: str, student: str) -> dict[str, str]:
     """sha256 of every submitted file (notebooks and timestamp.txt): a new submission changes it."""
     folder = step_dir(coursedir, "submitted", student, assignment)
     return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(folder.rglob("*")) if p.is_file() and ".ipynb_checkpoints" not in p.parts}
+
+
+# What a grade depends on besides the submission: the grading code (the grader, its references, the
+# course's device set-up, the meters) and the assignment's source notebooks (hidden cells, points).
+GRADER_PACKAGES = ("autograder", "kernels_ref", "course", "measure")
+
+
+def grader_version(coursedir, assignment: str) -> str:
+    """sha256 of the grading code and the assignment's source: a fix of either regrades the class."""
+    digest = hashlib.sha256()
+    code_root = Path(__file__).resolve().parent.parent
+    files = [p for pkg in GRADER_PACKAGES for p in sorted((code_root / pkg).rglob("*.py"))]
+    source = step_dir(coursedir, "source", ".", assignment)
+    for path in files + sorted(p for p in source.rglob("*") if p.is_file() and ".ipynb_checkpoints" not in p.parts):
+        name = path.relative_to(code_root if path in files else source)
+        digest.update(f"{name}\0".encode() + path.read_bytes() + b"\0")
+    return digest.hexdigest()
 
 
 # ------------------------------------------------------------------------------------- trusted scores
@@ -209,39 +240,79 @@ def run_nbgrader_autograde(coursedir, assignment: str, student: str, template_db
                            execute: bool = True) -> dict:
     """``nbgrader autograde`` of one submission in a scratch course; the autograded copy (its hidden cells
     showing the trusted report) is moved into the course's autograded/ folder. Returns nbgrader's records
-    for ``record``, or ``{"error": ...}``.
+    for ``record`` (with ``fallback``: why the copy was made without running the notebook, if it was), or
+    ``{"error": ...}`` when no copy could be made at all.
 
     nbgrader runs in this process, as its formgrader runs it (``NbGraderAPI.autograde``): the learner's
     code runs only in the kernel it starts, here in scratch/autograded/<student>/<assignment>, away from
-    the course's gradebook and other learners' files. With ``execute=False`` no kernel starts: the hidden
-    cells get the trusted report as their outputs and the other cells stay without outputs.
+    the course's gradebook and other learners' files. Right after the kernel ran, the hidden cells get
+    the trusted report as their outputs (``TrustedOutputs``), so a cell that replaced the grading
+    function cannot hand nbgrader its own number (one above the cell's points would fail the whole
+    copy). Every learner gets a copy: when nbgrader cannot make one by running the notebook, it is made
+    without running it (``execute=False``: no kernel; the hidden cells get the trusted report, the other
+    cells stay without outputs), and a notebook that cannot be read at all is replaced by the assignment
+    with a note that says so. nbgrader's log and Jupyter's warnings are kept, not printed.
     """
-    from nbgrader.api import Gradebook
+    from autograder import scratch
+
+    fallback = None
+    with scratch.folder("autograde") as tmp, _quiet() as log:
+        _scratch_course(coursedir, assignment, student, tmp)
+        submitted = _in_scratch(coursedir, "submitted", student, assignment, tmp)
+        unreadable = _stand_in_for_unreadable(coursedir, assignment, submitted)
+        if unreadable:
+            execute, fallback = False, "the submitted notebook could not be read: " + unreadable
+        run = _autograde(coursedir, assignment, student, tmp, template_db, result_file, execute)
+        if not run["success"] and execute:
+            fallback = "nbgrader could not run the notebook: " + _last_error(run)
+            run = _autograde(coursedir, assignment, student, tmp, template_db, result_file, execute=False)
+        produced = _in_scratch(coursedir, "autograded", student, assignment, tmp)
+        if not run["success"] or not produced.exists():
+            return {"error": "nbgrader autograde failed: " + _last_error(run), "log": log.text()}
+        _replace_dir(produced, step_dir(coursedir, "autograded", student, assignment))
+        from nbgrader.api import Gradebook
+
+        with Gradebook(f"sqlite:///{tmp / 'gradebook.db'}", coursedir.course_id) as gb:
+            records = _submission_records(gb.find_submission(assignment, student))
+    return dict(records, fallback=fallback, log=log.text()[-3000:]) if fallback else records
+
+
+def _in_scratch(coursedir, step: str, student: str, assignment: str, tmp: Path) -> Path:
+    """Where ``step_dir`` of the course lies in the scratch course at ``tmp``."""
+    return tmp / step_dir(coursedir, step, student, assignment).relative_to(Path(coursedir.root))
+
+
+def _scratch_course(coursedir, assignment: str, student: str, tmp: Path) -> None:
+    """The scratch course: the assignment's source and this learner's submission, nothing else."""
+    for step, who in (("source", "."), ("submitted", student)):
+        shutil.copytree(step_dir(coursedir, step, who, assignment), _in_scratch(coursedir, step, who, assignment, tmp),
+                        ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+
+
+def _autograde(coursedir, assignment: str, student: str, tmp: Path, template_db: Path, result_file: Path,
+               execute: bool) -> dict:
+    """One ``nbgrader autograde`` in the scratch course at ``tmp``, on a fresh copy of the template."""
     from nbgrader.apps import NbGraderAPI
 
-    with tempfile.TemporaryDirectory(prefix="autograde-") as tmp:
-        scratch = Path(tmp)
-        root = Path(coursedir.root)
-        for step, who in (("source", "."), ("submitted", student)):
-            src = step_dir(coursedir, step, who, assignment)
-            shutil.copytree(src, scratch / src.relative_to(root), ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
-        db = scratch / "gradebook.db"
-        shutil.copy(template_db, db)
-        config = course_config(root)
-        config.CourseDirectory.root = str(scratch)
-        config.CourseDirectory.db_url = f"sqlite:///{db}"
-        config.NbGraderAPI.log_level = "WARN"
-        if not execute:
-            config.Autograde.autograde_preprocessors = NO_EXECUTE_PREPROCESSORS
-        with _environ(**{TRUSTED_RESULT_ENV: str(result_file)}):  # the kernel inherits it
-            run = NbGraderAPI(config=config).autograde(assignment, student, force=True, create=True)
-        produced = scratch / step_dir(coursedir, "autograded", student, assignment).relative_to(root)
-        if not run["success"] or not produced.exists():
-            return {"error": "nbgrader autograde failed: " + (run.get("error") or run.get("log") or "")[-3000:]}
-        _rewrite_hidden_outputs(produced, result_file)
-        _replace_dir(produced, step_dir(coursedir, "autograded", student, assignment))
-        with Gradebook(f"sqlite:///{db}", coursedir.course_id) as gb:
-            return _submission_records(gb.find_submission(assignment, student))
+    shutil.copy(template_db, tmp / "gradebook.db")
+    config = course_config(coursedir.root)
+    config.CourseDirectory.root = str(tmp)
+    config.CourseDirectory.db_url = f"sqlite:///{tmp / 'gradebook.db'}"
+    config.NbGraderAPI.log_level = "WARN"
+    config.Autograde.autograde_preprocessors = EXECUTE_PREPROCESSORS if execute else NO_EXECUTE_PREPROCESSORS
+    with _environ(**{TRUSTED_RESULT_ENV: str(result_file)}):  # the kernel inherits it
+        return NbGraderAPI(config=config).autograde(assignment, student, force=True, create=True)
+
+
+def _last_error(run: dict) -> str:
+    """The cause nbgrader gives, not its closing 'see the log above': the log's last error, else the
+    traceback's last line."""
+    lines = (run.get("log") or "").splitlines()
+    errors = [i for i, line in enumerate(lines) if line.startswith(("[ERROR]", "[CRITICAL]"))]
+    cause = [line for line in lines[errors[0]:] if line.strip()] if errors else []
+    cause = [line for line in cause if "Please see the error log" not in line]
+    tail = [line for line in (run.get("error") or "").splitlines() if line.strip()][-1:]
+    return " | ".join(cause[-6:] or tail)[-1500:] or "no reason given"
 
 
 @contextlib.contextmanager
@@ -258,13 +329,16 @@ def _environ(**values):
                 os.environ[k] = v
 
 
-# Autograde without a kernel: nbgrader's own list with Execute replaced by the trusted report.
-NO_EXECUTE_PREPROCESSORS = [
+# nbgrader's own list of autograde preprocessors, with the trusted report given to the hidden cells right
+# after the kernel ran (before SaveAutoGrades reads their values); without a kernel, instead of running it.
+_AFTER_EXECUTE = [
     "autograder.gradebook.TrustedOutputs", "nbgrader.preprocessors.IgnorePattern",
     "nbconvert.preprocessors.ClearMetadataPreprocessor", "nbgrader.preprocessors.LimitOutput",
     "nbgrader.preprocessors.SaveAutoGrades", "nbgrader.preprocessors.AssignLatePenalties",
     "nbgrader.preprocessors.CheckCellMetadata",
 ]
+EXECUTE_PREPROCESSORS = ["nbgrader.preprocessors.Execute"] + _AFTER_EXECUTE
+NO_EXECUTE_PREPROCESSORS = _AFTER_EXECUTE
 
 
 def trusted_outputs(cell, notebook_name: str, result_file) -> bool:
@@ -289,18 +363,48 @@ def trusted_outputs(cell, notebook_name: str, result_file) -> bool:
     return True
 
 
+# A scratch folder's path, wherever it lies (autograder.scratch names them).
+_SCRATCH_PATH = re.compile(r"(?:/[^\s'\"<>]*?/)?autograder-scratch-\d+-[^/\s'\"<>]+/")
+
+
+def without_paths(obj, *roots):
+    """``obj`` (strings, lists, dicts) with the server's paths out of every string: scratch folders
+    disappear, and so do the course's root, the course code's checkout and the Python installation
+    (``roots`` besides): feedback names the learner's file and the course's modules, not the server's."""
+    prefixes = [str(Path(r)).rstrip("/") + "/" for r in (*roots, Path(__file__).resolve().parent.parent,
+                                                         sys.prefix, sys.base_prefix) if r]
+    prefixes = sorted(set(prefixes), key=len, reverse=True)
+
+    def short(x):
+        if isinstance(x, str):
+            x = _SCRATCH_PATH.sub("", x)
+            for prefix in prefixes:
+                x = x.replace(prefix, "")
+            return x
+        if isinstance(x, dict):
+            return {k: short(v) for k, v in x.items()}
+        if isinstance(x, list):
+            return [short(v) for v in x]
+        return x
+
+    return short(obj)
+
+
 def _trusted_outputs_class():
     from nbconvert.preprocessors import Preprocessor
+    from nbformat import from_dict
     from traitlets import Bool
 
     class TrustedOutputs(Preprocessor):
-        """Stand-in for nbgrader's Execute (``--no-execute``): no kernel; the hidden grading cells get
-        the trusted report as their outputs, the other cells none."""
+        """After nbgrader's Execute, or instead of it (``--no-execute``: no kernel, the other cells get
+        no outputs): the hidden grading cells get the trusted report as their outputs; the other cells'
+        outputs (tracebacks) lose the server's paths."""
 
         enabled = Bool(True)
 
         def preprocess_cell(self, cell, resources, index):
-            trusted_outputs(cell, resources["nbgrader"]["notebook"], os.environ[TRUSTED_RESULT_ENV])
+            if not trusted_outputs(cell, resources["nbgrader"]["notebook"], os.environ[TRUSTED_RESULT_ENV]):
+                cell["outputs"] = [from_dict(without_paths(out)) for out in cell.get("outputs", [])]
             return cell, resources
 
     return TrustedOutputs
@@ -312,13 +416,93 @@ def __getattr__(name):  # nbgrader imports the preprocessor by name; nbconvert s
     raise AttributeError(name)
 
 
-def _rewrite_hidden_outputs(folder: Path, result_file: Path):
+def _stand_in_for_unreadable(coursedir, assignment: str, folder: Path) -> str:
+    """Replace each submitted notebook that cannot be read (not JSON, not a notebook) by the assignment's
+    source notebook with its solutions removed and a note on top, so that nbgrader can still make the
+    feedback copy; return why, or "" when every notebook could be read."""
     import nbformat
 
-    for path in folder.glob("*.ipynb"):
-        nb = nbformat.read(str(path), as_version=4)
-        if sum([trusted_outputs(cell, path.stem, result_file) for cell in nb.cells]):
-            nbformat.write(nb, str(path))
+    reasons = []
+    for source in sorted(step_dir(coursedir, "source", ".", assignment).glob("*.ipynb")):
+        path = folder / source.name
+        if not path.exists():
+            continue  # nbgrader records a missing notebook itself
+        try:
+            nbformat.read(str(path), as_version=4)
+            continue
+        except Exception as exc:  # noqa: BLE001  (whatever makes it unreadable: say what it was)
+            reason = f"{source.name}: {type(exc).__name__}: {_first_line(exc)}"
+        nb = nbformat.read(str(source), as_version=4)
+        for cell in nb.cells:
+            if cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
+                cell.source = "# (the submitted file could not be read)"
+        nb.cells.insert(0, nbformat.v4.new_markdown_cell(
+            f"**Your submitted `{source.name}` could not be read** ({reason}). This is the assignment as "
+            "handed out, with the grader's report under each graded cell: your work scored nothing because "
+            "the file is broken. Ask your instructor before submitting a repaired copy."))
+        nbformat.write(nb, str(path))
+        reasons.append(reason)
+    return "; ".join(reasons)
+
+
+def _first_line(text) -> str:
+    return next((line.strip() for line in str(text).splitlines() if line.strip()), "")[:300]
+
+
+class _Captured:
+    """What this process wrote to its stdout and stderr (file descriptors 1 and 2) inside ``_quiet``."""
+
+    def __init__(self):
+        self.file = tempfile.TemporaryFile()  # unnamed: gone with the process whatever kills it
+        self.kept = None
+
+    def text(self) -> str:
+        if self.kept is not None:
+            return self.kept
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self.file.seek(0)
+        return self.file.read().decode("utf-8", errors="replace")
+
+
+@contextlib.contextmanager
+def _quiet():
+    """nbgrader's log, Jupyter's warnings and the kernel's own messages go to a file, not to the terminal
+    (where a batch shows its progress bar): at the file descriptors, since loggers and the kernel's
+    process keep the streams they were given."""
+    import warnings
+
+    captured = _Captured()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    os.dup2(captured.file.fileno(), 1)
+    os.dup2(captured.file.fileno(), 2)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")  # shown in the captured log, once each call
+            yield captured
+    finally:
+        captured.kept = captured.text()
+        for fd, keep in zip((1, 2), saved):
+            os.dup2(keep, fd)
+            os.close(keep)
+        captured.file.close()
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def ordinary_modes(path: Path) -> None:
+    """The permissions a plain ``open``/``mkdir`` would give (0o666/0o777 less the umask), for ``path``
+    and everything under it: files made through temporary ones (0600, 0700) become readable by the
+    course's group as the instructor's umask allows."""
+    mask = _umask()
+    for p in [path, *(path.rglob("*") if path.is_dir() else [])]:
+        os.chmod(p, (0o777 if p.is_dir() else 0o666) & ~mask)
 
 
 def _replace_dir(src: Path, dest: Path):
@@ -326,6 +510,7 @@ def _replace_dir(src: Path, dest: Path):
     dest.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
     shutil.copytree(src, staging / "new")
+    ordinary_modes(staging / "new")
     old = None
     if dest.exists():
         old = staging / "old"
@@ -348,21 +533,29 @@ def record(coursedir, outcome: dict, layout: dict[str, dict[str, str]]) -> dict[
 
     Records as nbgrader autograde keeps them (student, submission, notebooks, a grade per grade cell, a
     comment per solution cell, late penalty), except that the auto_score of every hidden grading cell
-    is the trusted one. Manual scores already given stay (and flag the cell for review, as nbgrader does).
+    is the trusted one. The submission's time is ``nbgrader collect``'s timestamp.txt (read by
+    ``grade_task`` whatever nbgrader made of the notebook). Manual scores already given stay (and flag
+    the cell for review, as nbgrader does); so does every cell ``autograder.review`` flags (tampering,
+    violations, a crash, a suspicious speedup; every cell of an unreadable notebook). One transaction:
+    a grade is recorded whole or not at all.
     """
     import warnings
 
     from nbgrader.api import Gradebook
     from sqlalchemy.exc import SAWarning
 
+    from autograder.review import flags
+
     assignment, student = outcome["assignment"], outcome["student"]
     nbrec = outcome.get("nbgrader") or {}
+    flagged = {(f["notebook"], f["exercise"]) for f in flags(outcome)}
+    when = outcome.get("timestamp") or nbrec.get("timestamp")
     scores = {}
     # nbgrader's add_submission warns (SQLAlchemy 2) about its own relationship handling; harmless
     with warnings.catch_warnings(), Gradebook(coursedir.db_url, coursedir.course_id) as gb:
         warnings.simplefilter("ignore", SAWarning)
         gb.update_or_create_student(student)
-        extra = {"timestamp": datetime.datetime.fromisoformat(nbrec["timestamp"])} if nbrec.get("timestamp") else {}
+        extra = {"timestamp": datetime.datetime.fromisoformat(when)} if when else {}
         submission = gb.update_or_create_submission(assignment, student, **extra)
         for nb in submission.notebooks:
             result = outcome["notebooks"].get(nb.name)
@@ -375,7 +568,8 @@ def record(coursedir, outcome: dict, layout: dict[str, dict[str, str]]) -> dict[
                     grade.auto_score = 0.0  # notebook not submitted
                 else:
                     grade.auto_score = (kept or {}).get("grades", {}).get(grade.name)
-                grade.needs_manual_grade = grade.manual_score is not None or grade.auto_score is None
+                review = (nb.name, None) in flagged or (nb.name, exercise) in flagged
+                grade.needs_manual_grade = grade.manual_score is not None or grade.auto_score is None or review
                 scores[grade.name] = grade.auto_score
             if kept:
                 for comment in nb.comments:

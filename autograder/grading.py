@@ -17,7 +17,6 @@ import contextlib
 import os
 import random
 import statistics
-import tempfile
 import time
 import traceback
 from dataclasses import dataclass
@@ -67,7 +66,9 @@ def grade_submission(path, exercise_ids=None, quick: bool | None = None, timeout
         quick = os.environ.get("AUTOGRADER_QUICK", "") not in ("", "0")
     import course
 
-    with tempfile.TemporaryDirectory(prefix="autograder-") as tmp:
+    from autograder import scratch
+
+    with scratch.folder("grading") as tmp:  # swept at the next start if this process is killed
         source_file = sub.write(Path(tmp))
 
         workers = concurrent_workers(chosen, jobs)
@@ -244,6 +245,7 @@ def _grade_exercise(spec, sub, source_file, workdir, quick, timeout_s, gate, pha
     except WorkerGone as gone:
         feedback = [str(gone)] + _output_notes(session) + _last_output(session)
         result = _result(spec, False, None, 0.0, audit_violations, feedback, [])
+        result["ended"] = "timed out" if gone.timed_out else "crashed"
     finally:
         if ahead is not None:
             ahead.close()

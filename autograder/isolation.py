@@ -93,7 +93,12 @@ def timeout_message(timeout_s: float) -> str:
 
 
 class WorkerGone(Exception):
-    """The worker crashed, hung or exited; ``str(exc)`` says so in plain words."""
+    """The worker crashed, hung or exited; ``str(exc)`` says so in plain words, ``timed_out`` whether it
+    was stopped at its time limit (a class report tells a timeout from a crash by it)."""
+
+    def __init__(self, message: str, timed_out: bool = False):
+        super().__init__(message)
+        self.timed_out = timed_out
 
 
 class Session:
@@ -115,7 +120,7 @@ class Session:
         remaining = self.deadline - time.monotonic()
         if remaining <= 0:
             self.stop()
-            raise WorkerGone(timeout_message(self.timeout_s))
+            raise WorkerGone(timeout_message(self.timeout_s), timed_out=True)
         try:
             self.sock.settimeout(remaining)
             if req is not None:  # None: only the answer to what was sent before (a job sent by ``start``)
@@ -125,7 +130,7 @@ class Session:
             timed_out = isinstance(exc, TimeoutError) or time.monotonic() >= self.deadline
             message = timeout_message(self.timeout_s) if timed_out else self.gone_message()
             self.stop()
-            raise WorkerGone(message) from None
+            raise WorkerGone(message, timed_out=timed_out) from None
         if isinstance(msg, dict) and msg.get("type") == "error":
             # The worker's own plumbing failed after the learner's code ran (a sticky CUDA error makes every
             # later CUDA call fail, copying the output back included): say what it was, in plain words.

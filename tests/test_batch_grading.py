@@ -242,6 +242,7 @@ def _mini_course(tmp_path, template, students):
 def _outcome(coursedir, student, score):
     return {"assignment": "hw", "student": student, "nbgrader": None,
             "fingerprint": gradebook.submission_fingerprint(coursedir, "hw", student),
+            "grader": gradebook.grader_version(coursedir, "hw"),
             "notebooks": {"hw": _result("softmax", score, 10)}}
 
 

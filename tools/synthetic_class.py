@@ -9,7 +9,8 @@ course's own solutions: generate_assignment, then submissions that cycle through
 - ``untouched``: the released notebook as handed out (every exercise raises NotImplementedError);
 - ``partial``: the solution with its last exercise wrong (outputs off by 1%);
 - ``patcher``: the released notebook plus a cell that replaces ``autograder.nbgrader.grade`` with a
-  function returning full points (the gradebook must still record 0).
+  function returning a hundred times the points (the gradebook must still record 0);
+- ``broken`` (only when asked for by name): a file that is not valid JSON.
 Then it grades with ``python -m autograder batch`` once per entry of ``--gpus``: N workers (one GPU each,
 or CPU workers without a GPU) grade the first N x ``--per-worker`` students (``--force``), so every
 run has the same mix of learners and the same work per GPU: perfect scaling keeps the time equal and
@@ -33,11 +34,14 @@ import nbformat
 ROOT = Path(__file__).resolve().parent.parent
 KINDS = ("solution", "untouched", "partial", "patcher")
 
-PATCH_CELL = """# Replaces the grading function in this kernel: every hidden cell would claim full points.
+PATCH_CELL = """# Replaces the grading function in this kernel: every hidden cell would claim far more than its points.
 import autograder.nbgrader
 from autograder import specs as _specs
-autograder.nbgrader.grade = lambda exercise_id, *args, **kwargs: float(_specs.get(exercise_id).points)
+autograder.nbgrader.grade = lambda exercise_id, *args, **kwargs: 100.0 * _specs.get(exercise_id).points
 """
+# What a learner's broken upload looks like: a notebook cut off mid-file (not valid JSON).
+BROKEN = '{"cells": [{"cell_type": "code", "source": "def vector_add(x, y):'
+
 
 CONFIG = """c = get_config()
 c.CourseDirectory.root = r'{root}'
@@ -81,7 +85,9 @@ def _entries(nb) -> list[str]:
     return [specs.get(i).entry for i in ids if i]
 
 
-def learner_notebook(course: Path, assignment: str, kind: str) -> nbformat.NotebookNode:
+def learner_notebook(course: Path, assignment: str, kind: str) -> nbformat.NotebookNode | str:
+    if kind == "broken":
+        return BROKEN
     source = nbformat.read(str(course / "source" / assignment / f"{assignment}.ipynb"), as_version=4)
     release = nbformat.read(str(course / "release" / assignment / f"{assignment}.ipynb"), as_version=4)
     if kind == "solution":
@@ -102,11 +108,18 @@ def learner_notebook(course: Path, assignment: str, kind: str) -> nbformat.Noteb
     raise ValueError(f"unknown kind of learner {kind!r}")
 
 
-def submit(course: Path, assignment: str, student: str, nb: nbformat.NotebookNode):
+def submit(course: Path, assignment: str, student: str, nb: nbformat.NotebookNode | str,
+           timestamp: str | None = "2026-01-01 00:00:00.000000 UTC"):
+    """Into submitted/ as ``nbgrader collect`` leaves it (with ``timestamp=None``: copied by hand, no
+    timestamp.txt)."""
     folder = course / "submitted" / student / assignment
     folder.mkdir(parents=True, exist_ok=True)
-    nbformat.write(nb, str(folder / f"{assignment}.ipynb"))
-    (folder / "timestamp.txt").write_text("2026-01-01 00:00:00.000000 UTC")
+    if isinstance(nb, str):  # a file as uploaded, whatever it holds
+        (folder / f"{assignment}.ipynb").write_text(nb)
+    else:
+        nbformat.write(nb, str(folder / f"{assignment}.ipynb"))
+    if timestamp is not None:
+        (folder / "timestamp.txt").write_text(timestamp)
 
 
 def make_class(course: Path, assignments, n_students: int) -> dict[str, str]:

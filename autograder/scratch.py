@@ -1,0 +1,63 @@
+"""Scratch folders that never outlive their process for long.
+
+Grading copies the learner's source, and nbgrader's scratch course copies the assignment's source (the
+solutions): neither may stay in the temporary directory. ``folder`` removes its folder on every exit a
+process can catch (an exception, Ctrl-C, SIGTERM or SIGHUP once ``exit_on_signals`` turned them into
+exits); a process killed outright (SIGKILL, a lost node) leaves its folders behind, and ``sweep`` removes
+them at the next start: each folder's name holds the id of the process that made it, and only folders of
+processes no longer alive on this machine are swept.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import tempfile
+from pathlib import Path
+
+PREFIX = "autograder-scratch-"
+_NAME = re.compile(re.escape(PREFIX) + r"(\d+)-")
+
+
+@contextlib.contextmanager
+def folder(tag: str, base=None):
+    """A fresh folder ``<tmp>/autograder-scratch-<pid>-<tag>-XXXX``, removed when the block ends."""
+    path = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-{tag}-", dir=base))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive (and not ours to sweep)
+        return True
+    return True
+
+
+def sweep(base=None) -> list[Path]:
+    """Remove the scratch folders left by processes of this machine that are gone; return them."""
+    base = Path(base or tempfile.gettempdir())
+    swept = []
+    for path in base.glob(PREFIX + "*"):
+        match = _NAME.match(path.name)
+        if match and path.is_dir() and int(match.group(1)) != os.getpid() and not _alive(int(match.group(1))):
+            shutil.rmtree(path, ignore_errors=True)
+            swept.append(path)
+    return swept
+
+
+def exit_on_signals(signals=(signal.SIGTERM, signal.SIGHUP)) -> None:
+    """Turn the termination signals a scheduler or a closed terminal sends into ``SystemExit``, so that
+    every ``with`` block (scratch folders among them) unwinds as it does on Ctrl-C."""
+    def stop(signum, _frame):
+        raise SystemExit(128 + signum)
+
+    for sig in signals:
+        signal.signal(sig, stop)
