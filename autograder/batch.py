@@ -209,7 +209,7 @@ def summary_line(outcome: dict) -> str:
                  for nb in outcome["notebooks"].values() for ex in nb.get("exercises", [])]
     states = [review.status(outcome["notebooks"].get(name)) for name in outcome.get("expected", outcome["notebooks"])]
     bad = [f"{word}: {why}" for word, why in states if word != "graded"]
-    flags = [f["reason"] for f in review.flags(outcome)]
+    flags = list(dict.fromkeys(f["reason"] for f in review.flags(outcome)))  # once, not once per exercise
     nbg = outcome.get("nbgrader") or {}
     secs = outcome.get("seconds", {})
     return (f"{outcome['student']:<20} {earned:6.2f}  {', '.join(exercises) or '-'}"

@@ -143,15 +143,15 @@ def submission_fingerprint(coursedir, assignment: str, student: str) -> dict[str
 GRADER_PACKAGES = ("autograder", "kernels_ref", "course", "measure")
 
 
-def grader_version(coursedir, assignment: str) -> str:
-    """sha256 of the grading code and the assignment's source: a fix of either regrades the class."""
+def grader_version(coursedir, assignment: str, code_root=None) -> str:
+    """sha256 of the grading code (under ``code_root``, default: this checkout) and the assignment's
+    source: a fix of either regrades the class."""
     digest = hashlib.sha256()
-    code_root = Path(__file__).resolve().parent.parent
-    files = [p for pkg in GRADER_PACKAGES for p in sorted((code_root / pkg).rglob("*.py"))]
+    code_root = Path(code_root or Path(__file__).resolve().parent.parent)
     source = step_dir(coursedir, "source", ".", assignment)
-    for path in files + sorted(p for p in source.rglob("*") if p.is_file() and ".ipynb_checkpoints" not in p.parts):
-        name = path.relative_to(code_root if path in files else source)
-        digest.update(f"{name}\0".encode() + path.read_bytes() + b"\0")
+    for root, pattern in [(code_root / pkg, "*.py") for pkg in GRADER_PACKAGES] + [(source, "*")]:
+        for path in sorted(p for p in root.rglob(pattern) if p.is_file() and ".ipynb_checkpoints" not in p.parts):
+            digest.update(f"{path.relative_to(root.parent)}\0".encode() + path.read_bytes() + b"\0")
     return digest.hexdigest()
 
 

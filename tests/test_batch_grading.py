@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -136,6 +137,32 @@ def test_record_keeps_a_manual_score_and_flags_it_for_review(tmp_path, _assignme
         assert gb.find_grade("plain-test", "hw", "hw", "ann").needs_manual_grade
 
 
+def test_record_flags_what_needs_review_and_keeps_the_time_nbgrader_collect_wrote(tmp_path, _assignment_gradebook):
+    import datetime
+
+    coursedir, layout = _course_with_assignment(tmp_path, _assignment_gradebook)
+    tampered = _result("softmax", 0.0, 10, correct=False)
+    tampered["exercises"][0]["violations"] = ["cell 2, line 1: import autograder.nbgrader: imports the grader"]
+    gradebook.record(coursedir, {"assignment": "hw", "student": "eve", "nbgrader": None,
+                                 "timestamp": "2026-01-02T03:04:05", "notebooks": {"hw": tampered}}, layout)
+    grades, _ = _scores(coursedir, "eve")
+    assert grades["softmax-hidden"] == (0.0, True) and grades["online-hidden"] == (0.0, False)
+    broken = {"error": "hw.ipynb is not a valid notebook", "exercises": []}
+    gradebook.record(coursedir, {"assignment": "hw", "student": "fay", "nbgrader": None, "timestamp": None,
+                                 "notebooks": {"hw": broken}}, layout)
+    assert all(flag for _, flag in _scores(coursedir, "fay")[0].values())  # every cell of an unreadable notebook
+    from nbgrader.api import Gradebook
+
+    with Gradebook(coursedir.db_url) as gb:
+        assert gb.find_submission("hw", "eve").timestamp == datetime.datetime(2026, 1, 2, 3, 4, 5)
+        assert gb.find_submission("hw", "fay").timestamp is None
+    folder = tmp_path / "submitted" / "eve" / "hw"
+    folder.mkdir(parents=True)
+    assert gradebook.submitted_at(coursedir, "hw", "eve") is None  # copied by hand: no timestamp.txt
+    (folder / "timestamp.txt").write_text("2026-01-02 03:04:05.000000 UTC")
+    assert gradebook.submitted_at(coursedir, "hw", "eve") == "2026-01-02T03:04:05"
+
+
 def test_exercise_workers_run_side_by_side_and_each_timing_alone(monkeypatch):
     import threading
     import time
@@ -212,14 +239,20 @@ def test_class_report_writes_csv_plots_and_a_leaderboard(tmp_path):
             r["exercises"][0]["performance"] = {"graded": True, "speedup": speedup, "time_ms": 1 / speedup,
                                                 "baseline_ms": 1.0}
         (results / f"{student}.json").write_text(json.dumps({"student": student, "notebooks": {"04": r}}))
+    (results / "dee.json").write_text(json.dumps({"student": "dee", "expected": {"04": ["softmax"]}, "notebooks": {
+        "04": {"error": "04.ipynb is not a valid notebook (invalid JSON)", "exercises": []}}}))
     (results / ".template-gradebook.db").write_text("not a result")
     paths = class_report.write_report(results, tmp_path / "report", "04_fused_softmax")
     rows = list(csv.DictReader(paths["csv"].open()))
-    assert [(r["student"], r["speedup"]) for r in rows] == [("<ann>", "1.4"), ("bob", "0.6"), ("cy", "")]
+    assert [(r["student"], r["speedup"]) for r in rows] == [("<ann>", "1.4"), ("bob", "0.6"), ("cy", ""), ("dee", "")]
+    assert (rows[3]["status"], rows[3]["score"], rows[3]["points"]) == ("unreadable", "0.0", "10")
+    assert rows[3]["reason"] == "04.ipynb is not a valid notebook (invalid JSON)" and rows[3]["review"].startswith("unreadable")
+    assert [r["student"] for r in csv.DictReader(paths["review"].open())] == ["dee"] and paths["flagged"] == 1
     assert paths["scores"].stat().st_size > 1000 and paths["speedups"].stat().st_size > 1000
     page = paths["html"].read_text()
     assert "&lt;ann&gt;" in page and "<ann>" not in page  # names are escaped
-    assert page.index("&lt;ann&gt;") < page.index("bob") < page.index("cy")  # ranked by speedup
+    assert page.index("&lt;ann&gt;", page.index("<h2>softmax")) < page.index("bob") < page.index("cy")  # ranked
+    assert "4 learners: 1 unreadable, 3 graded" in page and "mean 5.00 of 10 points over 4 learners" in page
 
 
 def _mini_course(tmp_path, template, students):
@@ -286,6 +319,112 @@ def test_dask_tasks_are_recorded_as_they_finish_and_a_failing_one_costs_only_its
     assert failed == [("bob", "RuntimeError: worker lost")]
     assert _scores(coursedir, "cy")[1] == pytest.approx(5.0)
     assert batch.ClassRun(tmp_path, "hw").todo == ["bob"]  # the next run grades only what is missing
+    assert not gradebook.recorded(coursedir, "hw", "bob")  # a grading that failed is no grade
+    from autograder import class_report
+
+    bob = [r for r in class_report.rows(run.results_dir) if r["student"] == "bob"]
+    assert [(r["exercise"], r["status"], r["reason"]) for r in bob] == [
+        ("online_softmax", "not graded", "RuntimeError: worker lost"), ("softmax", "not graded", "RuntimeError: worker lost")]
+    assert class_report.review_rows(run.results_dir) == [
+        {"student": "bob", "notebook": "hw", "exercise": None, "reason": "not graded: RuntimeError: worker lost"}]
+
+
+def test_a_forced_run_that_was_interrupted_resumes_as_forced(tmp_path, _assignment_gradebook):
+    from autograder.batch import ClassRun
+
+    coursedir, _ = _mini_course(tmp_path, _assignment_gradebook, ["ann", "bob", "cy"])
+    first = ClassRun(tmp_path, "hw")
+    for student in first.todo:
+        first.finish(_outcome(coursedir, student, 0.5))
+    first.close([])
+    forced = ClassRun(tmp_path, "hw", students=["ann", "bob"], force=True)
+    assert forced.todo == ["ann", "bob"] and not forced.resumed
+    forced.finish(dict(_outcome(coursedir, "ann", 0.6), run=forced.forced["id"]))  # then the run dies
+    resumed = ClassRun(tmp_path, "hw")  # no --force this time
+    assert resumed.resumed and (resumed.todo, resumed.skipped) == (["bob"], ["ann", "cy"])
+    assert resumed.forced["id"] == forced.forced["id"]
+    resumed.finish(dict(_outcome(coursedir, "bob", 0.6), run=resumed.forced["id"]))
+    resumed.close([])
+    after = ClassRun(tmp_path, "hw")
+    assert not after.resumed and after.todo == [] and _scores(coursedir, "bob")[1] == pytest.approx(6.0)
+
+
+def test_a_change_of_the_grader_or_the_assignment_regrades(tmp_path, _assignment_gradebook):
+    from autograder.batch import ClassRun
+
+    coursedir, _ = _mini_course(tmp_path, _assignment_gradebook, ["ann"])
+    ClassRun(tmp_path, "hw").finish(_outcome(coursedir, "ann", 0.5))
+    assert ClassRun(tmp_path, "hw").skipped == ["ann"]
+    source = tmp_path / "source" / "hw" / "hw.ipynb"
+    source.write_text(source.read_text().replace("assert True", "assert 1 == 1"))  # the hidden tests changed
+    assert ClassRun(tmp_path, "hw").todo == ["ann"]
+
+    code = tmp_path / "code"
+    (code / "autograder").mkdir(parents=True)
+    (code / "autograder" / "grading.py").write_text("POINTS = 1\n")
+    before = gradebook.grader_version(coursedir, "hw", code_root=code)
+    (code / "autograder" / "grading.py").write_text("POINTS = 2\n")  # a fix in the grader's code
+    assert gradebook.grader_version(coursedir, "hw", code_root=code) != before
+
+
+def test_scratch_goes_on_every_exit_a_process_can_catch_and_a_killed_ones_is_swept(tmp_path):
+    import signal
+
+    from autograder import scratch
+
+    code = ("import sys, time\nfrom autograder import scratch\nscratch.exit_on_signals()\n"
+            "with scratch.folder('test', base=sys.argv[1]) as f:\n    print(f, flush=True)\n    time.sleep(120)\n")
+    left = {}
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGKILL):
+        proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        folder = Path(proc.stdout.readline().strip())
+        assert folder.is_dir()
+        proc.send_signal(sig)
+        proc.wait(60)
+        left[sig] = folder.exists()
+    assert left == {signal.SIGTERM: False, signal.SIGINT: False, signal.SIGHUP: False, signal.SIGKILL: True}
+    alive = tmp_path / f"{scratch.PREFIX}{os.getppid()}-live-x"  # a process still running
+    alive.mkdir()
+    swept = scratch.sweep(tmp_path)
+    assert len(swept) == 1 and not swept[0].exists() and alive.exists()
+
+
+def _exercise(**fields):
+    return {"id": "softmax", "score": 0.0, "points": 10, "correct": False, "performance": None, "violations": [],
+            "feedback": [], **fields}
+
+
+def test_review_flags_tampering_violations_crashes_and_speedups_too_large_to_believe():
+    from autograder import review
+
+    patcher = _exercise(violations=["cell 3, line 2: import autograder.nbgrader: imports the grader"])
+    assert review.exercise_flags(patcher) == ["tampering: cell 3, line 2: import autograder.nbgrader: imports the grader"]
+    assert review.exercise_flags(_exercise(violations=["cell 1, line 1: import gc: ..."]))[0].startswith("violations: ")
+    crash = _exercise(ended="crashed", feedback=["crashed with a segmentation fault", "last output: ..."])
+    assert review.exercise_flags(crash) == ["crashed: crashed with a segmentation fault"]
+    assert review.exercise_status(crash) == ("crashed", "crashed with a segmentation fault")
+    slow = _exercise(ended="timed out", feedback=["did not finish within the time limit"])
+    assert review.exercise_status(slow) == ("timed out", "did not finish within the time limit")
+    assert review.exercise_flags(slow) == []  # a timeout is the learner's own, not a case for review
+    fast = {"graded": True, "speedup": 5.0, "threshold": 1.0, "fraction_of_peak": None}
+    assert review.exercise_flags(_exercise(performance=fast))[0].startswith("suspiciously fast: 5.00x")
+    assert review.exercise_flags(_exercise(performance=dict(fast, speedup=1.6))) == []
+    above_roofline = {"graded": True, "speedup": None, "threshold": 0.75, "fraction_of_peak": 1.4}
+    assert review.exercise_flags(_exercise(performance=above_roofline))[0].startswith("suspiciously fast: 1.40")
+    assert review.exercise_flags(_exercise(performance=dict(fast, graded=False))) == []
+    assert review.status(None)[0] == "not submitted"
+    assert review.status({"error": "x.ipynb is not a valid notebook", "exercises": []}) == (
+        "unreadable", "x.ipynb is not a valid notebook")
+    assert review.status({"exercises": [_exercise(), slow, patcher]})[0] == "violations"  # the worst
+
+
+def test_the_documented_scores_csv_columns_are_the_written_ones():
+    from autograder import class_report
+
+    guide = (ROOT / "docs" / "instructor.md").read_text()
+    documented = re.search(r"`scores\.csv`[^`]*columns `([^`]+)`", guide)
+    assert documented, "docs/instructor.md names the columns of scores.csv"
+    assert tuple(c.strip() for c in documented.group(1).split(",")) == class_report.FIELDS
 
 
 def _visible_gpu():
@@ -309,55 +448,245 @@ def test_local_cluster_pins_one_worker_to_each_visible_gpu(monkeypatch):
 
 
 # --------------------------------------------------------------------------------------------- slow
-def _cli(course, *args):
+# One class of six kinds of learner, graded the way an instructor would on a CPU: a batch killed with
+# SIGKILL, resumed while one of its Dask workers is killed mid-task, the patcher's notebook run in its
+# kernel, feedback for everyone. The tests below each check one promise against that shared run.
+ASSIGNMENT = "03_triton_basics"
+LEARNERS = {"ann": "solution", "ben": "solution", "cy": "untouched", "dee": "partial", "eve": "patcher",
+            "fay": "broken"}
+COPIED_BY_HAND = "ben"  # no timestamp.txt
+
+
+def _env(tmpdir=None):
     env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    return dict(env, TMPDIR=str(tmpdir)) if tmpdir else env
+
+
+def _cli(course, *args, tmpdir=None):
     out = subprocess.run([sys.executable, "-m", "autograder", *args, "--course", str(course)], cwd=ROOT,
-                         capture_output=True, text=True, env=env, timeout=900)
+                         capture_output=True, text=True, env=_env(tmpdir), timeout=1800,
+                         preexec_fn=lambda: os.umask(0o002))  # a course group's usual umask
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    return out.stdout
+    return out
+
+
+def _scratch_left(tmpdir):
+    return sorted(p.name for p in Path(tmpdir).glob("autograder-scratch-*"))
+
+
+def _results(course):
+    return sorted(p.stem for p in (course / "autograder_results" / ASSIGNMENT).glob("*.json"))
+
+
+def _kill_batch_after_first_result(course, tmpdir):
+    """Start a batch; SIGKILL it and every process it started as soon as one learner's result is saved."""
+    import signal
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "autograder", "batch", ASSIGNMENT, "--course", str(course),
+                             "--workers", "2", "--quick", "--no-execute"], cwd=ROOT, env=_env(tmpdir),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 900
+    while not _results(course) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    return _results(course), _scratch_left(tmpdir)
+
+
+def _kill_a_busy_worker(batch_pid, killed):
+    """Watch a batch's process tree; SIGKILL one Dask worker process while it grades (its exercise
+    workers are running), once."""
+    import signal
+    import time
+
+    import psutil
+
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline and not killed:
+        try:
+            batch = psutil.Process(batch_pid)
+            workers = [p for p in batch.children() if "spawn_main" in " ".join(p.cmdline())]
+            busy = [w for w in workers if w.children()]
+        except psutil.Error:
+            return
+        if busy:
+            os.kill(busy[0].pid, signal.SIGKILL)
+            killed.append(busy[0].pid)
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def graded_class(tmp_path_factory):
+    """The course after: a killed batch, its resumption (one worker killed mid-task), a plain re-run,
+    the patcher's notebook autograded by running it, and nbgrader's feedback and export."""
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    from tools.synthetic_class import learner_notebook, make_course, nbgrader, submit
+
+    base = tmp_path_factory.mktemp("instructor")
+    tmpdir = base / "tmp"
+    tmpdir.mkdir()
+    course = make_course(base / "course", [ASSIGNMENT])
+    for student, kind in LEARNERS.items():
+        submit(course, ASSIGNMENT, student, learner_notebook(course, ASSIGNMENT, kind),
+               timestamp=None if student == COPIED_BY_HAND else "2026-01-01 00:00:00.000000 UTC")
+    run = SimpleNamespace(course=course, tmpdir=tmpdir)
+    run.saved_before_kill, run.scratch_after_kill = _kill_batch_after_first_result(course, tmpdir)
+
+    proc = subprocess.Popen([sys.executable, "-m", "autograder", "batch", ASSIGNMENT, "--course", str(course),
+                             "--workers", "2", "--quick", "--no-execute"], cwd=ROOT, env=_env(tmpdir), text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=lambda: os.umask(0o002))
+    run.killed_workers, err = [], []
+    threading.Thread(target=_kill_a_busy_worker, args=(proc.pid, run.killed_workers), daemon=True).start()
+    reader = threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)
+    reader.start()
+    run.line_times = [(time.monotonic(), line) for line in proc.stdout]  # when each line came
+    run.ended = time.monotonic()
+    proc.wait(timeout=60)
+    reader.join(60)
+    run.resumed_out, run.resumed_err = "".join(line for _, line in run.line_times), err[0]
+    assert proc.returncode == 0, run.resumed_out[-3000:] + run.resumed_err[-3000:]
+    run.scratch_after_resume = _scratch_left(tmpdir)
+    run.mtimes = {p.stem: p.stat().st_mtime_ns for p in (course / "autograder_results" / ASSIGNMENT).glob("*.json")}
+    run.again_out = _cli(course, "batch", ASSIGNMENT, "--quick", tmpdir=tmpdir).stdout
+    # the patcher's notebook run in its kernel, where its cell hands nbgrader 100 times the points
+    run.patcher_out = _cli(course, "autograde", ASSIGNMENT, "--student", "eve", "--force", "--quick",
+                           tmpdir=tmpdir).stdout
+    nbgrader(course, "generate_feedback", ASSIGNMENT)
+    nbgrader(course, "export")
+    return run
+
+
+def _report(run, name):
+    return run.course / "reports" / ASSIGNMENT / name
+
+
+def _gradebook(course):
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        return {s.student.id: {"score": s.score, "timestamp": s.timestamp,
+                               "review": {g.name: g.needs_manual_grade for nb in s.notebooks for g in nb.grades}}
+                for s in gb.assignment_submissions(ASSIGNMENT)}
 
 
 @pytest.mark.slow
-def test_batch_grades_a_class_on_a_local_cluster_and_the_patcher_gets_nothing(tmp_path):
+def test_a_killed_batch_resumes_and_a_killed_worker_costs_only_its_task(graded_class):
+    run = graded_class
+    assert run.saved_before_kill and len(run.saved_before_kill) < len(LEARNERS)
+    assert run.scratch_after_kill, "the kill left no scratch folder: nothing to sweep"
+    assert run.killed_workers, "no Dask worker was seen grading"
+    out = run.resumed_out
+    assert "already graded, skipped" in out and all(s in out.split("skipped")[1].splitlines()[0]
+                                                     for s in run.saved_before_kill)
+    assert "NOT GRADED" not in out and f"{len(LEARNERS) - len(run.saved_before_kill)} submissions graded" in out
+    full = sum(e.correctness_points for e in specs.for_notebook(ASSIGNMENT))  # no GPU: performance is 0
+    partial = sum(e.correctness_points for e in specs.for_notebook(ASSIGNMENT)[:-1])
+    expected = {"ann": full, "ben": full, "cy": 0, "dee": partial, "eve": 0, "fay": 0}
+    assert {s: g["score"] for s, g in _gradebook(run.course).items()} == expected
+    import sqlite3
+
+    with sqlite3.connect(run.course / "gradebook.db") as db:
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    assert run.scratch_after_resume == []  # swept: the killed batch's and the killed worker's
+
+
+@pytest.mark.slow
+def test_one_line_per_learner_as_each_finishes_and_a_quiet_progress_bar(graded_class):
+    out, err = graded_class.resumed_out, graded_class.resumed_err
+    graded = [s for s in LEARNERS if s not in graded_class.saved_before_kill]
+    lines = [line for line in out.splitlines() if line.split(" ", 1)[0] in LEARNERS]
+    assert sorted(line.split()[0] for line in lines) == sorted(graded)  # once each
+    first = min(t for t, line in graded_class.line_times if line.split(" ", 1)[0] in LEARNERS)
+    assert graded_class.ended - first > 10  # the first learner's line came when they finished, not at the end
+    noise = [line for line in err.replace("\r", "\n").splitlines()
+             if line.strip() and not line.lstrip().startswith("grading")]
+    assert noise == []  # nbgrader's log and Jupyter's warnings stay out of the terminal
+    assert "feedback made without running the notebook (1; reasons above): fay" in out
+    assert f"copied by hand?): no submission time recorded, so no late penalty can apply: {COPIED_BY_HAND}" in out
+
+
+@pytest.mark.slow
+def test_every_learner_is_in_every_class_output_with_a_status_and_reason(graded_class):
+    run = graded_class
+    rows = list(csv.DictReader(_report(run, "scores.csv").open()))
+    n = len(specs.for_notebook(ASSIGNMENT))
+    assert sorted({r["student"] for r in rows}) == sorted(LEARNERS) and len(rows) == n * len(LEARNERS)
+    status = {r["student"]: {x["status"] for x in rows if x["student"] == r["student"]} for r in rows}
+    assert status["fay"] == {"unreadable"} and status["ann"] == status["cy"] == {"graded"}
+    assert "violations" in status["eve"]
+    fay = next(r for r in rows if r["student"] == "fay")
+    assert "not a valid notebook" in fay["reason"] and fay["score"] == "0.0" and fay["points"]
+    page = _report(run, "leaderboard.html").read_text()
+    assert "6 learners:" in page and all(f"<td>{s}</td>" in page for s in LEARNERS)
+    assert f"over {len(LEARNERS)} learners" in page  # means over the whole class
+    assert len(re.findall(r"<td>fay</td>", page)) == n  # in every exercise's table
+    assert _report(run, "scores.png").stat().st_size > 1000
+
+
+@pytest.mark.slow
+def test_a_review_list_flags_tampering_and_unreadable_files_in_every_place(graded_class):
+    run = graded_class
+    review = list(csv.DictReader(_report(run, "review.csv").open()))
+    why = {(r["student"], r["reason"].split(":")[0]) for r in review}
+    assert ("eve", "tampering") in why and ("fay", "unreadable") in why
+    assert not {s for s, _ in why} & {"ann", "ben", "cy"}
+    page = _report(run, "leaderboard.html").read_text()
+    assert "To review" in page and "tampering: " in page
+    rows = list(csv.DictReader(_report(run, "scores.csv").open()))
+    assert all(r["review"].startswith("tampering") for r in rows if r["student"] == "eve")
+    book = _gradebook(run.course)
+    assert all(book["eve"]["review"].values()) and all(book["fay"]["review"].values())  # needs_manual_grade
+    assert not any(book["ann"]["review"].values())
+
+
+@pytest.mark.slow
+def test_every_learner_gets_feedback_without_server_paths(graded_class):
+    run = graded_class
+    for student in LEARNERS:
+        page = (run.course / "feedback" / student / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
+        assert "Graded outside this notebook" in page or "could not be read" in page, student
+        for server in (str(run.course), str(ROOT), str(run.tmpdir), sys.prefix, "autograder-scratch-"):
+            assert server not in page, (student, server)
+    broken = (run.course / "feedback" / "fay" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
+    assert "could not be read" in broken and "Graded outside this notebook" in broken
+    # the patcher's kernel handed nbgrader 100x the points; its copy was still made by running it
+    assert "feedback made without running" not in run.patcher_out and "NO FEEDBACK COPY" not in run.patcher_out
+    result = json.loads((run.course / "autograder_results" / ASSIGNMENT / "eve.json").read_text())
+    assert result["nbgrader"].get("fallback") is None
+    eve = (run.course / "feedback" / "eve" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
+    assert "Graded outside this notebook" in eve and _gradebook(run.course)["eve"]["score"] == 0
+
+
+@pytest.mark.slow
+def test_timestamps_from_nbgrader_collect_in_every_path(graded_class):
+    import datetime
+
+    book = _gradebook(graded_class.course)
+    when = datetime.datetime(2026, 1, 1)
+    assert {s: g["timestamp"] for s, g in book.items()} == {s: None if s == COPIED_BY_HAND else when
+                                                             for s in LEARNERS}
+    grades = list(csv.DictReader((graded_class.course / "grades.csv").open()))
+    assert {r["student_id"]: float(r["score"]) for r in grades} == {s: g["score"] for s, g in book.items()}
+
+
+@pytest.mark.slow
+def test_results_are_readable_by_the_course_group_and_reruns_skip(graded_class):
+    run = graded_class
+    results = run.course / "autograder_results" / ASSIGNMENT
+    for path in [*results.glob("*.json"), run.course / "autograded" / "eve" / ASSIGNMENT,
+                 *(run.course / "autograded" / "eve" / ASSIGNMENT).iterdir()]:
+        assert path.stat().st_mode & 0o040, path  # group-readable (the run's umask was 002)
+    assert "already graded, skipped" in run.again_out and "submissions graded" not in run.again_out
+    assert {p.stem: p.stat().st_mtime_ns for p in results.glob("*.json") if p.stem != "eve"} == \
+        {s: t for s, t in run.mtimes.items() if s != "eve"}
+
     from autograder.batch import ClassRun
-    from tools.synthetic_class import learner_notebook, make_course, nbgrader, recorded_points, submit
+    from tools.synthetic_class import learner_notebook, submit
 
-    a = "03_triton_basics"
-    course = make_course(tmp_path / "course", [a])
-    for student in ("solution", "untouched", "patcher"):
-        submit(course, a, student, learner_notebook(course, a, student))
-
-    out = _cli(course, "batch", a, "--workers", "2", "--quick")
-    assert "LocalCluster, 2" in out
-    full = {e.id: e.correctness_points for e in specs.for_notebook(a)}  # no GPU: performance points are 0
-    assert recorded_points(course, a) == {"solution": sum(full.values()), "untouched": 0, "patcher": 0}
-    result = json.loads((course / "autograder_results" / a / "patcher.json").read_text())
-    kernel_claims = result["nbgrader"]["notebooks"][a]["grades"]
-    assert sum(kernel_claims.values()) == sum(e.points for e in specs.for_notebook(a))  # the patch worked in there
-    autograded = (course / "autograded" / "patcher" / a / f"{a}.ipynb").read_text()
-    assert "Graded outside this notebook's kernel" in autograded  # the copy shows the trusted report
-    report = course / "reports" / a
-    assert {p.name for p in report.iterdir()} >= {"scores.csv", "scores.png", "speedups.png", "leaderboard.html"}
-    assert len(list(csv.DictReader((report / "scores.csv").open()))) == 3 * len(full)
-
-    mtime = (course / "autograder_results" / a / "solution.json").stat().st_mtime_ns
-    out = _cli(course, "batch", a, "--quick")
-    assert "already graded, skipped" in out and "submissions graded" not in out
-    assert (course / "autograder_results" / a / "solution.json").stat().st_mtime_ns == mtime
-
-    # --force regrades (this time without running the notebook: no kernel at all)
-    out = _cli(course, "autograde", a, "--student", "patcher", "--force", "--quick", "--no-execute")
-    assert "1 submissions graded" in out and recorded_points(course, a)["patcher"] == 0
-    assert (course / "autograder_results" / a / "solution.json").stat().st_mtime_ns == mtime
-
-    nbgrader(course, "generate_feedback", a)
-    nbgrader(course, "export")
-    feedback = (course / "feedback" / "patcher" / a / f"{a}.html").read_text()
-    assert "Graded outside this notebook" in feedback
-    grades = list(csv.DictReader((course / "grades.csv").open()))
-    assert {r["student_id"]: float(r["score"]) for r in grades} == recorded_points(course, a)
-
-    # a new submission is graded again by the next run; the others stay skipped
-    submit(course, a, "untouched", learner_notebook(course, a, "solution"))
-    run = ClassRun(course, a)
-    assert (run.todo, run.skipped) == (["untouched"], ["patcher", "solution"])
+    submit(run.course, ASSIGNMENT, "cy", learner_notebook(run.course, ASSIGNMENT, "solution"))
+    again = ClassRun(run.course, ASSIGNMENT)
+    assert again.todo == ["cy"]  # a new submission is graded again; the others stay skipped
