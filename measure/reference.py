@@ -183,10 +183,10 @@ def paged_decode_attention(q, k_pages, v_pages, block_table, seq_lens, sm_scale=
         n = int(seq_lens[b])
         j = torch.arange(n, device=q.device)
         pages = block_table[b].long()[j // P]
-        k = as64(k_pages[pages, j % P]).repeat_interleave(H // H_kv, dim=1)          # [n, H, D]
-        v = as64(v_pages[pages, j % P]).repeat_interleave(H // H_kv, dim=1)
-        s = torch.einsum("hd,nhd->hn", as64(q[b]), k) * scale
-        out[b] = torch.einsum("hn,nhd->hd", torch.softmax(s, dim=-1), v)
+        k, v = as64(k_pages[pages, j % P]), as64(v_pages[pages, j % P])               # [n, H_kv, D]
+        qg = as64(q[b]).view(H_kv, H // H_kv, D)                                     # heads by kv head
+        s = torch.einsum("kgd,nkd->kgn", qg, k) * scale
+        out[b] = torch.einsum("kgn,nkd->kgd", torch.softmax(s, dim=-1), v).reshape(H, D)
     return out
 
 

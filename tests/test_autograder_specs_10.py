@@ -249,3 +249,12 @@ def test_a_written_argument_is_exempt_from_the_input_check_and_no_other():
     after[0] = a[0] * 2
     bad = runner.judge_call(spec, case, a, ref, CallDone(ok=True), Shipped(outputs, after))
     assert not bad.ok and "modified its input argument 0" in bad.message
+
+
+def test_the_sort_path_behind_a_token_kernel_scores_zero_and_names_the_operators():
+    from _autograder_helpers import graded
+
+    ex = graded("later/sort_sampler_10.py", ("sample_top_p",), 300.0)["sample_top_p"]
+    assert ex["score"] == 0 and not ex["correct"]
+    for named in ("aten.sort", "aten._softmax", "aten.cumsum"):
+        assert any(named in v for v in ex["violations"]), (named, ex["violations"])
