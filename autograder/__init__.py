@@ -5,10 +5,10 @@ and `autograder.nbgrader.grade(...)` grade in isolated worker processes.
 """
 import course  # noqa: F401  (first: sets TRITON_INTERPRET=1 without a GPU, before any kernel is defined)
 
-if course.INTERPRET:  # interpreted kernels round float32 -> bfloat16 like a GPU (course/interpreter.py)
-    from course.interpreter import round_interpreted_bf16
+if course.INTERPRET:  # interpreted kernels compute bf16 and take float arguments like a GPU (course/interpreter.py)
+    from course.interpreter import patch_interpreter
 
-    round_interpreted_bf16()
+    patch_interpreter()
 
 
 def check(exercise_id, fn, **kwargs):

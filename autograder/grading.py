@@ -324,6 +324,13 @@ def _grade_in(worker, spec, sub, plan, seed, static, baseline=None, clock=None,
     feedback += _failure_feedback(spec, verdicts)
     correct = verdicts.all_ok and not violations
 
+    if correct:
+        from autograder import determinism
+
+        repeated = determinism.repeat_check(worker, spec, plan)
+        if repeated:
+            violations.append(repeated)
+            correct = False
     perf, credit = None, 0.0
     if spec.memory is not None and correct:  # memory in place of time: counted, so judged on every device
         perf, credit, lines = runner.judge_memory(spec, verdicts)
@@ -385,13 +392,14 @@ def timed_shape_violations(worker, spec, loaded, where) -> list[str]:
 
 def static_violations(spec, sub: Submission) -> StaticFindings:
     """What the submission's source shows (autograder.audit), each with the learner's line."""
-    from autograder import audit
+    from autograder import audit, determinism
 
     found = audit.audit(sub.source, allow=spec.rules.features, forbidden_calls=audit.forbidden_calls_for(spec),
                         entry=spec.entry)
     now = [f for f in found if f.rule not in RUN_TIME_RULES]
     later = [(f.line, f.describe(sub.where)) for f in found if f.rule in RUN_TIME_RULES]
-    return StaticFindings(audit.violations(now, sub.where) + helper_violations(spec, sub), later)
+    return StaticFindings(audit.violations(now, sub.where) + helper_violations(spec, sub)
+                          + determinism.source_findings(spec, sub.source, sub.where), later)
 
 
 def run_time_notes(static: StaticFindings, violations: list[str], where) -> list[str]:

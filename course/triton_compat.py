@@ -22,9 +22,9 @@ from course.device import INTERPRET
 
 _UPCAST_DOTS = tl.constexpr(INTERPRET)
 if INTERPRET:
-    from course.interpreter import round_interpreted_bf16
+    from course.interpreter import patch_interpreter
 
-    round_interpreted_bf16()
+    patch_interpreter()
 
 
 def autotune(configs, key, fallback: triton.Config | None = None, **kwargs):

@@ -281,3 +281,75 @@ def test_flash_forward_grid_and_layout_mistakes_fail_check_and_the_grade(bug):
             assert not check("flash_attention_fwd", module.flash_attention_fwd, quick=True)
     finally:
         sys.path.remove(str(SUBMISSIONS / "later"))
+
+
+# ------------------------------------------------------------------------------- determinism where asked
+
+def test_a_layer_norm_backward_with_atomics_is_a_finding_with_the_notebooks_reason():
+    """Right values in one launch, but with tl.atomic_add: notebook 05 asks for a deterministic backward. On
+    the CPU the interpreter runs programs in order, so only the source shows it."""
+    ex = graded("later/layer_norm_atomics_05.py", ("layer_norm_bwd",), 300.0)["layer_norm_bwd"]
+    assert all(c["verdict"] == "ok" for c in ex["cases"]), text(ex)
+    assert ex["score"] == 0 and not ex["correct"]
+    assert any("tl.atomic_add in kernel _ln_bwd_atomic_kernel at line" in v and "deterministic" in v
+               for v in ex["violations"]), ex["violations"]
+
+
+def test_atomics_are_a_finding_only_where_determinism_is_asked_and_the_entry_reaches_them():
+    from autograder import determinism, specs
+
+    source = ("import triton\nimport triton.language as tl\n\n@triton.jit\ndef shown(p):\n    tl.atomic_add(p, 1.0)\n\n"
+              "@triton.jit\ndef used(p):\n    tl.atomic_max(p, 1.0)\n\ndef {entry}(*a):\n    used[(1,)](a[0])\n\n"
+              "def demo(p):\n    shown[(1,)](p)\n")
+    where = "line {}".format
+    bwd = specs.get("flash_attention_bwd")
+    assert determinism.source_findings(bwd, source.format(entry=bwd.entry), where) == []  # max: any order
+    reached = source.format(entry=bwd.entry).replace("used[(1,)]", "shown[(1,)]")
+    assert [f.split(":")[0] for f in determinism.source_findings(bwd, reached, where)] == [
+        "tl.atomic_add in kernel shown at line 6"]
+    fwd = specs.get("flash_attention_fwd")
+    assert determinism.source_findings(fwd, reached.replace(bwd.entry, fwd.entry), where) == []
+
+
+def test_same_bits_tells_one_ulp_apart():
+    from autograder.determinism import same_bits
+
+    x = torch.randn(100)
+    y = x.clone()
+    assert same_bits(x, y)
+    y[7] = torch.nextafter(y[7], torch.tensor(float("inf")))
+    assert not same_bits(x, y)
+
+
+def test_on_a_gpu_two_calls_on_the_same_inputs_must_give_the_same_bits(monkeypatch):
+    """determinism.repeat_check against a worker whose second answer differs in one ulp of dk (made up here:
+    this machine has no GPU, where atomics would do it)."""
+    from types import SimpleNamespace
+
+    import course
+    from autograder import determinism, specs
+    from autograder.runner import make_plan
+
+    monkeypatch.setattr(course, "ON_GPU", True)
+    spec = specs.get("flash_attention_bwd")
+    plan = make_plan(spec, True, 0)
+
+    class Worker:
+        def __init__(self, wobble):
+            self.calls, self.wobble = 0, wobble
+
+        def request(self, req, reply=None):
+            if req["op"] == "call":
+                self.calls += 1
+                return SimpleNamespace(ok=True)
+            if req["op"] == "ship":
+                out = [torch.ones(4), torch.ones(4), torch.ones(4)]
+                if self.wobble and self.calls == 2:
+                    out[1][0] = torch.nextafter(out[1][0], torch.tensor(2.0))
+                return SimpleNamespace(output=tuple(out))
+            return None
+
+    assert determinism.repeat_check(Worker(False), spec, plan) is None
+    found = determinism.repeat_check(Worker(True), spec, plan)
+    assert "different bits in dk" in found and "deterministic" in found
+    assert determinism.repeat_check(Worker(True), specs.get("flash_attention_fwd"), plan) is None

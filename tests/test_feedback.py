@@ -41,11 +41,9 @@ def test_every_hidden_family_has_a_public_case(regime, monkeypatch):
 
 def _tensor_axes(args) -> list[tuple[tuple, bool]]:
     """(shape, contiguous) of every tensor in a case's arguments, in order."""
-    from autograder.argtree import map_tensors
+    from autograder.argtree import tensors
 
-    found = []
-    map_tensors(lambda t: found.append((tuple(t.shape), t.is_contiguous())), args)
-    return found
+    return [(tuple(t.shape), t.is_contiguous()) for t in tensors(args)]
 
 
 def _axes_used(cases, gen) -> tuple[dict, dict]:

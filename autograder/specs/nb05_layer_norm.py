@@ -283,6 +283,9 @@ EXERCISES = [
         out_dtypes=lambda a: (a[1].dtype, a[2].dtype, a[2].dtype), tolerances=GRAD_TOLERANCES,
         # Two launches: dx and per-program partial sums of dweight/dbias, then a reduction of the partials.
         kind=TRITON, rules=triton_rules(WHY, max_launches=2),
+        deterministic=("notebook 05 asks for a deterministic backward: atomics add the programs' shares of "
+                       "dweight and dbias in the order they finish, so the bits change from run to run; write "
+                       "per-program partial sums and reduce them in a second kernel"),
         performance=Performance(
             inputs=_bwd_perf_inputs, baseline=eager_layer_norm_bwd,
             baseline_name="aten.native_layer_norm_backward (eager)", nbytes=_bwd_bytes,

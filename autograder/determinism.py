@@ -1,0 +1,102 @@
+"""Determinism, where a notebook asks for it (05's ``layer_norm_bwd``, 07's ``flash_attention_bwd``): the
+same inputs give the same bits on every call.
+
+A float sum's value depends on its order, and atomics add in the order programs happen to finish: a
+kernel whose programs ``tl.atomic_add`` into one output (or take turns through an ``atomic_cas`` lock)
+gives different low bits from run to run on a GPU. Two ways to see it:
+- ``source_findings``: the submission's source, on every device. An atomic in a Triton kernel the entry
+  point can reach is a finding, with the notebook's reason (the interpreter runs programs one after another,
+  so on the CPU the bits would never show it). A kernel the entry point cannot reach (a notebook's
+  demonstration of why atomics are wrong) is not.
+- ``repeat_check``: behaviour, on a GPU: the largest case called twice on the same inputs, outputs compared
+  bit for bit in the grading process.
+"""
+from __future__ import annotations
+
+import ast
+
+import torch
+
+# Atomics whose result depends on the order programs arrive in (max and min do not).
+ORDERED_ATOMICS = ("atomic_add", "atomic_cas", "atomic_xchg")
+
+
+def source_findings(spec, source: str, where) -> list[str]:
+    """Violations for order-dependent atomics in the Triton kernels ``spec.entry`` can reach."""
+    if not spec.deterministic:
+        return []
+    from autograder.audit import _reachable
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    reachable = _reachable(tree, spec.entry)
+    found = []
+    for fn in tree.body:
+        if not (isinstance(fn, ast.FunctionDef) and id(fn) in reachable and _is_kernel(fn)):
+            continue
+        for node in ast.walk(fn):
+            name = _called_name(node)
+            if name in ORDERED_ATOMICS:
+                found.append(f"tl.{name} in kernel {fn.name} at {where(node.lineno)}: {spec.deterministic}")
+    return found
+
+
+def _is_kernel(fn: ast.FunctionDef) -> bool:
+    """Decorated with ``triton.jit`` (or ``jit`` imported from triton, with or without arguments)."""
+    for d in fn.decorator_list:
+        target = d.func if isinstance(d, ast.Call) else d
+        if (isinstance(target, ast.Attribute) and target.attr == "jit") or (
+                isinstance(target, ast.Name) and target.id == "jit"):
+            return True
+    return False
+
+
+def _called_name(node) -> str | None:
+    if not isinstance(node, ast.Call):
+        return None
+    f = node.func
+    return f.attr if isinstance(f, ast.Attribute) else (f.id if isinstance(f, ast.Name) else None)
+
+
+def repeat_check(session, spec, plan) -> str | None:
+    """On a GPU: the largest case's first inputs, called twice; a violation unless the outputs match bit for
+    bit. None where the exercise asks for no determinism or the calls fail (the cases judged those)."""
+    import course
+
+    from autograder.runner import call_once
+
+    plan = [p for p in plan if p.case.raises is None]
+    if not spec.deterministic or not course.ON_GPU or not plan:
+        return None
+    largest = max(plan, key=lambda p: sum(t.numel() for t in _tensors(p.a)))
+    outputs = []
+    for _ in range(2):
+        session.request({"op": "load", "slot": 0, "args": largest.a})
+        done, shipped = call_once(session)
+        if not done.ok:
+            return None
+        outputs.append(_tensors(shipped.output))
+    differ = [i for i, (a, b) in enumerate(zip(*outputs)) if not same_bits(a, b)]
+    if not differ:
+        return None
+    names = ", ".join(spec.output_name(i) for i in differ)
+    return (f"two calls on the same inputs ({largest.case.name}) gave different bits in {names}: "
+            f"{spec.deterministic}")
+
+
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    a, b = a.detach().cpu().contiguous(), b.detach().cpu().contiguous()
+    if a.is_floating_point():
+        width = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
+        return torch.equal(a.view(width), b.view(width))
+    return torch.equal(a, b)
+
+
+def _tensors(obj) -> list:
+    from autograder.argtree import tensors
+
+    return list(tensors(obj))
