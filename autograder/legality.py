@@ -293,7 +293,7 @@ def judge(spec, ops_records, launch_counts, used_kernels_ref: bool, where, large
     if over:
         numel, op, line, limit = max(over, key=lambda c: c[0])
         violations.append(f"aten.{op} at {where(line)} produced a tensor of {numel:,} elements; this exercise "
-                          f"must never hold more than {limit:,} at once (stream it in chunks)")
+                          f"must never hold more than {limit:,} at once ({spec.rules.intermediate_advice})")
     if used_kernels_ref:
         violations.append("imports kernels_ref (the course's reference kernels): the exercise must be your own code")
     rules = spec.rules

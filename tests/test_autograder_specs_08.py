@@ -62,6 +62,9 @@ def test_materializing_the_dequantized_weight_is_a_violation_naming_the_line():
     q = graded("later/keeps_memory_08.py", EXERCISES, 300.0)["int8_weight_linear"]
     assert q["score"] == 0 and not q["correct"]
     assert any("aten._to_copy at line 30" in v and "must never hold more than" in v for v in q["violations"]), q["violations"]
+    # the advice is the exercise's: a weight is dequantized tile by tile, not streamed in chunks of rows
+    assert any("one tile of w_q at a time" in v for v in q["violations"]) and not any(
+        "stream it in chunks" in v for v in q["violations"]), q["violations"]
 
 
 def test_plain_eager_autograd_is_a_violation(tmp_path):

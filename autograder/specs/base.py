@@ -69,15 +69,18 @@ class Rules:
     # The most elements any one torch operator may hand back in a call, from the call's arguments (memory
     # exercises: "never materialize the full logits"); None: no limit.
     max_intermediate: Callable[[tuple], int] | None = None
+    # What to do instead, said after a tensor over that limit (the exercise's own way around it).
+    intermediate_advice: str = "stream it in chunks"
     # Features the source may use that the static audit otherwise reports (autograder.audit.FEATURES,
     # e.g. {"cuda_graphs", "streams"} where the exercise teaches them).
     features: frozenset = frozenset()
 
 
 def triton_rules(why: dict, *, max_launches: int | None = 1, extra_ops=frozenset(),
-                 max_intermediate=None) -> Rules:
+                 max_intermediate=None, intermediate_advice: str = "stream it in chunks") -> Rules:
     """A Triton exercise: at least one launch of the learner's kernel, torch only for plumbing."""
-    return Rules(TRITON_ALLOWED | frozenset(extra_ops), why, 1, max_launches, max_intermediate)
+    return Rules(TRITON_ALLOWED | frozenset(extra_ops), why, 1, max_launches, max_intermediate,
+                 intermediate_advice=intermediate_advice)
 
 
 def torch_rules(why: dict, *, extra_ops=frozenset()) -> Rules:

@@ -404,7 +404,9 @@ EXERCISES = [
         signature="int8_weight_linear(x, w_q, w_scale, bias) -> x @ (w_q * w_scale[:, None]).T + bias",
         correctness_points=7, performance_points=3, cases=_q_cases, reference=q_reference,
         tolerances=Q_TOLERANCES, kind=TRITON, timeout_s=300.0,
-        rules=triton_rules(WHY_Q, max_intermediate=q_max_intermediate),
+        rules=triton_rules(WHY_Q, max_intermediate=q_max_intermediate,
+                           intermediate_advice="dequantize inside your kernel, one tile of w_q at a time: the "
+                                               "whole weight in float never exists"),
         performance=Performance(
             inputs=_q_perf_inputs, baseline=bf16_linear, baseline_args=lambda a: (a[0], dequantize(a[1], a[2]), a[3]),
             baseline_name="F.linear(x, w_bf16, bias) (cuBLAS, the weight dequantized beforehand)",
