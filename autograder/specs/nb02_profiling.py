@@ -27,11 +27,26 @@ def _launch_cases(quick):
     return cases
 
 
+# Every tensor of a memory case is a whole number of 2 MiB: then the CUDA caching allocator counts exactly
+# the bytes asked for, whatever earlier cases left cached in the learner's worker. It serves a request from
+# the smallest cached free block that fits and splits off the rest only when more than 1 MiB would remain,
+# counting the whole block as allocated otherwise: a 438297-float temporary (1753600 bytes) once took a
+# cached 2301952-byte block (a 575488-float tensor of an earlier case) and was counted as 2301952 bytes,
+# against 1753600 in the grading process, which empties its cache first. With every size (and so every
+# block: segments are 20 MiB or multiples of 2 MiB) a multiple of 2 MiB, what remains is 0 or >= 2 MiB.
+ALLOCATOR_GRAIN = 2 * 1024 * 1024
+
+
+def memory_case_floats(rng) -> int:
+    """A temporary's size in floats: 1 to 4 times 2 MiB."""
+    return rng.randint(1, 4) * ALLOCATOR_GRAIN // 4
+
+
 def _memory_cases(quick):
     rng = random.Random()
     cases = []
     for live in rng.sample(range(1, 5), 2 if quick else 3):  # distinct: no constant multiple of n passes
-        n = rng.randint(200_000, 1_000_000)
+        n = memory_case_floats(rng)
         cases.append(Case(f"{live} live temporaries of {n} floats", lambda g, p=alloc_probe(live), n=n: (p, rand(g, (n,))),
                           hint="peak minus memory allocated before the call (torch.cuda.max_memory_allocated after "
                                "reset_peak_memory_stats; on the CPU, the profiler's memory events)", family="value",
