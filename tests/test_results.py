@@ -12,7 +12,8 @@ from tools import results, results_tables
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 RUNS = results.runs()
-CALIBRATIONS = [(run, run.calibration()) for run in RUNS if run.calibration()]
+# Every calibration record: a run's own, and one per repeated grading of it (run-k/, tools/gpu_repeat_grading.py).
+CALIBRATIONS = [(run, cal) for run in RUNS for cal in run.calibrations()]
 # Thresholds answer to the speedups measured the way the grader measures now: a record of an older timing
 # protocol is history (kept, and shown in the README), not evidence for today's thresholds.
 CURRENT = [(run, cal) for run, cal in CALIBRATIONS if cal.get("protocol") == timing.PROTOCOL]
@@ -175,6 +176,70 @@ def test_every_recorded_grading_of_a_solution_clears_its_threshold_by_15_percent
     assert threshold <= speedup / results.MARGIN, (
         f"{exercise}: the solution graded at {speedup:.3f}x in {where} clears the threshold {threshold} by only "
         f"{speedup / threshold:.3f}")
+
+
+REPEATS = 5  # gradings of each solution per GPU that make a distribution (docs: calibrated from distributions)
+
+
+def _distributions(calibrations) -> dict:
+    """(GPU, exercise) -> {"solution": [speedups], "naive": [speedups]} over every current calibration record."""
+    found = {}
+    for run, cal in calibrations:
+        if cal.get("protocol") != timing.PROTOCOL:
+            continue
+        gpu = cal.get("gpu") or run.info.get("gpu")
+        for ex, rec in cal["exercises"].items():
+            d = found.setdefault((gpu, ex), {"solution": [], "naive": []})
+            for key in ("solution", "naive"):
+                if rec.get(f"{key}_speedup") is not None:
+                    d[key].append(rec[f"{key}_speedup"])
+    return found
+
+
+def _distribution_problems(distributions) -> list[str]:
+    """Where a GPU has REPEATS or more gradings of a solution: the slowest must clear the threshold by 15%
+    and the naive version must fall to the floor in every run."""
+    problems = []
+    for (gpu, ex), d in sorted(distributions.items()):
+        if len(d["solution"]) < REPEATS:
+            continue
+        perf = specs.get(ex).performance
+        if min(d["solution"]) < perf.threshold * results.MARGIN:
+            problems.append(f"{ex} on {gpu}: slowest of {len(d['solution'])} gradings {min(d['solution']):.3f}x, "
+                            f"needs {perf.threshold * results.MARGIN:.3f}x")
+        if d["naive"] and max(d["naive"]) > perf.floor:
+            problems.append(f"{ex} on {gpu}: naive {max(d['naive']):.3f}x in some run, above the floor {perf.floor}")
+    return problems
+
+
+def test_repeated_gradings_per_gpu_hold_the_distribution_rules():
+    assert not _distribution_problems(_distributions(CALIBRATIONS))
+
+
+def test_repeated_gradings_are_read_from_their_run_folders(tmp_path):
+    """The layout tools/gpu_repeat_grading.py writes (run-1..run-N/calibration.json in one run folder) is read
+    as N gradings of one GPU, and the rules catch a slow run and a naive version above the floor."""
+    perf = specs.get("int8_weight_linear").performance
+    folder = tmp_path / "h200-repeat"
+    meta = {"gpu": "NVIDIA H200", "driver": "x", "python": "3.12", "torch": "2.11", "triton": "3.6",
+            "date": "2026-11-27T00:00:00+00:00", "method": "test"}
+    for k, (sol, naive) in enumerate([(1.2, 0.3)] * 4 + [(perf.threshold * 1.1, perf.floor + 0.01)], start=1):
+        results.write_json(folder / f"run-{k}" / results.CALIBRATION_FILE,
+                           {**meta, "protocol": timing.PROTOCOL, "margin": results.MARGIN,
+                            "exercises": {"int8_weight_linear": {"solution_speedup": sol, "naive_speedup": naive,
+                                                                 "graded_threshold": perf.threshold,
+                                                                 "graded_floor": perf.floor}}})
+    results.index(folder, meta)
+    runs = results.runs(tmp_path)
+    calibrations = [(run, cal) for run in runs for cal in run.calibrations()]
+    d = _distributions(calibrations)
+    assert len(d[("NVIDIA H200", "int8_weight_linear")]["solution"]) == REPEATS
+    problems = _distribution_problems(d)
+    assert len(problems) == 2 and "slowest of 5 gradings" in problems[0] and "above the floor" in problems[1]
+    from tools import gpu_repeat_grading  # the script's own table says the same
+
+    shown = gpu_repeat_grading.table(gpu_repeat_grading.distributions(folder), REPEATS)
+    assert "int8_weight_linear" in shown and shown.rstrip().endswith("FAILS")
 
 
 def test_graded_solutions_are_found():

@@ -36,7 +36,8 @@ HEADER_LINES = 30  # a header is found within a file's first lines
 # What each kind of file in a run folder is (run.json's "kind"), from its name.
 KINDS = (
     (r"bench[^/]*\.json", "bench"),            # python -m kernels_ref.bench --json
-    (r"calibration\.json", "calibration"),     # tools/gpu_autograde.py: solution and naive speedups
+    (r"(.*/)?calibration\.json", "calibration"),  # tools/gpu_autograde.py: solution and naive speedups (per
+                                                 # repeated grading: run-k/, tools/gpu_repeat_grading.py)
     (r"(.*/)?autograde\.json", "autograde"),   # tools/gpu_autograde.py: calibration rows + nbgrader runs
     (r"(.*/)?summary\.json", "check"),         # tools/gpu_autograder_check.py: expectations and spreads
     (r"(.*/)?throughput\.json", "throughput"),  # tools/synthetic_class.py: a class graded on 1 and on N GPUs
@@ -214,6 +215,10 @@ class Run:
     def calibration(self) -> dict | None:
         path = self.path / CALIBRATION_FILE
         return json.loads(path.read_text()) if path.exists() else None
+
+    def calibrations(self) -> list[dict]:
+        """Every calibration record of the run: its own, and one per repeated grading (run-k/calibration.json)."""
+        return [self.load(entry) for entry in self.files("calibration")]
 
 
 def runs(results: Path = RESULTS) -> list[Run]:
