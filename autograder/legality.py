@@ -139,8 +139,10 @@ class _Exits(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         name = getattr(func, "__name__", "")
         # only the learner's own calls: the interpreter's bounds check reads storages too, for every launch
-        if name in LEAVES_TORCH and self.recorder.is_learners(sys._getframe(1).f_code.co_filename):
-            self.recorder.note(name, sys._getframe(1))
+        if name in LEAVES_TORCH:
+            caller = _outside_torch(sys._getframe(1))
+            if caller is not None and self.recorder.is_learners(caller.f_code.co_filename):
+                self.recorder.note(name, caller)
         return func(*args, **(kwargs or {}))
 
 
@@ -220,13 +222,20 @@ class OpRecorder(TorchDispatchMode):
 _COURSE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep + "course" + os.sep
 
 
+def _outside_torch(frame):
+    """The nearest frame outside torch's Python and this file (the recorder's own function-level half
+    calls on to torch): the code that asked for the operator."""
+    while frame is not None and ("/torch/" in frame.f_code.co_filename or frame.f_code.co_filename == __file__):
+        frame = frame.f_back
+    return frame
+
+
 def _interpreter_plumbing(frame) -> bool:
     """Whether an operator is the CPU interpreter's own (copying a launch's tensors to the host and back,
     emulating a cast): the code nearest it outside torch is the interpreter or the course's patches of it.
     Code the interpreter calls on the learner's behalf (hooks, grid callables) is the learner's frame, and
     on a GPU, where the grade is made, no interpreter runs."""
-    while frame is not None and ("/torch/" in frame.f_code.co_filename or frame.f_code.co_filename == __file__):
-        frame = frame.f_back  # (this file: the recorder's own function-level half calls on to torch)
+    frame = _outside_torch(frame)
     if frame is None:
         return False
     name = frame.f_code.co_filename

@@ -92,3 +92,30 @@ def test_imports_from_outside_the_installed_packages_are_refused(name, why):
     ex = escape(name)
     assert ex["score"] == 0 and not ex["correct"]
     assert why in text(ex) and "(at line 10)" in text(ex), text(ex)
+
+
+# --------------------------------------------------------------------- size rules and what runs
+
+def test_logits_written_through_out_count_against_the_size_rule():
+    ex = graded("lce_logits_through_out.py", ("linear_cross_entropy",))["linear_cross_entropy"]
+    assert ex["score"] == 0 and not ex["correct"]
+    assert any("aten.mm at line 32 produced a tensor of" in v for v in ex["violations"]), ex["violations"]
+
+
+def test_a_forbidden_call_no_graded_call_runs_is_a_note_and_costs_nothing():
+    # on the CPU nothing is timed, so the branch for the timed workload never runs (on a GPU the recorded
+    # call on the timed inputs runs it: tools/gpu_autograder_check.py)
+    ex = escape("only_when_timed")
+    assert ex["correct"] and not ex["violations"], text(ex)
+    assert any(f.startswith("note: line 15: uses torch.softmax") and "no graded call ran it" in f
+               for f in ex["feedback"]), ex["feedback"]
+
+
+def test_a_public_style_fused_loss_keeps_every_correctness_point():
+    # own method names, a rows' mask (aten.ne), importlib in a version check, torch.softmax / torch.gather /
+    # F.cross_entropy in branches its arguments never take, a debug path
+    ex = graded("liger_style_lce.py", ("linear_cross_entropy",))["linear_cross_entropy"]
+    assert ex["correct"] and not ex["violations"], text(ex)
+    assert ex["score"] * ex["points"] == pytest.approx(7.0)
+    notes = [f for f in ex["feedback"] if f.startswith("note:")]
+    assert {n.split(":")[1].strip() for n in notes} == {"line 46", "line 49", "line 64"}, notes

@@ -324,3 +324,59 @@ def test_the_null_kernel_check_uses_cases_a_kernel_that_never_ran_cannot_get_rig
     assert len(chosen) == 2
     for _, p in chosen:
         assert p.a[1].shape[0] > 1 and float(p.ref_a) != 0.0, p.case.name
+
+
+def test_the_recorder_counts_results_written_through_out_and_resize():
+    from autograder import legality
+
+    x, w = torch.randn(40, 8), torch.randn(300, 8)
+    rec = legality.OpRecorder(None)
+    with rec:
+        logits = torch.empty(0)
+        torch.mm(x, w.t(), out=logits)            # the full [M, V] logits, into a tensor that starts empty
+    assert rec.largest[:2] == [40 * 300, "mm"]
+    rec = legality.OpRecorder(None)
+    with rec:
+        deq = torch.empty(0, dtype=torch.float32)
+        torch.zeros(w.shape, out=deq)             # a float copy of a whole weight, made through out=
+        deq.copy_(w)
+    assert rec.largest[:2] == [300 * 8, "zeros"]
+
+
+def test_values_handed_to_numpy_are_a_violation_named_with_the_line_except_where_numbers_are_the_answer(tmp_path):
+    from autograder import legality, specs
+
+    src = tmp_path / "sub.py"
+    src.write_text("import numpy as np\ndef f(x):\n    a = np.asarray(x)\n    return x.tolist()\n")
+    ns = {}
+    exec(compile(src.read_text(), str(src), "exec"), ns)
+    rec = legality.OpRecorder(str(src))
+    with rec:
+        ns["f"](torch.ones(3))
+    assert ["__array__", 3, 1] in rec.records() and ["tolist", 4, 1] in rec.records()
+    where = lambda line: f"line {line}"  # noqa: E731
+    found = legality.judge(specs.get("checkpointed_mlp"), rec.records(), [], False, where)  # any torch op allowed
+    assert any("Tensor.__array__ at line 3" in v for v in found) and any("Tensor.tolist at line 4" in v for v in found)
+    assert legality.judge(specs.get("time_floor"), rec.records(), [], False, where) == []
+
+
+def test_launches_are_counted_where_they_are_made(tmp_path):
+    # a launch from a pre-run hook of another launch is a launch of the call; a warm-up compiles, runs nothing
+    import triton
+    import triton.language as tl
+
+    from autograder import legality
+
+    src = tmp_path / "kernels.py"
+    src.write_text(
+        "import triton\nimport triton.language as tl\n"
+        "@triton.jit\ndef one(p):\n    tl.store(p, tl.load(p) + 1)\n"
+        "@triton.jit\ndef two(p):\n    tl.store(p, tl.load(p) + 2)\n")
+    ns = {}
+    exec(compile(src.read_text(), str(src), "exec"), ns)
+    x = torch.zeros(1)
+    legality.install_launch_counter()
+    legality.reset_launches()
+    ns["two"].add_pre_run_hook(lambda *a, **k: ns["one"][(1,)](x))
+    ns["two"][(1,)](x)
+    assert legality.launches() == 2 and float(x) == 3.0

@@ -207,3 +207,38 @@ def test_gpu_checkpointed_mlp_memory():
     eager_held, eager_peak = held_and_peak(mlp_torch)
     assert held <= 1 << 20 and eager_held >= 2 * 8192 * 4096 * 2, (held, eager_held)
     assert peak <= 1.1 * eager_peak, (peak, eager_peak)
+
+
+def test_the_meter_counts_a_storage_at_its_size_when_it_measures():
+    # grown after it was first seen (the tensor's resize_, its storage's resize_): what is held is counted
+    with MemoryMeter() as meter:
+        small = torch.empty(4)
+        assert meter.live_bytes() == 16
+        small.resize_(1000)
+        assert meter.live_bytes() == 4000
+        small.untyped_storage().resize_(8000)
+        assert meter.live_bytes() == 8000
+
+
+def test_the_meter_counts_a_sparse_copy_by_its_indices_and_values():
+    dense = torch.randn(64, 64)
+    with MemoryMeter() as meter:
+        kept = dense.to_sparse()
+        held = meter.held(None)
+    nnz = kept._nnz()
+    assert held >= nnz * (4 + 2 * 8)  # float32 values and two int64 indices per entry
+    del kept
+
+
+def test_results_written_through_out_and_resize_count_as_what_the_operator_made():
+    from measure.memory import written_outputs
+
+    a, b = torch.randn(6, 3), torch.randn(3, 7)
+    out = torch.empty(0)
+    mm = torch.ops.aten.mm.out
+    assert [t.shape for t in written_outputs(mm, (a, b), {"out": out}, mm(a, b, out=out))] == [(6, 7)]
+    t = torch.empty(0)
+    grow = torch.ops.aten.resize_.default
+    assert [x.numel() for x in written_outputs(grow, (t, [10, 10]), {}, grow(t, [10, 10]))] == [100]
+    copy = torch.ops.aten.copy_.default  # in place on a tensor that exists: nothing new is made
+    assert written_outputs(copy, (t, torch.ones(10, 10)), {}, copy(t, torch.ones(10, 10))) == []

@@ -377,7 +377,10 @@ EXERCISES = [
         correctness_points=7, performance_points=3, cases=_cases, reference=reference,
         out_dtypes=lambda a: (torch.float32,),
         kind=TRITON, timeout_s=300.0,
-        rules=triton_rules(WHY, max_launches=None, extra_ops={"mm", "addmm", "sum", "div", "add", "add_", "mean"},
+        # ne/eq: masks of the rows to count (targets != ignore_index, as public fused losses do): they compute
+        # none of the loss
+        rules=triton_rules(WHY, max_launches=None,
+                           extra_ops={"mm", "addmm", "sum", "div", "add", "add_", "mean", "ne", "eq"},
                            max_intermediate=max_intermediate),
         performance=Performance(
             inputs=_perf_inputs, baseline=eager_linear_cross_entropy,
