@@ -451,3 +451,19 @@ def test_only_rejects_an_unknown_submission_and_names_the_known_ones(tmp_path, c
     assert stop.value.code == 2
     err = capsys.readouterr().err
     assert "unknown submission(s) ['nope']" in err and "faults_notebook" in err
+
+
+def test_the_legality_group_grades_every_escape_class_and_the_solutions(tmp_path):
+    grades = gac.plan(tmp_path, 30.0)
+    legality = {g.label: g for g in grades if g.group == "legality"}
+    assert set(gac.LEGALITY_ESCAPES) <= set(legality) and "lce_logits_through_out" in legality
+    for label in (*gac.LEGALITY_ESCAPES, "lce_logits_through_out"):
+        assert set(legality[label].expect.values()) == {"zero"}, label
+        assert legality[label].path.is_file(), label
+    assert legality["liger_style_lce"].expect == {"linear_cross_entropy": "correct"}
+    solutions = [g for g in grades if g.group == "legality-solutions"]
+    assert {g.path.parent.name for g in solutions} == {nb for nb, _ in gac.LEGALITY_SOLUTIONS}
+    assert all(g.path.is_file() for g in solutions)
+    row = {"correct": True, "perf_passed": False, "message": ""}
+    assert gac.judge_row(row, "correct", [], on_gpu=True) == (True, "correct; performance not passed")
+    assert gac.judge_row(dict(row, correct=False), "correct", [], on_gpu=False)[0] is False

@@ -12,7 +12,12 @@ one subprocess per submission, sequentially (the GPU is never shared while timin
    returning unwritten memory when not poisoned: none may pass or be timed faster than the slow one;
 3. faults: a notebook (built from tests/gpu_submissions/faults.py) where softmax stores out of bounds
    (CUDA only: skipped on a CPU, with a note), online_softmax asks for 10 TB and vector_add hangs; the
-   other exercise, bias_gelu, must still be graded, and each fault explained in plain words.
+   other exercise, bias_gelu, must still be graded, and each fault explained in plain words;
+4. legality (docs/GUARANTEES.md, 2; ``--only legality``, about 3 minutes on an H100): operators run by a
+   pre-run hook or a heuristic, a launch from a grid callable, a module beside the submission, imports from
+   the repository or by a computed name, logits written through ``out=`` and a branch only the timed
+   workload takes all score 0; a public-style fused loss stays correct. ``--only legality-solutions``
+   (about 5 minutes): the solutions of 05-09 stay correct (and their performance is shown).
 
 Prints one line per grade as it finishes, the repeat-run spread, what was expected and whether it
 held, and last a table (submission, exercise, correct, perf passed, time, baseline, speedup, GB/s,
@@ -54,6 +59,7 @@ class Grade:
     timeout: float | None = None
     cuda_only: set = field(default_factory=set)  # exercises skipped without a GPU
     repeat: int = 1
+    group: str = "core"              # --only takes a group's name too (GROUPS)
 
 
 # ----------------------------------------------------------------------------- rows and the table
@@ -216,6 +222,10 @@ def judge_row(row: dict, expectation: str, rows: list, on_gpu: bool) -> tuple:
         if row["time_ms"] is not None and honest is not None and row["time_ms"] < ESCAPE_FLOOR * honest:
             return False, f"escaped: timed {row['time_ms']:.4g} ms, the honest slow kernel {honest:.4g} ms"
         return True, "no pass, no shorter time"
+    if expectation == "correct":  # legality must not cost honest work its points; performance reported only
+        if not row["correct"]:
+            return False, "should be correct (honest work keeps its points)"
+        return True, "correct" + (f"; performance {'passed' if row['perf_passed'] else 'not passed'}" if on_gpu else "")
     if expectation == "zero":
         if row["correct"] or (row.get("score") or 0) > 0:
             return False, "an escape must score 0"
@@ -246,6 +256,32 @@ def notebook_from_source(source: str) -> dict:
             "nbformat": 4, "nbformat_minor": 5}
 
 
+# Legality (docs/GUARANTEES.md, 2): the escapes of Python inside a launch (class 1), code beside the
+# submission or from the repository (class 2), a size rule dodged with out= (class 6) and a branch only the
+# timed workload takes must score 0 on the GPU; honest code keeps its points.
+LEGALITY_ESCAPES = ("escape_hook_computes", "escape_heuristic_computes", "escape_grid_launches",
+                    "escape_helper_module", "escape_imports_repository", "escape_unaudited_module",
+                    "escape_only_when_timed")
+LEGALITY_SOLUTIONS = (("05_layer_norm", ["layer_norm_fwd", "layer_norm_bwd", "layer_norm_gelu"]),
+                      ("06_matmul_fused_mlp", ["matmul", "linear_bias_gelu"]),
+                      ("07_flash_attention", ["flash_attention_fwd", "flash_attention_bwd"]),
+                      ("08_memory", ["linear_cross_entropy", "checkpointed_mlp", "int8_weight_linear"]),
+                      ("09_capstone", ["transformer_block"]))
+GROUPS = ("core", "legality", "legality-solutions")
+
+
+def legality_plan() -> list:
+    return [
+        Grade("lce_logits_through_out", SUBMISSIONS / "lce_logits_through_out.py", ["linear_cross_entropy"],
+              {"linear_cross_entropy": "zero"}, group="legality"),
+        Grade("liger_style_lce", SUBMISSIONS / "liger_style_lce.py", ["linear_cross_entropy"],
+              {"linear_cross_entropy": "correct"}, group="legality"),
+        *[Grade(f"solution_{nb}", ROOT / "solutions" / nb / f"{nb}.ipynb", exercises,
+                {e: "correct" for e in exercises}, group="legality-solutions")
+          for nb, exercises in LEGALITY_SOLUTIONS],
+    ]
+
+
 def plan(out: Path, hang_timeout: float) -> list:
     nb = out / "faults_notebook.ipynb"
     nb.write_text(json.dumps(notebook_from_source((GPU_SUBMISSIONS / "faults.py").read_text()), indent=1))
@@ -259,7 +295,9 @@ def plan(out: Path, hang_timeout: float) -> list:
         Grade("cache_after_warmup", GPU_SUBMISSIONS / "cache_after_warmup.py", ["softmax"], {"softmax": "zero"}),
         Grade("stale_unless_poisoned", GPU_SUBMISSIONS / "stale_unless_poisoned.py", ["softmax"],
               {"softmax": "zero"}),
-        *[Grade(p.stem, p, ["softmax"], {"softmax": "zero"}) for p in sorted(SUBMISSIONS.glob("escape_*.py"))],
+        *[Grade(p.stem, p, ["softmax"], {"softmax": "zero"}, group="legality" if p.stem in LEGALITY_ESCAPES else "core")
+          for p in sorted(SUBMISSIONS.glob("escape_*.py"))],
+        *legality_plan(),
         *[Grade(f"solution_{nb}", ROOT / "solutions" / nb / f"{nb}.ipynb", exercises,
                 {e: "fast" for e in exercises})
           for nb, exercises in (("03_triton_basics", ["vector_add", "bias_gelu"]),
@@ -314,8 +352,9 @@ def main(argv=None) -> int:
     p.add_argument("--out", default="gpu_autograder_check_out", help="folder for the JSON and text reports")
     p.add_argument("--full", action="store_true", help="the specs' full correctness cases (default: --quick)")
     p.add_argument("--only", metavar="LABEL,...", default=None,
-                   help="run only these submissions (e.g. faults_notebook,stale_unless_poisoned: the parts the "
-                        "2026-11-22 H100 run did not reach)")
+                   help="run only these submissions or groups (e.g. faults_notebook,stale_unless_poisoned: the "
+                        "parts the 2026-11-22 H100 run did not reach; legality: the escapes of "
+                        "docs/GUARANTEES.md 2 and a public-style loss; legality-solutions: the solutions of 05-09)")
     p.add_argument("--hang-timeout", type=float, default=None,
                    help="seconds per exercise in the faults notebook (default 30 on a GPU, 90 on a CPU)")
     args = p.parse_args(argv)
@@ -333,10 +372,11 @@ def main(argv=None) -> int:
     grades = plan(out, hang_timeout)
     if args.only:
         wanted = {w.strip() for w in args.only.split(",") if w.strip()}
-        unknown = wanted - {g.label for g in grades}
+        unknown = wanted - {g.label for g in grades} - set(GROUPS)
         if unknown:
-            p.error(f"--only: unknown submission(s) {sorted(unknown)}; known: {[g.label for g in grades]}")
-        grades = [g for g in grades if g.label in wanted]
+            p.error(f"--only: unknown submission(s) {sorted(unknown)}; known: {[g.label for g in grades]} "
+                    f"and the groups {list(GROUPS)}")
+        grades = [g for g in grades if g.label in wanted or g.group in wanted]
     for grade in grades:
         exercises = [e for e in grade.exercises if on_gpu or e not in grade.cuda_only]
         for e in grade.exercises:
