@@ -258,3 +258,10 @@ def test_the_sort_path_behind_a_token_kernel_scores_zero_and_names_the_operators
     assert ex["score"] == 0 and not ex["correct"]
     for named in ("aten.sort", "aten._softmax", "aten.cumsum"):
         assert any(named in v for v in ex["violations"]), (named, ex["violations"])
+
+
+def test_cache_rows_copied_by_torch_are_a_violation():
+    from _autograder_helpers import graded
+
+    ex = graded("later/rope_torch_cache_write_10.py", ("rope_kv_append",), 300.0)["rope_kv_append"]
+    assert ex["score"] == 0 and any("aten.copy_" in v for v in ex["violations"]), ex["violations"]

@@ -134,3 +134,35 @@ def test_paged_checks_its_arguments():
         paged_decode_attention(q, kp, vp, table, lens)
     with pytest.raises(ValueError, match="one row per sequence"):
         paged_decode_attention(q[:, :2], kp, vp, table[:1], lens)
+
+
+# ------------------------------------------------------------------------------------------- GPU, full size
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16))
+def test_gpu_sampling_a_128k_vocabulary(dtype):
+    logits, t, p, u = (a.cuda() for a in _sampling(torch.Generator().manual_seed(7), 64, 128256, dtype))
+    want = reference.sample_top_p(logits, t, p, u)
+    assert torch.equal(sample_top_p(logits, t, p, u), want)
+    assert torch.equal(sample_top_p_torch(logits, t, p, u), want)
+
+
+@pytest.mark.gpu
+def test_gpu_rope_at_a_decode_step():
+    args = [a.cuda() for a in _rope(torch.Generator().manual_seed(8), 64, 32, 8, 128, 1024, torch.bfloat16)]
+    want = reference.rope_kv_append(*args)
+    kc, vc = args[5].clone(), args[6].clone()
+    ok, _, msg = compare((rope_kv_append(*args[:5], kc, vc, args[7]), kc, vc), want, dtypes=[torch.bfloat16] * 3)
+    assert ok, msg
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gpu_paged_attention_long_and_mixed(dtype):
+    from autograder.specs.nb10_serving import PAGED_TOLERANCES
+
+    for lengths, H, H_kv in (([1, 4000, 17, 30000], 32, 8), ([131072], 8, 8), ([300] * 64, 32, 8)):
+        args = paged_inputs(lengths, H, H_kv, 128, 16, dtype, "cuda")
+        ok, _, msg = compare(paged_decode_attention(*args, 0.088), reference.paged_decode_attention(*args, 0.088),
+                             PAGED_TOLERANCES)
+        assert ok, (lengths, msg)

@@ -20,7 +20,7 @@ rope_kv_append
 positions ``[B]`` int64. Rotate-half RoPE of q and k at each sequence's position; the rotated k and v are
 written into row ``positions[b]`` of sequence b's caches, in place. Graded: q_rot *and both caches* (the
 harness returns them with q_rot), whole: every other row of the caches holds values that must come back
-unchanged. One launch.
+unchanged. One launch, which writes the cache rows itself (torch's copy_ into a cache row is a violation).
 
 paged_decode_attention
 ----------------------
@@ -32,14 +32,15 @@ their combination).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import torch
 
 from autograder.fresh import arg_seed, jittered
 from autograder.specs._cases import HINT_STRIDE, dtype_name, family_of, row_strided
-from autograder.specs.base import (TOLERANCES, TRITON, Case, Exercise, Performance, float_dtypes, pick_shapes,
-                                   rand, triton_rules)
+from autograder.specs.base import (TOLERANCES, TRITON, TRITON_ALLOWED, Case, Exercise, Performance, float_dtypes,
+                                   pick_shapes, rand, triton_rules)
 from autograder.specs.nb06_matmul_fused_mlp import TF32_TOLERANCES
 from measure import reference
 
@@ -243,7 +244,13 @@ def _rope_bytes(args) -> int:
 WHY_ROPE = {op: "the rotation belongs in your kernel, computed in float32 from the loaded halves"
             for op in ("mul", "sub", "add", "cat", "neg", "index", "index_select", "chunk_cat")}
 WHY_ROPE.update({op: "write the cache rows from your kernel (the same launch that rotates k)"
-                 for op in ("index_put", "index_put_", "_index_put_impl_", "scatter", "scatter_")})
+                 for op in ("index_put", "index_put_", "_index_put_impl_", "scatter", "scatter_", "copy_",
+                            "_local_scalar_dense")})
+# The cache write is the exercise: torch may not copy rows into the caches (copy_ into a selected row, with
+# positions read to the host by .item()), which plumbing otherwise allows. A launcher that needs a
+# contiguous copy of q, k or v still gets one (contiguous and clone).
+ROPE_RULES = dataclasses.replace(triton_rules(WHY_ROPE, max_launches=1),
+                                 allowed_ops=TRITON_ALLOWED - {"copy_", "_local_scalar_dense"})
 
 # ------------------------------------------------------------------------------------------- paged attention
 
@@ -354,7 +361,7 @@ EXERCISES = [
         signature="rope_kv_append(q, k, v, cos, sin, k_cache, v_cache, positions) -> q_rot (caches written)",
         correctness_points=7, performance_points=3, cases=_rope_cases, reference=reference.rope_kv_append,
         out_dtypes=lambda a: (a[0].dtype, a[5].dtype, a[6].dtype), kind=TRITON, harness=rope_outputs,
-        writes=(5, 6), rules=triton_rules(WHY_ROPE, max_launches=1),
+        writes=(5, 6), rules=ROPE_RULES,
         performance=Performance(
             inputs=_rope_perf_inputs, baseline=eager_rope, fresh=rope_fresh,
             baseline_name="eager PyTorch (slices, products, cat; two indexed cache writes)", nbytes=_rope_bytes,
