@@ -84,7 +84,8 @@ NOTEBOOKS: tuple[Notebook, ...] = (
              "embedding fused with the KV-cache write, paged decode attention split over keys; the decode step "
              "rebuilt from them and graphed",
              ("sample_top_p", "rope_kv_append", "paged_decode_attention"),
-             ("kernels_ref.sampling", "kernels_ref.rope_cache", "kernels_ref.paged_attention")),
+             ("kernels_ref.sampling", "kernels_ref.rope_cache", "kernels_ref.paged_attention",
+              "kernels_ref.decode_step")),
 )
 
 

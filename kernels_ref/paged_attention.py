@@ -207,7 +207,6 @@ def paged_case(lengths, label: str, H: int = 32, H_kv: int = 8, D: int = 128, pa
     from kernels_ref.benchmarking import BenchCase, Goal
     from measure import reference
 
-    probe = paged_inputs(lengths, H, H_kv, D, page_size, dtype, "cpu")
     goal_list = []
     if "faster" in goals:
         goal_list.append(Goal.faster("triton", "gather_sdpa", 1.5))
@@ -217,7 +216,8 @@ def paged_case(lengths, label: str, H: int = 32, H_kv: int = 8, D: int = 128, pa
         op="paged_decode_attention", label=f"{label} H{H}/{H_kv} D{D} page {page_size}",
         make_inputs=lambda: paged_inputs(lengths, H, H_kv, D, page_size, dtype, DEVICE),
         candidates={"triton": paged_decode_attention, "gather_sdpa": gather_then_sdpa},
-        reference=reference.paged_decode_attention, nbytes=kv_bytes(probe[1], probe[3], probe[4]),
+        reference=reference.paged_decode_attention,
+        nbytes=2 * sum(lengths) * H_kv * D * torch.tensor([], dtype=dtype).element_size(),  # kv_bytes, made up front
         sweep="tokens", sweep_value=sum(lengths), goals=goal_list)
 
 

@@ -167,7 +167,9 @@ def sampling_case(B: int, V: int = 128256, dtype=torch.float32, goal: float | No
         logits = (3.0 * torch.randn(B, V, device=DEVICE)).to(dtype)
         temperature = torch.empty(B, device=DEVICE).uniform_(0.6, 1.2)
         top_p = torch.empty(B, device=DEVICE).uniform_(0.5, 0.95)
-        return logits, temperature, top_p, torch.rand(B, device=DEVICE)
+        # where float32 rounding cannot decide (the grader's rule): the exact check then holds every time
+        top_p, uniform = reference.decisive_top_p_uniform(logits, temperature, top_p, torch.rand(B, device=DEVICE))
+        return logits, temperature, top_p, uniform
 
     return BenchCase(
         op="sample_top_p", label=f"B{B} V{V} {str(dtype)[6:]}", make_inputs=make,

@@ -212,8 +212,11 @@ def test_main_writes_json_and_plots(tmp_path, monkeypatch, capsys):
 
 def test_every_op_module_builds_valid_bench_cases():
     """The real suite's cases are well formed (built, not run: their inputs live on the GPU)."""
-    # the memory-bound modules; matmul, flash_attention, checkpoint and quant test their own cases
-    mine = [m for m in bench.MODULES if m.split(".")[-1] not in ("matmul", "flash_attention", "checkpoint", "quant")]
+    # the memory-bound modules; matmul, flash_attention, checkpoint, quant and the serving modules test their
+    # own cases (their baselines are other candidates than "eager": tests/test_kernels_serving.py)
+    own = ("matmul", "flash_attention", "checkpoint", "quant", "sampling", "rope_cache", "paged_attention",
+           "decode_step")
+    mine = [m for m in bench.MODULES if m.split(".")[-1] not in own]
     for quick in (True, False):
         cases, notes = bench.collect_cases(quick, modules=mine)
         ops = {c.op for c in cases}

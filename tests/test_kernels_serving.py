@@ -166,3 +166,22 @@ def test_gpu_paged_attention_long_and_mixed(dtype):
         ok, _, msg = compare(paged_decode_attention(*args, 0.088), reference.paged_decode_attention(*args, 0.088),
                              PAGED_TOLERANCES)
         assert ok, (lengths, msg)
+
+
+def test_bench_cases_are_well_formed_and_check_out_at_small_size():
+    """The serving cases are built (their full-size inputs live on the GPU), and small versions of each pass
+    the suite's float64 check here (stub timer and meter): sampling, RoPE, paged attention and the decode
+    step, graphed and not (without a GPU a graphed candidate is the plain call)."""
+    from kernels_ref import bench, benchmarking, decode_step, paged_attention, rope_cache, sampling
+
+    ops = ["sample_top_p", "rope_kv_append", "paged_decode_attention", "decode_step"]
+    for quick in (True, False):
+        cases, notes = bench.collect_cases(quick, ops)
+        assert {c.op for c in cases} == set(ops) and not notes
+    assert any(g.quantity == "fraction_of_peak" and g.threshold == 0.8 for c in cases for g in c.goals)
+    small = [sampling.sampling_case(3, 500), rope_cache.rope_case(3, 4, 2, 16, 8, torch.float32),
+             paged_attention.paged_case([1, 37, 100], "small", 4, 2, 16, 8, dtype=torch.float32),
+             decode_step.step_case(2, 32, 4, 2, 300, 16, torch.float32)]
+    _, rows, _ = benchmarking.run_suite(small, ceilings=benchmarking.Ceilings(1.0, 1.0), timer=lambda fn: 1.0,
+                                        peak_memory=lambda fn: 1, progress=False)
+    assert len(rows) == 10 and all(r.correct for r in rows), [(r.op, r.candidate, r.note) for r in rows if not r.correct]

@@ -131,13 +131,13 @@ for stage in "$@"; do
         protocol-timeline) TAIL=${LAUNCH_TAIL:-20} run_logged protocol-timeline${LAUNCH_LABEL:+-$LAUNCH_LABEL} python3 -m probes.protocol_timeline ${TIMELINE_ARGS:-} ;;
         # 10_serving in one go (serving = serving-bench, serving-notebook, serving-grade): its reference kernels'
         # goals (sampling and RoPE against eager, paged attention against gather + SDPA and as a fraction of
-        # copy bandwidth), the notebook at full size (its printed measurements in the log, the executed copy
+        # copy bandwidth, the decode step built from them graphed against eager's graph), the notebook at full size (its printed measurements in the log, the executed copy
         # beside it), then the solution graded GRADINGS times (default 5): the first with the calibration
         # (the naive versions timed by the grader's protocol), the others by `python -m autograder grade`.
         serving|serving-bench|serving-notebook|serving-grade)
             if [ "$stage" != serving-notebook ] && [ "$stage" != serving-grade ]; then
                 TAIL=40 run_logged serving-bench python3 -m kernels_ref.bench --no-progress \
-                    --ops sample_top_p,rope_kv_append,paged_decode_attention --json "$RES/bench-serving.json"
+                    --ops sample_top_p,rope_kv_append,paged_decode_attention,decode_step --json "$RES/bench-serving.json"
             fi
             if [ "$stage" = serving ] || [ "$stage" = serving-notebook ]; then
                 TAIL=40 run_logged serving-notebook python3 -m tools.execute_notebook --timeout 900 --print-output \
