@@ -129,13 +129,17 @@ for stage in "$@"; do
         # Where the protocol's time goes in one call (torch.profiler's timeline): flush, CPU to the first launch,
         # GPU idle, kernels, synchronize; each reference kernel beside eager. TIMELINE_ARGS adds options.
         protocol-timeline) TAIL=${LAUNCH_TAIL:-20} run_logged protocol-timeline${LAUNCH_LABEL:+-$LAUNCH_LABEL} python3 -m probes.protocol_timeline ${TIMELINE_ARGS:-} ;;
-        # 10_serving in one go (serving = serving-bench, serving-notebook, serving-grade): its reference kernels'
-        # goals (sampling and RoPE against eager, paged attention against gather + SDPA and as a fraction of
-        # copy bandwidth, the decode step built from them graphed against eager's graph), the notebook at full size (its printed measurements in the log, the executed copy
-        # beside it), then the solution graded GRADINGS times (default 5): the first with the calibration
-        # (the naive versions timed by the grader's protocol), the others by `python -m autograder grade`.
+        # 10_serving in one go (serving = serving-bench, serving-notebook, serving-grade): its reference kernels
+        # checked at full size (the GPU tests of tests/test_kernels_serving.py), their goals (sampling and RoPE
+        # against eager, paged attention against gather + SDPA and as a fraction of copy bandwidth, the decode
+        # step built from them graphed against eager's graph), the notebook at full size (its printed
+        # measurements in the log, the executed copy beside it), then the solution graded GRADINGS times
+        # (default 5): the first with the calibration (the naive versions timed by the grader's protocol), the
+        # others by `python -m autograder grade`.
         serving|serving-bench|serving-notebook|serving-grade)
             if [ "$stage" != serving-notebook ] && [ "$stage" != serving-grade ]; then
+                TAIL=15 run_logged serving-kernel-tests python3 -m pytest -m gpu tests/test_kernels_serving.py -q \
+                    -p no:cacheprovider --timeout 600
                 TAIL=40 run_logged serving-bench python3 -m kernels_ref.bench --no-progress \
                     --ops sample_top_p,rope_kv_append,paged_decode_attention,decode_step --json "$RES/bench-serving.json"
             fi
