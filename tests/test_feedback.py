@@ -60,7 +60,8 @@ def _axes_used(cases, gen) -> tuple[dict, dict]:
     return sizes, strided
 
 
-@pytest.mark.parametrize("regime", ["quick", "cpu", "gpu-shapes"])
+# The GPU's cases are built here in full (a few minutes of CPU on a shared machine): slow.
+@pytest.mark.parametrize("regime", ["quick", "cpu", pytest.param("gpu-shapes", marks=pytest.mark.slow)])
 def test_every_axis_and_layout_the_grade_varies_a_public_case_varies(regime, monkeypatch):
     """A kernel whose grid leaves out the batch, or that steps heads by the wrong stride, fails ``check``
     wherever it fails the grade: every axis some graded case makes longer than 1 is longer than 1 in a
