@@ -604,8 +604,10 @@ def test_one_line_per_learner_as_each_finishes_and_a_quiet_progress_bar(graded_c
     assert sorted(line.split()[0] for line in lines) == sorted(graded)  # once each
     first = min(t for t, line in graded_class.line_times if line.split(" ", 1)[0] in LEARNERS)
     assert graded_class.ended - first > 10  # the first learner's line came when they finished, not at the end
-    noise = [line for line in err.replace("\r", "\n").splitlines()
-             if line.strip() and not line.lstrip().startswith("grading")]
+    lines = [line for line in err.replace("\r", "\n").splitlines() if line.strip()]
+    # Python's own note at exit about the worker the fixture killed (the warning's line, then its source)
+    python = {i + k for i, line in enumerate(lines) if "resource_tracker" in line for k in (0, 1)}
+    noise = [line for i, line in enumerate(lines) if i not in python and not line.lstrip().startswith("grading")]
     assert noise == []  # nbgrader's log and Jupyter's warnings stay out of the terminal
     assert "feedback made without running the notebook (1; reasons above): fay" in out
     assert f"copied by hand?): no submission time recorded, so no late penalty can apply: {COPIED_BY_HAND}" in out
@@ -625,7 +627,8 @@ def test_every_learner_is_in_every_class_output_with_a_status_and_reason(graded_
     page = _report(run, "leaderboard.html").read_text()
     assert "6 learners:" in page and all(f"<td>{s}</td>" in page for s in LEARNERS)
     assert f"over {len(LEARNERS)} learners" in page  # means over the whole class
-    assert len(re.findall(r"<td>fay</td>", page)) == n  # in every exercise's table
+    tables = page[page.index("<img"):]  # each exercise's table, after the review list and the plots
+    assert len(re.findall(r"<td>fay</td>", tables)) == n
     assert _report(run, "scores.png").stat().st_size > 1000
 
 
@@ -654,7 +657,7 @@ def test_every_learner_gets_feedback_without_server_paths(graded_class):
         for server in (str(run.course), str(ROOT), str(run.tmpdir), sys.prefix, "autograder-scratch-"):
             assert server not in page, (student, server)
     broken = (run.course / "feedback" / "fay" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
-    assert "could not be read" in broken and "Graded outside this notebook" in broken
+    assert "could not be read" in broken and "is not a valid notebook (invalid JSON" in broken  # and why
     # the patcher's kernel handed nbgrader 100x the points; its copy was still made by running it
     assert "feedback made without running" not in run.patcher_out and "NO FEEDBACK COPY" not in run.patcher_out
     result = json.loads((run.course / "autograder_results" / ASSIGNMENT / "eve.json").read_text())
