@@ -22,7 +22,14 @@ WORKS, NOTE = sandbox.status()
 needs_sandbox = pytest.mark.skipif(not WORKS, reason=f"no sandbox on this machine: {NOTE}")
 
 
+ROOT = Path(__file__).resolve().parent.parent
+
+
 def run_in_sandbox(tmp_path, code, *args, readable=(), writable=(), env=None, timeout=120):
+    # The project on PYTHONPATH, as the grader starts its workers (autograder.isolation): the sandbox then
+    # shows it even from a checkout under /tmp, which it hides otherwise.
+    env = dict(os.environ if env is None else env)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     scratch = tmp_path / "scratch"
     script = tmp_path / "script.py"
     script.write_text(textwrap.dedent(code))
