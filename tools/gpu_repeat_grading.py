@@ -8,9 +8,11 @@ by ``python -m autograder autograde`` in a scratch nbgrader course (graded in fr
 timed by the grader's own protocol), the naive versions timed against the same baselines, and
 ``run-k/calibration.json`` plus one outcome file per notebook (``run-k/<notebook>-solution.json``) written,
 each carrying the GPU, driver, versions, date and method. A run whose calibration.json exists is kept: a
-call cut off by a time limit resumes where it stopped. Last, ``OUT_DIR/run.json`` indexes every file
-(copy OUT_DIR into results/ as a run folder: tests/test_results.py reads every run's calibration and
-outcomes, and holds each to the 15% rule and the naive version to the floor), and a table per exercise:
+call cut off by a time limit resumes where it stopped. In a results/ run folder (``bash tools/gpu_session.sh
+repeat-grading`` puts it in ``repeat/``; alone, ``python -m tools.results index OUT_DIR`` makes OUT_DIR one),
+tests/test_results.py reads every run's calibration and holds the slowest grading of each solution to the
+15% rule and the naive version to the floor in every run. Last, ``OUT_DIR/repeat-summary.json`` and a table
+per exercise:
 the slowest, median and fastest solution speedup of the runs, its threshold x 1.15, the fastest naive
 speedup against the floor, and whether the rules hold.
 """
@@ -84,7 +86,6 @@ def main(argv=None) -> int:
         gpu_autograde.main([str(folder), "--assignments", args.assignments, "--solutions-only", "--no-execute"])
         results.outcomes(folder)
         print(f"run {k}: {time.perf_counter() - start:.0f} s")
-    results.index(out, {**results.this_machine(), "method": "see each file"})
     found = distributions(out)
     results.write_json(out / "repeat-summary.json", {**results.this_machine(), "method": __doc__.split("\n\n")[1],
                                                      "runs": len(run_folders(out)), "exercises": found})

@@ -4,7 +4,8 @@
 # Stages: env | kernel-tests | bench | bench-gpu | bench-quick | bench-quick-gpu | bench-matmul | gpu-tests | notebooks | capstone | autograde | naive |
 #         autograder-check | sandbox | batch-throughput | probe-configs | probe-matmul | probe-attention | probe-attention-bwd |
 #         probe-attention-decode | launch-cost |
-#         launch-cost-memory | protocol-timeline | grading-time | serving | serving-bench | serving-notebook | serving-grade
+#         launch-cost-memory | protocol-timeline | grading-time | serving | serving-bench | serving-notebook | serving-grade |
+#         repeat-grading
 # OPS=a,b limits bench, bench-quick and probe-configs to those ops; PYTEST_K=expr selects kernel-tests; ASSIGNMENTS=05_layer_norm,... limits notebooks and autograde;
 # ONLY=label,... limits autograder-check to those submissions; AUTOGRADE_FLAGS=--no-execute grades without
 # executing the notebooks (calibration only).
@@ -95,6 +96,10 @@ for stage in "$@"; do
                       TAIL=40 run_logged "$label" env TRITON_CACHE_DIR="$(mktemp -d)" python3 -m tools.gpu_autograde "$RES/$label" \
                           --skip-calibration --no-execute --solutions-only ${ASSIGNMENTS:+--assignments "$ASSIGNMENTS"}
                       python3 -m tools.results outcomes "$RES/$label" ;;
+        # Every solution graded RUNS times (default 5) by the trusted autograde, one run-k/ folder each with its
+        # calibration.json and outcomes (tools/gpu_repeat_grading.py); a call cut off resumes at the next run.
+        repeat-grading) TAIL=40 run_logged repeat-grading python3 -m tools.gpu_repeat_grading "$RES/repeat" \
+                            --runs "${RUNS:-5}" ${ASSIGNMENTS:+--assignments "$ASSIGNMENTS"} ;;
         autograde) TAIL=80 run_logged autograde python3 -m tools.gpu_autograde "$RES/autograder" --calibration "$RES/calibration.json" ${ASSIGNMENTS:+--assignments "$ASSIGNMENTS"} ${AUTOGRADE_FLAGS:-} ;;
         # The naive versions alone, timed by the grader's protocol (NAIVE_ASSIGNMENTS): the calibration's other half
         # when the solutions were graded in another run.
