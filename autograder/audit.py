@@ -117,6 +117,9 @@ FORBIDDEN_MODULES: dict[str, str] = {
     "runpy": "runs other files as code", "unittest": "(unittest.mock) patches other modules' objects",
     "posix": "calls the operating system directly (like os.system, os.fork)",
     "asyncio": "runs subprocesses and network connections in an event loop",
+    **{m: "computes on the GPU outside torch and Triton, where the grader cannot see what runs" for m in (
+        "cupy", "cupyx", "numba", "pycuda", "cuda", "jax", "jaxlib", "tensorflow", "mlx", "tinygrad", "taichi",
+        "warp")},
 }
 
 # Dotted paths whose use is reported wherever they appear (an alias or a prefix counts): path -> (rule, why).

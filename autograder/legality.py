@@ -22,6 +22,7 @@ import threading
 import types
 
 
+import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -123,10 +124,14 @@ def launches() -> int:
 LEAVES_TORCH = {"numpy": "Tensor.numpy", "tolist": "Tensor.tolist", "__array__": "Tensor.__array__",
                 "__dlpack__": "Tensor.__dlpack__", "to_dlpack": "torch.utils.dlpack.to_dlpack",
                 "untyped_storage": "Tensor.untyped_storage", "storage": "Tensor.storage",
-                "_typed_storage": "Tensor._typed_storage"}
+                "_typed_storage": "Tensor._typed_storage",
+                "__cuda_array_interface__": "Tensor.__cuda_array_interface__"}
 _LEAVE_WHY = ("hands the tensor's values to another library (numpy, Python lists), where the grader cannot "
               "see what is computed: the exercise's work must be done by torch operators it allows and your "
               "own kernels")
+
+
+_CUDA_ARRAY_INTERFACE = torch.Tensor.__dict__.get("__cuda_array_interface__")
 
 
 class _Exits(TorchFunctionMode):
@@ -138,6 +143,8 @@ class _Exits(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         name = getattr(func, "__name__", "")
+        if name == "__get__" and getattr(func, "__self__", None) is _CUDA_ARRAY_INTERFACE:
+            name = "__cuda_array_interface__"  # a property: what CuPy, Numba and PyCUDA read device memory by
         # only the learner's own calls: the interpreter's bounds check reads storages too, for every launch
         if name in LEAVES_TORCH:
             caller = _outside_torch(sys._getframe(1))

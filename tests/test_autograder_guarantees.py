@@ -380,3 +380,19 @@ def test_launches_are_counted_where_they_are_made(tmp_path):
     ns["two"].add_pre_run_hook(lambda *a, **k: ns["one"][(1,)](x))
     ns["two"][(1,)](x)
     assert legality.launches() == 2 and float(x) == 3.0
+
+
+def test_device_memory_handed_to_another_library_is_recorded(tmp_path):
+    # CuPy, Numba and PyCUDA read a CUDA tensor through __cuda_array_interface__ (on the CPU it raises, after
+    # the recorder has seen the learner ask for it)
+    from autograder import legality
+
+    src = tmp_path / "sub.py"
+    src.write_text("def f(x):\n    try:\n        return x.__cuda_array_interface__\n    except (AttributeError, RuntimeError):\n"
+                   "        return None\n")
+    ns = {}
+    exec(compile(src.read_text(), str(src), "exec"), ns)
+    rec = legality.OpRecorder(str(src))
+    with rec:
+        ns["f"](torch.ones(3))
+    assert ["__cuda_array_interface__", 3, 1] in rec.records()
