@@ -114,7 +114,9 @@ FORBIDDEN_MODULES: dict[str, str] = {
     "mmap": "maps files and memory for writing", "fcntl": "changes file descriptors",
     "atexit": "runs code when the process exits, after the grader's own code",
     "code": "runs code built at run time", "codeop": "compiles code built at run time",
-    "runpy": "runs other files as code", "unittest": "(unittest.mock) patches other modules' objects",
+    "runpy": "runs other files as code", "zipimport": "loads modules from files the audit never read",
+    "pkgutil": "loads modules by computed names, which the audit cannot see",
+    "imp": "loads modules from files the audit never read", "unittest": "(unittest.mock) patches other modules' objects",
     "posix": "calls the operating system directly (like os.system, os.fork)",
     "asyncio": "runs subprocesses and network connections in an event loop",
     **{m: "computes on the GPU outside torch and Triton, where the grader cannot see what runs" for m in (

@@ -278,7 +278,7 @@ CHEATS = {
     "forbidden-import": [f"import {m}" for m in (
         "gc", "ctypes", "inspect", "builtins", "subprocess", "socket", "multiprocessing",
         "threading", "signal", "pickle", "marshal", "shutil", "tempfile", "atexit", "_thread",
-        "concurrent.futures", "unittest.mock", "urllib.request", "cupy", "numba.cuda", "jax.numpy")] + [
+        "concurrent.futures", "unittest.mock", "urllib.request", "cupy", "numba.cuda", "jax.numpy", "zipimport", "pkgutil")] + [
         "from ctypes import *", "from importlib import import_module", "import importlib\nimportlib.reload(m)",
         "import importlib.util as u\nu.spec_from_file_location('h', 'h.py')", "from multiprocessing import Process",
         "import pickle as p", "from unittest import mock",
