@@ -662,6 +662,11 @@ def _module_bindings(tree: ast.Module) -> dict[str, list]:
             elif isinstance(node, (ast.Import, ast.ImportFrom)):
                 for a in node.names:
                     add((a.asname or a.name).split(".")[0], node)
+            elif (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+                  and isinstance(node.value.func, ast.Attribute) and isinstance(node.value.func.value, ast.Name)):
+                # kernel.add_pre_run_hook(hook): a method call on a name changes what that name does, so
+                # reaching the kernel reaches the statement (and the hook it names)
+                add(node.value.func.value.id, node)
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue
             for field in ("body", "orelse", "finalbody"):

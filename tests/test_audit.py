@@ -685,3 +685,22 @@ def test_a_configuration_cache_still_reports_one_that_keeps_tensors():
 @pytest.mark.parametrize("src", ["import io\nf = io.FileIO(3, 'w')", "import io\nf = io.FileIO(fd, mode='wb')"])
 def test_writing_an_inherited_descriptor_through_fileio_is_a_finding(src):
     assert "file-write" in {f.rule for f in audit(src)}
+
+
+def test_a_hook_registered_by_a_statement_is_code_the_entry_point_reaches():
+    src = textwrap.dedent("""
+        import torch
+        import triton
+        def _fill(x, y, *args, **kwargs):
+            y.copy_(torch.softmax(x, -1))
+        @triton.jit
+        def _one(x_ptr, y_ptr):
+            pass
+        _one.add_pre_run_hook(_fill)
+        def softmax(x):
+            y = torch.empty_like(x)
+            _one[(1,)](x, y)
+            return y
+    """)
+    found = audit(src, forbidden_calls={"softmax"}, entry="softmax")
+    assert [(f.line, f.rule) for f in found] == [(5, "forbidden-call")], found
