@@ -212,7 +212,7 @@ class OpRecorder(TorchDispatchMode):
 
     def is_learners(self, filename: str) -> bool:
         return filename == self.source_file or self._is_beside(filename) or (
-            self.source_file is None and not _is_library(filename))
+            self.source_file is None and not _is_library(filename) and not filename.startswith(_COURSE_PACKAGES))
 
     def _is_beside(self, filename: str) -> bool:
         if self.folder is None:
@@ -226,7 +226,10 @@ class OpRecorder(TorchDispatchMode):
         return [[op, line, n] for (op, line), n in sorted(self.ops.items(), key=lambda kv: (kv[0][0], str(kv[0][1] or 0)))]
 
 
-_COURSE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep + "course" + os.sep
+_REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_COURSE = os.path.join(_REPOSITORY, "course") + os.sep
+# the course's own packages: their code is not the learner's (the interpreter's bounds check reads storages)
+_COURSE_PACKAGES = tuple(os.path.join(_REPOSITORY, p) + os.sep for p in ("course", "measure", "autograder"))
 
 
 def _outside_torch(frame):
