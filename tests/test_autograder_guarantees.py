@@ -113,17 +113,23 @@ def test_patching_torch_and_builtins_and_the_grader_cannot_fake_a_pass():
     assert any(c["verdict"] == "FAIL" for c in ex["cases"])
 
 
-def test_recorder_sees_ops_and_the_submission_line(tmp_path):
+def recorded(tmp_path, source: str, *args):
+    """The recorder's records of one call of ``f`` defined by ``source`` (a file of its own, as a submission)."""
     from autograder import legality
 
     src = tmp_path / "sub.py"
-    src.write_text("import torch\ndef f(x):\n    y = x * 2\n    return torch.exp(y)\n")
+    src.write_text(source)
     ns = {}
-    exec(compile(src.read_text(), str(src), "exec"), ns)
+    exec(compile(source, str(src), "exec"), ns)
     rec = legality.OpRecorder(str(src))
     with rec:
-        ns["f"](torch.ones(3))
-    assert ["mul", 3, 1] in rec.records() and ["exp", 4, 1] in rec.records()
+        ns["f"](*args)
+    return rec.records()
+
+
+def test_recorder_sees_ops_and_the_submission_line(tmp_path):
+    records = recorded(tmp_path, "import torch\ndef f(x):\n    y = x * 2\n    return torch.exp(y)\n", torch.ones(3))
+    assert ["mul", 3, 1] in records and ["exp", 4, 1] in records
 
 
 # --------------------------------------------------------------------------- guarantee 3: isolation
@@ -346,18 +352,13 @@ def test_the_recorder_counts_results_written_through_out_and_resize():
 def test_values_handed_to_numpy_are_a_violation_named_with_the_line_except_where_numbers_are_the_answer(tmp_path):
     from autograder import legality, specs
 
-    src = tmp_path / "sub.py"
-    src.write_text("import numpy as np\ndef f(x):\n    a = np.asarray(x)\n    return x.tolist()\n")
-    ns = {}
-    exec(compile(src.read_text(), str(src), "exec"), ns)
-    rec = legality.OpRecorder(str(src))
-    with rec:
-        ns["f"](torch.ones(3))
-    assert ["__array__", 3, 1] in rec.records() and ["tolist", 4, 1] in rec.records()
+    records = recorded(tmp_path, "import numpy as np\ndef f(x):\n    a = np.asarray(x)\n    return x.tolist()\n",
+                       torch.ones(3))
+    assert ["__array__", 3, 1] in records and ["tolist", 4, 1] in records
     where = lambda line: f"line {line}"  # noqa: E731
-    found = legality.judge(specs.get("checkpointed_mlp"), rec.records(), [], False, where)  # any torch op allowed
+    found = legality.judge(specs.get("checkpointed_mlp"), records, [], False, where)  # any torch op allowed
     assert any("Tensor.__array__ at line 3" in v for v in found) and any("Tensor.tolist at line 4" in v for v in found)
-    assert legality.judge(specs.get("time_floor"), rec.records(), [], False, where) == []
+    assert legality.judge(specs.get("time_floor"), records, [], False, where) == []
 
 
 def test_launches_are_counted_where_they_are_made(tmp_path):
@@ -385,14 +386,6 @@ def test_launches_are_counted_where_they_are_made(tmp_path):
 def test_device_memory_handed_to_another_library_is_recorded(tmp_path):
     # CuPy, Numba and PyCUDA read a CUDA tensor through __cuda_array_interface__ (on the CPU it raises, after
     # the recorder has seen the learner ask for it)
-    from autograder import legality
-
-    src = tmp_path / "sub.py"
-    src.write_text("def f(x):\n    try:\n        return x.__cuda_array_interface__\n    except (AttributeError, RuntimeError):\n"
-                   "        return None\n")
-    ns = {}
-    exec(compile(src.read_text(), str(src), "exec"), ns)
-    rec = legality.OpRecorder(str(src))
-    with rec:
-        ns["f"](torch.ones(3))
-    assert ["__cuda_array_interface__", 3, 1] in rec.records()
+    source = ("def f(x):\n    try:\n        return x.__cuda_array_interface__\n"
+              "    except (AttributeError, RuntimeError):\n        return None\n")
+    assert ["__cuda_array_interface__", 3, 1] in recorded(tmp_path, source, torch.ones(3))
