@@ -458,7 +458,7 @@ def test_the_legality_group_grades_every_escape_class_and_the_solutions(tmp_path
     legality = {g.label: g for g in grades if g.group == "legality"}
     assert set(gac.LEGALITY_ESCAPES) <= set(legality) and "lce_logits_through_out" in legality
     for label in (*gac.LEGALITY_ESCAPES, "lce_logits_through_out"):
-        assert set(legality[label].expect.values()) == {"zero"}, label
+        assert set(legality[label].expect.values()) == {"zero_on_gpu" if label in gac.TIMED_ONLY else "zero"}, label
         assert legality[label].path.is_file(), label
     assert legality["liger_style_lce"].expect == {"linear_cross_entropy": "correct"}
     solutions = [g for g in grades if g.group == "legality-solutions"]
@@ -467,3 +467,6 @@ def test_the_legality_group_grades_every_escape_class_and_the_solutions(tmp_path
     row = {"correct": True, "perf_passed": False, "message": ""}
     assert gac.judge_row(row, "correct", [], on_gpu=True) == (True, "correct; performance not passed")
     assert gac.judge_row(dict(row, correct=False), "correct", [], on_gpu=False)[0] is False
+    timed_only = {"correct": True, "score": 0.7, "message": ""}
+    assert gac.judge_row(timed_only, "zero_on_gpu", [], on_gpu=False)[0] is None
+    assert gac.judge_row(timed_only, "zero_on_gpu", [], on_gpu=True)[0] is False

@@ -226,6 +226,10 @@ def judge_row(row: dict, expectation: str, rows: list, on_gpu: bool) -> tuple:
         if not row["correct"]:
             return False, "should be correct (honest work keeps its points)"
         return True, "correct" + (f"; performance {'passed' if row['perf_passed'] else 'not passed'}" if on_gpu else "")
+    if expectation == "zero_on_gpu":  # a branch only the timed workload takes: nothing is timed on a CPU
+        if not on_gpu:
+            return None, "n/a without a GPU (nothing is timed; the branch is a note)"
+        expectation = "zero"
     if expectation == "zero":
         if row["correct"] or (row.get("score") or 0) > 0:
             return False, "an escape must score 0"
@@ -262,6 +266,7 @@ def notebook_from_source(source: str) -> dict:
 LEGALITY_ESCAPES = ("escape_hook_computes", "escape_heuristic_computes", "escape_grid_launches",
                     "escape_helper_module", "escape_imports_repository", "escape_unaudited_module",
                     "escape_only_when_timed")
+TIMED_ONLY = ("escape_only_when_timed",)
 LEGALITY_SOLUTIONS = (("05_layer_norm", ["layer_norm_fwd", "layer_norm_bwd", "layer_norm_gelu"]),
                       ("06_matmul_fused_mlp", ["matmul", "linear_bias_gelu"]),
                       ("07_flash_attention", ["flash_attention_fwd", "flash_attention_bwd"]),
@@ -295,7 +300,8 @@ def plan(out: Path, hang_timeout: float) -> list:
         Grade("cache_after_warmup", GPU_SUBMISSIONS / "cache_after_warmup.py", ["softmax"], {"softmax": "zero"}),
         Grade("stale_unless_poisoned", GPU_SUBMISSIONS / "stale_unless_poisoned.py", ["softmax"],
               {"softmax": "zero"}),
-        *[Grade(p.stem, p, ["softmax"], {"softmax": "zero"}, group="legality" if p.stem in LEGALITY_ESCAPES else "core")
+        *[Grade(p.stem, p, ["softmax"], {"softmax": "zero_on_gpu" if p.stem in TIMED_ONLY else "zero"},
+                group="legality" if p.stem in LEGALITY_ESCAPES else "core")
           for p in sorted(SUBMISSIONS.glob("escape_*.py"))],
         *legality_plan(),
         *[Grade(f"solution_{nb}", ROOT / "solutions" / nb / f"{nb}.ipynb", exercises,
