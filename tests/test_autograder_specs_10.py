@@ -265,3 +265,15 @@ def test_cache_rows_copied_by_torch_are_a_violation():
 
     ex = graded("later/rope_torch_cache_write_10.py", ("rope_kv_append",), 300.0)["rope_kv_append"]
     assert ex["score"] == 0 and any("aten.copy_" in v for v in ex["violations"]), ex["violations"]
+
+
+def test_sampling_cases_are_built_on_one_device_whatever_the_course_device(monkeypatch):
+    """On a GPU the logits went to the course device while temperature, top_p and uniform stayed on the CPU,
+    and every sampling case failed to build. Here the course device is `meta`, which mixes with the CPU no
+    better than CUDA does: the arguments must be computed together, then moved together."""
+    import course
+    from autograder.specs import nb10_serving
+
+    monkeypatch.setattr(course, "DEVICE", "meta")
+    args = nb10_serving._sampling_args(torch.Generator().manual_seed(0), 3, 300, torch.float32)
+    assert [a.device.type for a in args] == ["meta"] * 4

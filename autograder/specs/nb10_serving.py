@@ -62,7 +62,7 @@ HINT_TEMP = "divide the logits by the row's temperature before the softmax (a sm
 def _sampling_args(g, B, V, dtype, scale=3.0, layout="plain", top_p=None, temperature=None):
     """logits ~ N(0, scale^2) (peaked enough for top-p to matter), temperature in [0.5, 1.5], top_p in
     [0.3, 0.95], then top_p and uniform moved to decisive values (reference.decisive_top_p_uniform)."""
-    logits = rand(g, (B, V), torch.float32, scale=scale)
+    logits = rand(g, (B, V), torch.float32, scale=scale, device="cpu")  # on the CPU with t, p and u below
     if layout == "ties":  # the four largest logits of every row equal, at the nucleus' boundary
         logits[:, :V:max(V // 4, 1)] = logits.max(-1, keepdim=True).values + 0.5
     if layout == "large":  # logits ~ +-1000 and a masked vocabulary (-inf), one row nearly all -inf
