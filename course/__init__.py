@@ -29,5 +29,7 @@ from course.device import (  # noqa: E402,F401
 
 if INTERPRET:
     from course import bounds as _bounds
+    from course.interpreter import launch_cpu_arguments_in_place as _in_place
 
+    _in_place()  # first: the bounds checks wrap it and see the tensors the kernel gets
     _bounds.install()

@@ -242,3 +242,26 @@ def test_results_written_through_out_and_resize_count_as_what_the_operator_made(
     assert [x.numel() for x in written_outputs(grow, (t, [10, 10]), {}, grow(t, [10, 10]))] == [100]
     copy = torch.ops.aten.copy_.default  # in place on a tensor that exists: nothing new is made
     assert written_outputs(copy, (t, torch.ones(10, 10)), {}, copy(t, torch.ones(10, 10))) == []
+
+
+@pytest.mark.skipif(not course.INTERPRET, reason="the Triton interpreter's launches (CPU)")
+def test_an_interpreted_launch_holds_no_argument_after_it_returns():
+    """course.interpreter: without its patch the interpreter's launch kept every argument's storage in a
+    reference cycle until the cycle collector ran, so a chunk freed with del stayed allocated."""
+    import gc
+
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    from kernels_ref.bias_gelu import bias_gelu
+
+    enabled = gc.isenabled()
+    gc.disable()  # no collection may hide a cycle
+    try:
+        x, b = torch.randn(3, 40), torch.randn(40)
+        y = bias_gelu(x, b)
+        kept = StorageWeakRef(y.untyped_storage()), StorageWeakRef(x.untyped_storage())
+        del x, y
+        assert all(ref.expired() for ref in kept)
+    finally:
+        if enabled:
+            gc.enable()
