@@ -259,7 +259,7 @@ def judge_memory(spec, v: Verdicts) -> tuple[dict, float, list[str]]:
     held_worst = peak_worst = None  # (bytes / allowed, bytes, allowed or limit, baseline's bytes, case name)
     for case, args, calls in v.measured:
         calls = [m for m in calls if m]
-        if not calls:
+        if not calls or not mem.judges(case):
             continue
         dev_args = materialize(_to_device(args))
         _, base = spec.call(mem.baseline, dev_args)

@@ -111,6 +111,67 @@ def test_check_shows_the_memory_verdict_in_the_notebook(capsys):
     assert "memory: holds" in out and "NOT YET" in out
 
 
+# ------------------------------------------------------------------------------------------- linear_cross_entropy
+
+def test_cross_entropy_with_its_backward_earns_every_point_the_cpu_gives():
+    """A loss that keeps one float32 log-sum-exp per row and recomputes each chunk of logits in backward:
+    the loss and both gradients right, little held, a peak far below eager's."""
+    ce = graded("later/good_05_08.py", ("linear_cross_entropy",), 300.0)["linear_cross_entropy"]
+    assert ce["correct"] and not ce["violations"], text(ce)
+    assert ce["score"] == pytest.approx(1.0), text(ce)  # 7 correctness + 3 memory, on the CPU too
+    mem = ce["performance"]["memory"]
+    assert mem["held_case"].startswith("memory ") and mem["peak_case"].startswith("memory ")
+    assert mem["held_bytes"] <= mem["held_limit_bytes"] < mem["baseline_held_bytes"] / 4
+    assert mem["peak_bytes"] <= mem["peak_allowed_bytes"] < mem["baseline_peak_bytes"] / 3
+
+
+def test_cross_entropy_that_keeps_every_chunk_of_logits_loses_the_memory_points_and_says_why():
+    ce = graded("later/keeps_logits_08.py", ("linear_cross_entropy",), 300.0)["linear_cross_entropy"]
+    assert ce["correct"] and not ce["violations"], text(ce)  # the gradients are right
+    assert ce["score"] * ce["points"] == pytest.approx(7), text(ce)
+    held = next(f for f in ce["feedback"] if f.startswith("memory: holds"))
+    assert "float32 gradients of x and weight" in held and "1 points withheld" in held
+    assert any(f.startswith("memory: the peak") and "0.25x" in f for f in ce["feedback"]), text(ce)
+
+
+def test_cross_entropy_cases_catch_a_backward_that_ignores_the_incoming_gradient():
+    import torch.nn.functional as F
+
+    class IgnoresGrad(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w, t):
+            ctx.save_for_backward(x, w, t)
+            return F.cross_entropy(x.float() @ w.float().T, t)
+
+        @staticmethod
+        def backward(ctx, g):  # the gradients of the mean loss, never multiplied by g
+            x, w, t = ctx.saved_tensors
+            with torch.enable_grad():
+                xl, wl = x.detach().float().requires_grad_(), w.detach().float().requires_grad_()
+                dx, dw = torch.autograd.grad(F.cross_entropy(xl @ wl.T, t), (xl, wl))
+            return dx.to(x.dtype), dw.to(w.dtype), None
+
+    class Right(IgnoresGrad):
+        @staticmethod
+        def backward(ctx, g):
+            dx, dw, _ = IgnoresGrad.backward(ctx, g)
+            return (dx.float() * g).to(dx.dtype), (dw.float() * g).to(dw.dtype), None
+
+    assert all(_judged("linear_cross_entropy", Right.apply).values())
+    bad = _judged("linear_cross_entropy", IgnoresGrad.apply)
+    assert not any(ok for name, ok in bad.items() if "V=1 " not in name), bad  # V = 1: every gradient is 0
+
+
+def test_cross_entropy_memory_is_judged_on_the_memory_cases_only():
+    from autograder import specs
+
+    spec = specs.get("linear_cross_entropy")
+    cases = spec.cases(False)
+    judged = [c for c in cases if spec.memory.judges(c)]
+    assert judged and all(c.family == "memory" for c in judged) and any(c.public for c in judged)
+    assert specs.get("checkpointed_mlp").memory.judges(cases[0])  # no families: every case
+
+
 # ------------------------------------------------------------------------------------------- hard cases (no worker)
 
 def _judged(ex_id, impl, quick=True):

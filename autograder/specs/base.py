@@ -187,7 +187,7 @@ class Memory:
     + backward), with measure.memory.MemoryMeter, whose counts are deterministic. The grading process
     runs ``baseline`` through the same harness on the same inputs and judges: ``held_share`` of the points
     for held_bytes <= held_limit(args) + slack_bytes on every case, the rest for peak_bytes <=
-    peak_ratio * the baseline's peak + slack_bytes on every case. ``slack_bytes`` admits scalars and
+    peak_ratio * the baseline's peak + slack_bytes on every case (of ``families``). ``slack_bytes`` admits scalars and
     small bookkeeping tensors on tiny shapes; the larger cases are the ones that decide."""
 
     baseline: Callable                    # the eager version (measured in the grading process)
@@ -197,6 +197,12 @@ class Memory:
     peak_ratio: float = 1.25
     held_share: float = 2 / 3
     slack_bytes: int = 4096
+    # The case families memory is judged on (None: every case). A ratio to eager's peak means something
+    # only where the tensor being saved dominates (an LM head's V >> H), not on tiny shapes.
+    families: frozenset | None = None
+
+    def judges(self, case) -> bool:
+        return self.families is None or case.family in self.families
 
 
 @dataclass

@@ -8,16 +8,27 @@ linear_cross_entropy
 --------------------
 Semantics (docs/CONTRACTS.md): ``linear_cross_entropy(x, weight, targets)`` with x ``[M, H]``, weight
 ``[V, H]`` (nn.Linear layout), targets ``[M]`` int64 in ``[0, V)``: the mean over rows of
-``cross_entropy(x @ weight.T, targets)`` as a 0-d float32 tensor.
+``cross_entropy(x @ weight.T, targets)`` as a 0-d float32 tensor, differentiable with respect to x and
+weight through the learner's own ``torch.autograd.Function``.
 
-What is allowed: torch matmuls (mm / addmm) on chunks of rows, Triton kernels for the log-sum-exp and the
-target logit, and torch sum/div/add to combine per-row or per-chunk losses. What is not: torch's softmax
-family (log_softmax, cross_entropy, nll_loss, logsumexp), which is where eager materializes [M, V] tensors.
+What is allowed: torch matmuls (mm / addmm) on chunks of rows, Triton kernels for the log-sum-exp, the
+target logit and the logits' gradient, torch sum/div/add/mul to combine per-row or per-chunk losses and to
+scale the gradients by the incoming one. What is not: torch's softmax family (log_softmax, cross_entropy,
+nll_loss, logsumexp), which is where eager materializes [M, V] tensors.
 
-Never materializing the logits is judged too: the legality recorder notes the largest tensor any torch
-operator hands back in a call, and ``max_intermediate`` bounds it (a full-logits ``x @ weight.T`` is a
-violation that names the operator and line). Tensors a Triton kernel allocates inside itself are not
-torch operators; the peak memory of the performance run on a GPU is not bounded yet.
+How it is graded. The harness (``loss_and_grads``) makes x and weight leaves that require grad, calls the
+entry point under a ``measure.memory.MemoryMeter``, notes the bytes held after it returned, then runs
+``loss.backward(g)`` with the case's incoming gradient g (a scalar near M, so that the gradients are O(1)
+and a backward that ignores g is wrong) and notes the peak of forward + backward. Correctness (7 points):
+the loss, dx and dweight against float64. Never materializing the logits is judged twice: the legality
+recorder notes the largest tensor any torch operator hands back in forward or backward, and
+``max_intermediate`` bounds it (a full-logits ``x @ weight.T`` is a violation naming the operator and
+line); and memory (3 points, on every device: the counts are deterministic) on the ``memory`` cases, where
+the vocabulary is much larger than the hidden size as in an LM head: 1 point for holding at most the
+gradients of x and weight in float32 (or a float32 log-sum-exp per row) between forward and backward
+(eager holds the [M, V] log-probabilities), 2 for a peak of forward + backward at most a quarter of eager
+autograd's (eager's peak is about three [M, V] tensors: logits, log-probabilities and their gradient).
+Time is measured by the benchmark suite (``kernels_ref.bench --ops linear_cross_entropy``), not graded.
 
 checkpointed_mlp
 ----------------
@@ -75,26 +86,37 @@ LARGE_TOLERANCES = {torch.float32: (1e-3, 1e-3)}
 HINT_BIG = "large logits: subtract the row max before exp (an online max/sum over vocabulary blocks)"
 HINT_TARGET = "the target logit: load logits[row, target[row]] (targets are int64), every row"
 HINT_MEAN = "the loss is the mean over rows, as a 0-d float32 tensor"
+HINT_CE_MEMORY = ("memory: keep at most the gradients (or a log-sum-exp per row) between forward and backward, "
+                  "and one chunk of logits at a time in each (del each chunk before the next one's matmul)")
 
 
 def _args(g, m, h, v, dtype, scale=1.0, edge_targets=False):
+    """(x, weight, targets, g): g is the incoming gradient of the loss, M times a factor in [0.5, 2] (the
+    mean's 1/M undone, so dx and dweight are O(1) at any M; not 1, so a backward that ignores it is wrong)."""
     x = rand(g, (m, h), dtype)
     weight = rand(g, (v, h), dtype, scale=scale * h ** -0.5)  # logits ~ N(0, scale^2)
     targets = torch.randint(0, v, (m,), generator=g)
     if edge_targets and m >= 2:
         targets[0], targets[1] = 0, v - 1
-    return x, weight, targets.to(x.device)
+    grad_loss = m * torch.empty((), dtype=torch.float32).uniform_(0.5, 2.0, generator=g)
+    return x, weight, targets.to(x.device), grad_loss.to(x.device)
 
 
-def reference(x, weight, targets, chunk_rows: int = 1024):
-    """float64 mean cross-entropy, chunked so the float64 logits of one chunk stay small at any vocabulary."""
-    x64, w64 = as64(x), as64(weight)
-    total = torch.zeros((), dtype=torch.float64, device=x.device)
-    for i in range(0, x.shape[0], chunk_rows):
-        logits = x64[i:i + chunk_rows] @ w64.T
-        t = targets[i:i + chunk_rows]
-        total += (torch.logsumexp(logits, -1) - logits.gather(1, t[:, None])[:, 0]).sum()
-    return total / x.shape[0]
+def reference(x, weight, targets, grad_loss, chunk_rows: int = 1024):
+    """(loss, dx, dweight) in float64 for the incoming gradient ``grad_loss``, in closed form (softmax minus
+    the target's one-hot, over M), chunked so the float64 logits of one chunk stay small at any vocabulary."""
+    from kernels_ref.cross_entropy import linear_cross_entropy_reference
+
+    loss, dx, dw = linear_cross_entropy_reference(as64(x), as64(weight), targets, chunk_rows)
+    g = as64(grad_loss)
+    return loss, dx * g, dw * g
+
+
+def _memory_shapes(quick):
+    # An LM head's proportions (V / H of 128 to 256: Llama 3's is 128256 / 4096 = 31), small enough for
+    # the interpreter; the public one runs in check().
+    return pick_shapes(quick, [(128, 16, 2048)], [(128, 16, 2048), (256, 32, 8000)],
+                       [(128, 16, 2048), (2048, 256, 32000)])
 
 
 def _shapes(quick):
@@ -127,37 +149,58 @@ def _cases(quick):
                       lambda g: _args(g, m, h, v, torch.float32, edge_targets=True), hint=HINT_TARGET,
                       tolerances={torch.float32: LOSS_TOLERANCES[torch.float32]}, family="edge-values",
                       public=True))
+    for i, (m, h, v) in enumerate(_memory_shapes(quick)):
+        d = torch.float32 if i == 0 else torch.bfloat16
+        cases.append(Case(f"memory M={m} H={h} V={v} {dtype_name(d)}", lambda g, s=(m, h, v), d=d: _args(g, *s, d),
+                          hint=HINT_CE_MEMORY, tolerances={torch.float32: LOSS_TOLERANCES[d]}, family="memory",
+                          public=i == 0))
     return cases
+
+
+def loss_and_grads(fn, args):
+    """The harness: loss = fn(x, weight, targets) on leaves x and weight that require grad, then
+    loss.backward(g), both under a MemoryMeter; ((loss, dx, dweight), {held_bytes, peak_bytes})."""
+    x, weight, targets, grad_loss = args
+    xl, wl = x.detach().requires_grad_(), weight.detach().requires_grad_()
+    with MemoryMeter() as meter:
+        loss = fn(xl, wl, targets)
+        if not isinstance(loss, torch.Tensor):
+            raise TypeError(f"returned {type(loss).__name__}; expected the loss as a 0-d tensor")
+        if loss.grad_fn is None:
+            raise ValueError("the loss has no grad_fn: return YourFunction.apply(x, weight, targets), so that "
+                             "autograd calls your backward")
+        held = meter.held(loss)
+        loss.backward(grad_loss.to(loss.dtype).reshape(loss.shape))
+    measured = {"held_bytes": int(held), "peak_bytes": int(meter.peak)}
+    if _own_function(loss) is None:
+        measured["violation"] = (f"the loss comes from {type(loss.grad_fn).__name__}, not from a "
+                                 "torch.autograd.Function of yours: write the chunked forward and backward yourself")
+    return (loss.detach(), xl.grad, wl.grad), measured
+
+
+def _grads_held_limit(args) -> int:
+    """float32 gradients of x and weight (what a forward that computes them keeps), or a float32 log-sum-exp
+    and a row index per row (what a backward that recomputes the logits needs beside its inputs)."""
+    x, weight = args[0], args[1]
+    return 4 * (x.numel() + weight.numel()) + 12 * x.shape[0]
+
+
+def _ce_out_dtypes(args):
+    return (torch.float32, args[0].dtype, args[1].dtype)
 
 
 def max_intermediate(args) -> int:
     """The most elements one torch operator may produce: half the full logits, or 16 rows of them, or a
     copy of the largest input, whichever is more. A chunk of logits the size of x passes; [M, V] does not
     (once M*V is larger than the inputs, which every shape with M > H ensures)."""
-    x, weight, targets = args
+    x, weight, targets = args[:3]
     m, v = x.shape[0], weight.shape[0]
     return max(m * v // 2, 16 * v, x.numel(), weight.numel(), targets.numel())
 
 
 def eager_linear_cross_entropy(x, weight, targets):
+    """What one writes before this notebook: the full logits, then torch's loss."""
     return F.cross_entropy(x @ weight.T, targets)
-
-
-def _perf_inputs(g, dev):
-    m, h, v = 8192, 2048, 65536  # 8K tokens, a 2048-wide model, a 64K vocabulary: 1 GiB of bf16 logits
-    x = rand(g, (m, h), torch.bfloat16, device=dev)
-    w = rand(g, (v, h), torch.bfloat16, scale=h ** -0.5, device=dev)
-    return x, w, torch.randint(0, v, (m,), generator=g).to(dev)
-
-
-def _flops(args) -> int:
-    (m, h), v = args[0].shape, args[1].shape[0]
-    return 2 * m * v * h
-
-
-def _bytes(args) -> int:
-    x, w, t = args
-    return x.numel() * x.element_size() + w.numel() * w.element_size() + t.numel() * t.element_size()
 
 
 _NO_SOFTMAX = ("torch's softmax/cross-entropy family works on the full [rows, vocab] logits: compute the "
@@ -373,25 +416,22 @@ WHY_Q.update({op: "dequantize inside your kernel (scale the float32 sums in its 
 EXERCISES = [
     Exercise(
         id="linear_cross_entropy", notebook=NOTEBOOK, entry="linear_cross_entropy",
-        signature="linear_cross_entropy(x, weight, targets) -> mean loss (0-d float32)",
-        correctness_points=7, performance_points=3, cases=_cases, reference=reference,
-        out_dtypes=lambda a: (torch.float32,),
-        kind=TRITON, timeout_s=300.0,
+        signature="linear_cross_entropy(x, weight, targets) -> mean loss (0-d float32), differentiable in x and weight",
+        correctness_points=7, performance_points=3, cases=_cases, reference=reference, out_dtypes=_ce_out_dtypes,
+        kind=TRITON, timeout_s=300.0, harness=loss_and_grads,
         # ne/eq: masks of the rows to count (targets != ignore_index, as public fused losses do): they compute
-        # none of the loss
+        # none of the loss; mul/mul_: the gradients scaled by the incoming one
         rules=triton_rules(WHY, max_launches=None,
-                           extra_ops={"mm", "addmm", "sum", "div", "add", "add_", "mean", "ne", "eq"},
+                           extra_ops={"mm", "addmm", "addmm_", "sum", "div", "add", "add_", "mean", "mul", "mul_",
+                                      "ne", "eq"},
                            max_intermediate=max_intermediate),
-        performance=Performance(
-            inputs=_perf_inputs, baseline=eager_linear_cross_entropy,
-            baseline_name="F.cross_entropy(x @ weight.T, targets) (eager, full logits)",
-            nbytes=_bytes, flops=_flops,
-            # Calibrated (results/h100-2026-11-23 and results/h200-2026-11-23, calibration.json; tests/test_results.py
-            # holds the 15% rule and the floor): both do the same 2*M*V*H matmul FLOPs (the bulk
-            # of the time); eager then writes and re-reads [M, V] logits and log-probabilities. The solution's
-            # chunks ran at 0.90x eager on an H100 and 0.95x on an H200 (smaller matmuls cost some tensor-core
-            # efficiency), so full credit from 0.75; tiny chunks (a row at a time) fall below 0.4x.
-            threshold=0.75, floor=0.4),
+        # Judged on the memory cases (an LM head's V >> H); eager's peak there is ~3 [M, V] tensors. The
+        # reference keeps dx and dweight (0.04-0.1x eager's peak at these shapes, 0.15x at M=8192 H=4096
+        # V=128256 on a GPU); materializing the logits in one chunk, or keeping every chunk for the
+        # backward, lands at 0.35x or more.
+        memory=Memory(baseline=eager_linear_cross_entropy, baseline_name="eager autograd of F.cross_entropy(x @ weight.T)",
+                      held_limit=_grads_held_limit, held_limit_name="float32 gradients of x and weight",
+                      peak_ratio=0.25, held_share=1 / 3, families=frozenset({"memory"})),
     ),
     Exercise(
         id="checkpointed_mlp", notebook=NOTEBOOK, entry="checkpointed_mlp",

@@ -283,8 +283,9 @@ def flash_attention_bwd(do, q, k, v, o, lse, causal, sm_scale):
 # ------------------------------------------------------------------------------------------- 08 memory
 
 @triton.jit
-def _row_loss_kernel(logits_ptr, targets_ptr, loss_ptr, V, stride_l, BLOCK: tl.constexpr):
-    """loss[row] = logsumexp(logits[row]) - logits[row, target[row]], streaming the row in blocks."""
+def _row_loss_kernel(logits_ptr, targets_ptr, loss_ptr, lse_ptr, V, stride_l, BLOCK: tl.constexpr):
+    """loss[row] = logsumexp(logits[row]) - logits[row, target[row]], streaming the row in blocks; the
+    row's log-sum-exp is kept for the backward."""
     row = tl.program_id(0)
     m = tl.full((BLOCK,), float("-inf"), tl.float32)
     s = tl.zeros((BLOCK,), tl.float32)
@@ -299,15 +300,59 @@ def _row_loss_kernel(logits_ptr, targets_ptr, loss_ptr, V, stride_l, BLOCK: tl.c
     lse = m_row + tl.log(tl.sum(s * tl.exp(m - m_row), axis=0))
     target = tl.load(targets_ptr + row)
     tl.store(loss_ptr + row, lse - tl.load(logits_ptr + row * stride_l + target).to(tl.float32))
+    tl.store(lse_ptr + row, lse)
+
+
+@triton.jit
+def _row_grad_kernel(logits_ptr, targets_ptr, lse_ptr, V, stride_l, scale, BLOCK: tl.constexpr):
+    """logits[row] <- (softmax(logits[row]) - onehot(target[row])) * scale, in place."""
+    row = tl.program_id(0)
+    lse = tl.load(lse_ptr + row)
+    target = tl.load(targets_ptr + row)
+    for v0 in range(0, V, BLOCK):
+        cols = v0 + tl.arange(0, BLOCK)
+        z = tl.load(logits_ptr + row * stride_l + cols, mask=cols < V, other=0.0).to(tl.float32)
+        g = tl.exp(z - lse) - tl.where(cols == target, 1.0, 0.0)
+        tl.store(logits_ptr + row * stride_l + cols, (g * scale).to(logits_ptr.dtype.element_ty), mask=cols < V)
+
+
+def _chunk(m, h, v):
+    return max(1, min(m, -(-m * h // v)))  # a chunk of logits about the size of x: never [m, v] at once
+
+
+class _LinearCrossEntropy(torch.autograd.Function):
+    """Keeps one float32 log-sum-exp per row; the backward recomputes each chunk's logits."""
+
+    @staticmethod
+    def forward(ctx, x, weight, targets):
+        m, h = x.shape
+        v = weight.shape[0]
+        losses = torch.empty(m, dtype=torch.float32, device=x.device)
+        lse = torch.empty(m, dtype=torch.float32, device=x.device)
+        for i in range(0, m, _chunk(m, h, v)):
+            logits = x[i:i + _chunk(m, h, v)] @ weight.T
+            _row_loss_kernel[(logits.shape[0],)](logits, targets[i:], losses[i:], lse[i:], v, logits.stride(0),
+                                                 BLOCK=128)
+            del logits
+        ctx.save_for_backward(x, weight, targets, lse)
+        return losses.sum() / m
+
+    @staticmethod
+    def backward(ctx, grad_loss):
+        x, weight, targets, lse = ctx.saved_tensors
+        m, h = x.shape
+        v = weight.shape[0]
+        dx, dw = torch.empty_like(x), torch.zeros_like(weight)
+        scale = grad_loss.item() / m
+        c = _chunk(m, h, v)
+        for i in range(0, m, c):
+            logits = x[i:i + c] @ weight.T
+            _row_grad_kernel[(logits.shape[0],)](logits, targets[i:], lse[i:], v, logits.stride(0), scale, BLOCK=128)
+            torch.mm(logits, weight, out=dx[i:i + c])
+            dw.addmm_(logits.T, x[i:i + c])
+            del logits
+        return dx, dw, None
 
 
 def linear_cross_entropy(x, weight, targets):
-    m, h = x.shape
-    v = weight.shape[0]
-    chunk = max(1, min(m, -(-m * h // v)))  # a chunk of logits about the size of x: never [m, v] at once
-    losses = torch.empty(m, dtype=torch.float32, device=x.device)
-    for i in range(0, m, chunk):
-        logits = x[i:i + chunk] @ weight.T
-        _row_loss_kernel[(logits.shape[0],)](logits, targets[i:i + chunk], losses[i:i + chunk], v, logits.stride(0),
-                                             BLOCK=128)
-    return losses.sum() / m
+    return _LinearCrossEntropy.apply(x, weight, targets)
