@@ -78,7 +78,7 @@ NOTEBOOKS: tuple[Notebook, ...] = (
              "prefill, and decode with a KV cache and CUDA graphs",
              ("transformer_block",),
              ("kernels_ref.layer_norm", "kernels_ref.matmul", "kernels_ref.flash_attention",
-              "kernels_ref.transformer_block")),
+              "kernels_ref.transformer_block", "kernels_ref.gpt")),
     Notebook("10_serving",
              "kernels of a serving stack: temperature + top-p sampling in one pass over the vocabulary, rotary "
              "embedding fused with the KV-cache write, paged decode attention split over keys; the decode step "

@@ -31,6 +31,8 @@ keeps a running max and sum, and a second kernel merges the splits.
 """
 from __future__ import annotations
 
+import math
+
 import course  # noqa: F401  (first: sets TRITON_INTERPRET=1 without a GPU)
 import torch
 import torch.nn.functional as F
@@ -217,6 +219,29 @@ def decode_step_torch(x, params, k_cache, v_cache, pos: int, eps: float = EPS):
     f = F.gelu(F.linear(F.layer_norm(h, (D,), params["ln2_weight"], params["ln2_bias"], eps), params["w_fc"],
                         params["b_fc"]), approximate="tanh")
     return h + F.linear(f, params["w_proj"], params["b_proj"])
+
+
+def decode_step_naive(x, params, k_cache, v_cache, pos: int, eps: float = EPS):
+    """01's naive block on one token with the cache as its past: LayerNorm, attention scores and softmax,
+    GELU's formula and the residual adds each a chain of eager operators."""
+    B, _, D = x.shape
+    H = int(params["n_heads"])
+
+    def ln(t, w, b):
+        mean = t.mean(-1, keepdim=True)
+        return (t - mean) / torch.sqrt(((t - mean) ** 2).mean(-1, keepdim=True) + eps) * w + b
+
+    q, k, v = (ln(x, params["ln1_weight"], params["ln1_bias"]) @ params["w_qkv"].T + params["b_qkv"]) \
+        .view(B, 1, 3, H, D // H).permute(2, 0, 3, 1, 4)
+    k_cache[:, :, pos:pos + 1].copy_(k)
+    v_cache[:, :, pos:pos + 1].copy_(v)
+    s = q @ k_cache[:, :, :pos + 1].transpose(-1, -2) / math.sqrt(D // H)
+    e = torch.exp(s - s.amax(-1, keepdim=True))
+    o = (e / e.sum(-1, keepdim=True)) @ v_cache[:, :, :pos + 1]
+    h = x + o.transpose(1, 2).reshape(B, 1, D) @ params["w_out"].T + params["b_out"]
+    f = ln(h, params["ln2_weight"], params["ln2_bias"]) @ params["w_fc"].T + params["b_fc"]
+    f = 0.5 * f * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (f + 0.044715 * f ** 3)))
+    return h + f @ params["w_proj"].T + params["b_proj"]
 
 
 def decode_reference(x, params, k_cache, v_cache, pos: int, eps: float = EPS):

@@ -212,10 +212,11 @@ def test_main_writes_json_and_plots(tmp_path, monkeypatch, capsys):
 
 def test_every_op_module_builds_valid_bench_cases():
     """The real suite's cases are well formed (built, not run: their inputs live on the GPU)."""
-    # the memory-bound modules; matmul, flash_attention, checkpoint, quant and the serving modules test their
-    # own cases (their baselines are other candidates than "eager": tests/test_kernels_serving.py)
+    # the memory-bound modules; matmul, flash_attention, checkpoint, quant, gpt and the serving modules test
+    # their own cases (their baselines are other candidates than "eager", or no float64 reference at their
+    # size: tests/test_kernels_serving.py, tests/test_kernels_gpt.py)
     own = ("matmul", "flash_attention", "checkpoint", "quant", "sampling", "rope_cache", "paged_attention",
-           "decode_step")
+           "decode_step", "gpt")
     mine = [m for m in bench.MODULES if m.split(".")[-1] not in own]
     for quick in (True, False):
         cases, notes = bench.collect_cases(quick, modules=mine)

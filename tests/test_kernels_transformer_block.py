@@ -54,6 +54,8 @@ def test_decode_step_matches_float64_and_writes_the_cache(dtype):
     y = T.decode_step(x, p, *caches, pos)
     _assert(y, ref, BLOCK_TOLERANCES, f"decode {dtype}")
     _assert(T.decode_step_torch(x, p, *eager_caches, pos), ref, BLOCK_TOLERANCES, f"eager decode {dtype}")
+    naive_caches = [c.clone() for c in eager_caches]  # 01's naive block at decode: what the claims compare with
+    _assert(T.decode_step_naive(x, p, *naive_caches, pos), ref, BLOCK_TOLERANCES, f"naive decode {dtype}")
     for mine, eager in zip(caches, eager_caches):      # the new key and value landed at pos, nowhere else
         torch.testing.assert_close(mine[:, :, :pos], eager[:, :, :pos], atol=0, rtol=0)
         _assert(mine[:, :, pos], eager[:, :, pos].double(), TF32, "cache row")
