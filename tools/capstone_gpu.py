@@ -62,8 +62,15 @@ def sizes(quick: bool) -> dict:
             "decode": [(1, 2048, 1024, 16)] + ([] if quick else [(8, 2048, 1024, 16)])}
 
 
-def checked(name, out, ref, tolerances=None) -> dict:
-    ok, err, msg = compare(out, ref, tolerances)
+def checked(name, fn, args, ref, tolerances=None) -> dict:
+    """fn(*args) against the float64 ``ref``: {ok, max_error[, error]}; a candidate that fails to run (e.g.
+    torch.compile on this machine) is reported and not timed, never fatal."""
+    try:
+        out = fn(*args)
+    except Exception as exc:  # noqa: BLE001
+        print(f"  {name}: could not run ({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); not timed")
+        return {"ok": False, "max_error": None, "error": f"{type(exc).__name__}: {exc}"[:500]}
+    ok, err, msg = compare(list(out) if isinstance(out, tuple) else out, ref, tolerances)
     if not ok:
         print(f"  {name}: WRONG against float64 ({msg}); not timed")
     return {"ok": bool(ok), "max_error": err}
@@ -116,7 +123,7 @@ def section_loss(sz) -> dict:
     if course.ON_GPU:
         fns["torch.compile"] = fwd_bwd(torch.compile(linear_cross_entropy_torch))
     ref = linear_cross_entropy_reference(x, w, t)
-    checks = {n: checked(f"loss {n}", list(f(x, w, t)), list(ref)) for n, f in fns.items()}
+    checks = {n: checked(f"loss {n}", f, (x, w, t), list(ref)) for n, f in fns.items()}
     rows = timed_rows(fns, (x, w, t), checks, kernels=False)
     return {"shape": f"M{M} H{H} V{V} {str(dtype)[6:]}", "rows": rows,
             "speed_vs_eager": ratio(rows, "course", "eager"),
@@ -146,8 +153,18 @@ def section_train(sz) -> dict:
             "goals": {"step time at least 1.15x eager's": 1.15, "peak at most 0.6x eager's": 0.6}}
 
 
-def _graphed(fns: dict, args) -> dict:
-    return {f"{n}, CUDA graph": graph_replay(fns[n], *args) for n in ("eager", "course")} if course.ON_GPU else {}
+def _graphed(fns: dict, args, checks: dict) -> dict:
+    """CUDA graphs of eager's and the course's versions (those that passed their check); a capture that fails
+    is reported, not fatal."""
+    graphs = {}
+    for n in ("eager", "course"):
+        if not course.ON_GPU or not checks[n]["ok"]:
+            continue
+        try:
+            graphs[f"{n}, CUDA graph"] = graph_replay(fns[n], *args)
+        except Exception as exc:  # noqa: BLE001
+            print(f"  {n}: no CUDA graph ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})")
+    return graphs
 
 
 def section_prefill(sz) -> list[dict]:
@@ -163,8 +180,8 @@ def section_prefill(sz) -> list[dict]:
         if course.ON_GPU:
             fns["torch.compile"] = torch.compile(transformer_block_torch)
         ref = reference.transformer_block(x, p)
-        checks = {n: checked(f"prefill {n}", f(x, p), ref, BLOCK_TOLERANCES) for n, f in fns.items()}
-        fns.update(_graphed(fns, (x, p)))
+        checks = {n: checked(f"prefill {n}", f, (x, p), ref, BLOCK_TOLERANCES) for n, f in fns.items()}
+        fns.update(_graphed(fns, (x, p), checks))
         rows = timed_rows(fns, (x, p), checks)
         out.append({"shape": f"B{B} S{S} D{D} H{H} {str(dtype)[6:]}", "rows": rows,
                     "flops": 2 * B * S * 12 * D * D + 2 * B * S * S * D})
@@ -184,8 +201,8 @@ def section_decode(sz) -> list[dict]:
         steps = {"naive (01)": decode_step_naive, "eager": decode_step_torch, "course": decode_step}
         fns = {n: (lambda x, p, kc, vc, f=f: f(x, p, kc, vc, context)) for n, f in steps.items()}
         ref = decode_reference(x, p, *caches, context)
-        checks = {n: checked(f"decode {n}", f(x, p, *caches), ref, BENCH_TOLERANCES) for n, f in fns.items()}
-        fns.update(_graphed(fns, (x, p, *caches)))
+        checks = {n: checked(f"decode {n}", f, (x, p, *caches), ref, BENCH_TOLERANCES) for n, f in fns.items()}
+        fns.update(_graphed(fns, (x, p, *caches), checks))
         out.append({"shape": f"B{B} context{context} D{D} H{H} {str(dtype)[6:]}",
                     "rows": timed_rows(fns, (x, p, *caches), checks)})
     return out
