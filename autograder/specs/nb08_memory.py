@@ -418,7 +418,7 @@ EXERCISES = [
         id="linear_cross_entropy", notebook=NOTEBOOK, entry="linear_cross_entropy",
         signature="linear_cross_entropy(x, weight, targets) -> mean loss (0-d float32), differentiable in x and weight",
         correctness_points=7, performance_points=3, cases=_cases, reference=reference, out_dtypes=_ce_out_dtypes,
-        kind=TRITON, timeout_s=300.0, harness=loss_and_grads,
+        kind=TRITON, timeout_s=300.0, harness=loss_and_grads, outputs=("loss", "dx", "dweight"),
         # ne/eq: masks of the rows to count (targets != ignore_index, as public fused losses do): they compute
         # none of the loss; mul/mul_: the gradients scaled by the incoming one
         rules=triton_rules(WHY, max_launches=None,

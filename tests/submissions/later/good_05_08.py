@@ -317,7 +317,7 @@ def _row_grad_kernel(logits_ptr, targets_ptr, lse_ptr, V, stride_l, scale, BLOCK
 
 
 def _chunk(m, h, v):
-    return max(1, min(m, -(-m * h // v)))  # a chunk of logits about the size of x: never [m, v] at once
+    return max(1, min(m, max(16, -(-m * h // v))))  # about the size of x, at least 16 rows: never [m, v] at once
 
 
 class _LinearCrossEntropy(torch.autograd.Function):
@@ -332,7 +332,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
         for i in range(0, m, _chunk(m, h, v)):
             logits = x[i:i + _chunk(m, h, v)] @ weight.T
             _row_loss_kernel[(logits.shape[0],)](logits, targets[i:], losses[i:], lse[i:], v, logits.stride(0),
-                                                 BLOCK=128)
+                                                 BLOCK=1024)
             del logits
         ctx.save_for_backward(x, weight, targets, lse)
         return losses.sum() / m
@@ -347,7 +347,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
         c = _chunk(m, h, v)
         for i in range(0, m, c):
             logits = x[i:i + c] @ weight.T
-            _row_grad_kernel[(logits.shape[0],)](logits, targets[i:], lse[i:], v, logits.stride(0), scale, BLOCK=128)
+            _row_grad_kernel[(logits.shape[0],)](logits, targets[i:], lse[i:], v, logits.stride(0), scale, BLOCK=1024)
             torch.mm(logits, weight, out=dx[i:i + c])
             dw.addmm_(logits.T, x[i:i + c])
             del logits

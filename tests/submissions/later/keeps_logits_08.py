@@ -18,7 +18,7 @@ class KeepsLogits(torch.autograd.Function):
         for i in range(0, m, c):
             logits = x[i:i + c] @ weight.T
             _row_loss_kernel[(logits.shape[0],)](logits, targets[i:], losses[i:], lse[i:], v, logits.stride(0),
-                                                 BLOCK=128)
+                                                 BLOCK=1024)
             ctx.chunks.append(logits)  # kept: no recomputation in backward, all the logits held
         ctx.save_for_backward(x, weight, targets, lse)
         return losses.sum() / m
@@ -33,7 +33,7 @@ class KeepsLogits(torch.autograd.Function):
         for n, i in enumerate(range(0, m, c)):
             logits = ctx.chunks[n]
             _row_grad_kernel[(logits.shape[0],)](logits, targets[i:], lse[i:], v, logits.stride(0),
-                                                 grad_loss.item() / m, BLOCK=128)
+                                                 grad_loss.item() / m, BLOCK=1024)
             torch.mm(logits, weight, out=dx[i:i + c])
             dw.addmm_(logits.T, x[i:i + c])
         return dx, dw, None
