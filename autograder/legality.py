@@ -232,10 +232,17 @@ _COURSE = os.path.join(_REPOSITORY, "course") + os.sep
 _COURSE_PACKAGES = tuple(os.path.join(_REPOSITORY, p) + os.sep for p in ("course", "measure", "autograder"))
 
 
+# A memory exercise's harness counts storage with measure.memory.MemoryMeter, a dispatch mode above the
+# recorder that passes every operator on: its frame is not the code that asked for the operator (without
+# this, the interpreter's own casts inside a launch were charged to the learner's kernel line).
+_METER = os.path.join(os.path.dirname(_COURSE.rstrip(os.sep)), "measure", "memory.py")
+
+
 def _outside_torch(frame):
-    """The nearest frame outside torch's Python and this file (the recorder's own function-level half
-    calls on to torch): the code that asked for the operator."""
-    while frame is not None and ("/torch/" in frame.f_code.co_filename or frame.f_code.co_filename == __file__):
+    """The nearest frame outside torch's Python, this file (the recorder's own function-level half calls
+    on to torch) and the memory meter: the code that asked for the operator."""
+    while frame is not None and ("/torch/" in frame.f_code.co_filename
+                                 or frame.f_code.co_filename in (__file__, _METER)):
         frame = frame.f_back
     return frame
 

@@ -265,3 +265,17 @@ def test_an_interpreted_launch_holds_no_argument_after_it_returns():
     finally:
         if enabled:
             gc.enable()
+
+
+@pytest.mark.skipif(not course.INTERPRET, reason="the Triton interpreter's own operators (CPU)")
+def test_the_interpreters_casts_under_a_memory_meter_are_not_the_learners():
+    """A memory exercise's harness counts with a MemoryMeter above the operator recorder: the interpreter's
+    bf16 casts inside a launch must still be its own plumbing, not operators of the kernel's line."""
+    from autograder import legality
+    from kernels_ref.bias_gelu import bias_gelu
+
+    x, b = torch.randn(3, 40).to(torch.bfloat16), torch.randn(40).to(torch.bfloat16)
+    rec = legality.OpRecorder(None)
+    with rec, MemoryMeter():
+        bias_gelu(x, b)
+    assert "_to_copy" not in {name for name, _ in rec.ops}, rec.ops
