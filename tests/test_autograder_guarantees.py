@@ -329,7 +329,7 @@ def test_the_null_kernel_check_uses_cases_a_kernel_that_never_ran_cannot_get_rig
     chosen = runner.null_check_cases(plan)
     assert len(chosen) == 2
     for _, p in chosen:
-        assert p.a[1].shape[0] > 1 and float(p.ref_a) != 0.0, p.case.name
+        assert p.a[1].shape[0] > 1 and float(p.ref_a[0]) != 0.0, p.case.name  # (loss, dx, dweight)
 
 
 def test_the_recorder_counts_results_written_through_out_and_resize():

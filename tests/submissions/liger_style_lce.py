@@ -66,4 +66,52 @@ class FusedLinearCrossEntropy:
 
 
 def linear_cross_entropy(x, weight, targets):
-    return FusedLinearCrossEntropy()(x, weight, targets)
+    return _FusedLinearCrossEntropyFunction.apply(x, weight, targets)
+
+
+@triton.jit
+def _row_ce_grad_kernel(logits_ptr, stride, targets_ptr, V, scale, BLOCK: tl.constexpr):
+    """logits[row] <- (softmax(logits[row]) - onehot(target)) * scale, in place (the row's lse first)."""
+    row = tl.program_id(0)
+    target = tl.load(targets_ptr + row)
+    m = tl.full((BLOCK,), float("-inf"), tl.float32)
+    s = tl.zeros((BLOCK,), tl.float32)
+    for v0 in range(0, V, BLOCK):
+        cols = v0 + tl.arange(0, BLOCK)
+        z = tl.load(logits_ptr + row * stride + cols, mask=cols < V, other=float("-inf")).to(tl.float32)
+        m_new = tl.maximum(m, z)
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        s = s * tl.exp(m - m_safe) + tl.exp(z - m_safe)
+        m = m_new
+    top = tl.max(m, axis=0)
+    lse = top + tl.log(tl.sum(s * tl.exp(m - top), axis=0))
+    for v0 in range(0, V, BLOCK):
+        cols = v0 + tl.arange(0, BLOCK)
+        z = tl.load(logits_ptr + row * stride + cols, mask=cols < V, other=0.0).to(tl.float32)
+        g = (tl.exp(z - lse) - tl.where(cols == target, 1.0, 0.0)) * scale
+        tl.store(logits_ptr + row * stride + cols, g.to(logits_ptr.dtype.element_ty), mask=cols < V)
+
+
+class _FusedLinearCrossEntropyFunction(torch.autograd.Function):
+    """The loss above; the backward recomputes each chunk of logits and turns it into its gradient."""
+
+    @staticmethod
+    def forward(ctx, x, weight, targets):
+        ctx.save_for_backward(x, weight, targets)
+        return FusedLinearCrossEntropy()(x, weight, targets)
+
+    @staticmethod
+    def backward(ctx, grad_loss):
+        x, weight, targets = ctx.saved_tensors
+        rows = 16
+        dx, dw = torch.empty_like(x), torch.zeros_like(weight)
+        scale = grad_loss.item() / x.shape[0]
+        for start in range(0, x.shape[0], rows):
+            logits = x[start:start + rows] @ weight.t()
+            block = min(1024, triton.next_power_of_2(logits.shape[-1]))
+            _row_ce_grad_kernel[(logits.shape[0],)](logits, logits.stride(0), targets[start:], logits.shape[-1],
+                                                    scale, BLOCK=block)
+            torch.mm(logits, weight, out=dx[start:start + rows])
+            dw.addmm_(logits.t(), x[start:start + rows])
+            del logits
+        return dx, dw, None
