@@ -279,3 +279,18 @@ def test_the_interpreters_casts_under_a_memory_meter_are_not_the_learners():
     with rec, MemoryMeter():
         bias_gelu(x, b)
     assert "_to_copy" not in {name for name, _ in rec.ops}, rec.ops
+
+
+@pytest.mark.skipif(not course.INTERPRET, reason="the Triton interpreter's own calls (CPU)")
+def test_the_course_packages_own_calls_are_never_the_learners():
+    """In check() the recorder has no submission file: code outside the installed libraries is the learner's,
+    but not the course's own package (its bf16 rounding hands values to numpy, its bounds checks read
+    storages, at every interpreted launch)."""
+    from autograder import legality
+    from kernels_ref.bias_gelu import bias_gelu
+
+    x, b = torch.randn(3, 40).to(torch.bfloat16), torch.randn(40).to(torch.bfloat16)
+    rec = legality.OpRecorder(None)
+    with rec:
+        bias_gelu(x, b)  # a bf16 store: the interpreter's rounding goes through numpy
+    assert not {name for name, _ in rec.ops} & set(legality.LEAVES_TORCH), rec.ops
