@@ -364,7 +364,7 @@ def trusted_outputs(cell, notebook_name: str, result_file) -> bool:
 
 
 # A scratch folder's path, wherever it lies (autograder.scratch names them).
-_SCRATCH_PATH = re.compile(r"(?:/[^\s'\"<>]*?/)?autograder-scratch-\d+-[^/\s'\"<>]+/")
+_SCRATCH_PATH = re.compile(r"(?:/[^\s'\"<>]*?/)?autograder-scratch-\d+@[^/\s'\"<>]+/")
 
 
 def without_paths(obj, *roots):

@@ -4,8 +4,9 @@ Grading copies the learner's source, and nbgrader's scratch course copies the as
 solutions): neither may stay in the temporary directory. ``folder`` removes its folder on every exit a
 process can catch (an exception, Ctrl-C, SIGTERM or SIGHUP once ``exit_on_signals`` turned them into
 exits); a process killed outright (SIGKILL, a lost node) leaves its folders behind, and ``sweep`` removes
-them at the next start: each folder's name holds the id of the process that made it, and only folders of
-processes no longer alive on this machine are swept.
+them at the next start: each folder's name holds the id of the process that made it and its machine's
+name, and only folders of this machine's processes that are gone are swept (a temporary directory shared
+with other machines or containers keeps theirs).
 """
 from __future__ import annotations
 
@@ -14,17 +15,22 @@ import os
 import re
 import shutil
 import signal
+import socket
 import tempfile
 from pathlib import Path
 
 PREFIX = "autograder-scratch-"
-_NAME = re.compile(re.escape(PREFIX) + r"(\d+)-")
+_NAME = re.compile(re.escape(PREFIX) + r"(\d+)@([^/]+?)-")
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9.]", "_", socket.gethostname())
 
 
 @contextlib.contextmanager
 def folder(tag: str, base=None):
-    """A fresh folder ``<tmp>/autograder-scratch-<pid>-<tag>-XXXX``, removed when the block ends."""
-    path = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-{tag}-", dir=base))
+    """A fresh folder ``<tmp>/autograder-scratch-<pid>@<host>-<tag>-XXXX``, removed when the block ends."""
+    path = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}@{_host()}-{tag}-", dir=base))
     try:
         yield path
     finally:
@@ -47,7 +53,9 @@ def sweep(base=None) -> list[Path]:
     swept = []
     for path in base.glob(PREFIX + "*"):
         match = _NAME.match(path.name)
-        if match and path.is_dir() and int(match.group(1)) != os.getpid() and not _alive(int(match.group(1))):
+        if not match or match.group(2) != _host() or not path.is_dir():
+            continue
+        if int(match.group(1)) != os.getpid() and not _alive(int(match.group(1))):
             shutil.rmtree(path, ignore_errors=True)
             swept.append(path)
     return swept

@@ -383,10 +383,23 @@ def test_scratch_goes_on_every_exit_a_process_can_catch_and_a_killed_ones_is_swe
         proc.wait(60)
         left[sig] = folder.exists()
     assert left == {signal.SIGTERM: False, signal.SIGINT: False, signal.SIGHUP: False, signal.SIGKILL: True}
-    alive = tmp_path / f"{scratch.PREFIX}{os.getppid()}-live-x"  # a process still running
+    dead = next(tmp_path.glob(scratch.PREFIX + "*")).name.split("@")[0]  # the killed process's id
+    alive = tmp_path / f"{scratch.PREFIX}{os.getppid()}@{scratch._host()}-live-x"  # a process still running
+    elsewhere = tmp_path / f"{dead}@another-machine-test-x"  # the same id on another machine
     alive.mkdir()
+    elsewhere.mkdir()
     swept = scratch.sweep(tmp_path)
-    assert len(swept) == 1 and not swept[0].exists() and alive.exists()
+    assert len(swept) == 1 and not swept[0].exists() and alive.exists() and elsewhere.exists()
+
+
+def test_results_and_feedback_lose_the_servers_paths(tmp_path):
+    from autograder import scratch
+
+    with scratch.folder("grading") as work:
+        said = {"submission": str(tmp_path / "submitted" / "ann" / "hw" / "hw.ipynb"),
+                "feedback": [f'File "{work}/submission.py", line 3', f"{ROOT}/measure/timer.py:215", 7]}
+        assert gradebook.without_paths(said, tmp_path) == {
+            "submission": "submitted/ann/hw/hw.ipynb", "feedback": ['File "submission.py", line 3', "measure/timer.py:215", 7]}
 
 
 def _exercise(**fields):
