@@ -1,4 +1,5 @@
-# Two commands for a newcomer: `make lab` and `make test` (both create .venv first if it is missing).
+# Two commands for a newcomer: `make lab` and `make test` (both create .venv first if it is missing);
+# `make check` is the quick loop while editing.
 SHELL := /bin/bash
 VENV := .venv
 BIN := $(CURDIR)/$(VENV)/bin
@@ -10,7 +11,7 @@ PYTEST_ARGS ?=
 # The folder `make lab` serves (tests/test_browser.py serves a filled-in copy from a temporary folder).
 LAB_DIR ?= notebooks
 
-.PHONY: lab test browser-test notebooks release venv gpu-test probes-test bench clean-nbgrader
+.PHONY: lab test check browser-test notebooks release venv gpu-test probes-test bench clean-nbgrader
 
 # What each target installs (pyproject.toml's extras): the course alone for `make lab`, nbgrader and Dask
 # for an instructor's targets, the test tools for the test targets.
@@ -33,9 +34,17 @@ lab: venv
 	exec $(BIN)/jupyter lab $$browser $$root --ip=$(IP) --port=$(PORT) --ServerApp.port_retries=0 \
 	    --ServerApp.root_dir="$(abspath $(LAB_DIR))" --IdentityProvider.token="$$token"
 
-# The whole suite. Without a GPU, Triton runs under the interpreter and `gpu` tests are skipped.
+# The whole suite (what CI runs), on TEST_JOBS processes side by side (pytest-xdist; tests that share a
+# graded submission stay in one process, `xdist_group`). Without a GPU, Triton runs under the interpreter
+# and `gpu` tests are skipped. The probes' tests are apart: `make probes-test`.
+TEST_JOBS ?= 2
 test: venv
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadgroup $(PYTEST_ARGS)
+
+# The unit tier, for a quick loop while editing: no test that starts a process (grading workers, check's
+# child, notebooks, nbgrader, Dask); starting one fails the test there (tests/conftest.py).
+check: venv
+	COURSE_TEST_TIER=unit $(BIN)/python -m pytest -m "not worker and not slow" $(PYTEST_ARGS)
 
 # JupyterLab in headless Chromium (tests/test_browser.py): `make lab` on a learner's filled-in 03 notebook,
 # Run All Cells, the check tables, the plot, no traceback; screenshots in out/browser/. Needs a system

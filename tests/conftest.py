@@ -1,16 +1,157 @@
-"""Shared pytest set-up: the course device is decided (and TRITON_INTERPRET set) before any kernel import."""
+"""Shared pytest set-up: the course device is decided (and TRITON_INTERPRET set) before any kernel import.
+
+Tiers (README, "Tests"): `make check` runs the unit tier, tests that start no process (no grading worker,
+no `check` child, no notebook, no nbgrader, no Dask) and are not `slow`; `make test` runs every test. A test
+that starts a Python process or forks is marked `worker` (and one that executes a notebook `notebook` too),
+here in WORKER_TESTS / NOTEBOOK_TESTS or by its own mark. In the unit tier (COURSE_TEST_TIER=unit, set by `make check`) starting one
+fails the test with a message that says so, so the tiers cannot drift.
+"""
+import os
+import subprocess
+import sys
+
 import course  # noqa: F401  (must come first: sets TRITON_INTERPRET=1 without a GPU)
 import pytest
 import torch
 
+# Tests that start a grading worker, a `check` child, a Python subprocess, nbgrader or a Dask cluster:
+# module -> the tests of it that do ("*": every test of the module).
+WORKER_TESTS: dict[str, set[str] | str] = {
+    "test_solutions_graded": "*",
+    "test_autograder_escapes": {"test_a_content_keyed_cache_scores_zero_and_is_named",
+        "test_forged_replies_at_import_score_zero_and_the_writes_are_named",
+        "test_outputs_that_do_not_come_from_the_kernels_score_zero",
+        "test_patching_the_clocks_and_the_grader_scores_zero_and_names_each_patch",
+        "test_telling_a_checked_call_from_a_timed_one_scores_zero_and_the_fallback_is_named"},
+    "test_autograder_gpu": {"test_slow_and_deferred_submissions_are_graded_for_correctness"},
+    "test_autograder_guarantees": {"test_a_hang_is_stopped_at_the_time_limit_and_other_exercises_are_graded",
+        "test_a_second_call_wrong_without_a_cache_is_not_called_a_cache",
+        "test_a_started_worker_is_stopped_whether_it_was_used_or_not",
+        "test_an_exception_at_import_is_reported_with_its_line",
+        "test_calling_the_taught_operator_is_a_violation_naming_op_and_line",
+        "test_cases_cover_odd_tiny_dtypes_hard_rows_and_strides",
+        "test_cases_rotate_through_an_autotuners_configs_and_name_the_one_that_failed",
+        "test_correct_triton_kernels_get_every_correctness_point",
+        "test_exits_crashes_and_oom_cost_only_their_exercise", "test_fresh_memory_is_poisoned_in_the_worker",
+        "test_ignoring_row_strides_fails_the_strided_case", "test_importing_kernels_ref_is_a_violation",
+        "test_missing_max_subtraction_fails_the_hard_rows", "test_mutating_an_input_fails",
+        "test_patching_torch_and_builtins_and_the_grader_cannot_fake_a_pass",
+        "test_results_cached_by_pointer_and_shape_fail", "test_two_launches_exceed_the_fused_limit",
+        "test_wrong_only_in_bfloat16_fails_on_bfloat16_cases_only",
+        "test_wrong_only_on_odd_shapes_fails_and_says_so"},
+    "test_autograder_interfaces": {"test_an_unwritten_exercise_gets_the_not_written_hint",
+        "test_check_prints_a_table_and_hint", "test_grade_exits_0_and_writes_the_json_object",
+        "test_grade_returns_clamped_points_and_writes_nothing_to_stderr",
+        "test_list_shows_every_exercise_with_notebook_points_and_signature", "test_unknown_exercise_exits_2",
+        "test_unusable_input_exits_2_with_one_line"},
+    "test_autograder_measure": {"test_correct_measurements_pass", "test_wrong_measurements_fail"},
+    "test_autograder_specs_05_08": {"test_calling_the_taught_torch_operator_scores_zero_and_names_it",
+        "test_correct_triton_submission_earns_every_correctness_point",
+        "test_cross_entropy_that_materializes_the_full_logits_is_a_violation",
+        "test_layer_norm_gelu_names_both_eager_launches_and_rejects_two_triton_launches",
+        "test_list_shows_the_later_exercises_with_their_notebooks"},
+    "test_autograder_specs_08": {"test_check_shows_the_memory_verdict_in_the_notebook",
+        "test_correct_submission_earns_every_point_the_cpu_gives",
+        "test_keeping_the_hidden_activation_costs_the_memory_points_and_says_why",
+        "test_materializing_the_dequantized_weight_is_a_violation_naming_the_line",
+        "test_plain_eager_autograd_is_a_violation"},
+    "test_autograder_specs_09": {"test_a_launch_per_head_breaks_the_launch_bound",
+        "test_a_weight_modified_in_place_is_reported",
+        "test_block_from_torch_operators_scores_zero_and_names_them",
+        "test_correct_triton_block_earns_every_correctness_point", "test_list_shows_the_capstone"},
+    "test_batch_grading": {"test_local_cluster_pins_one_worker_to_each_visible_gpu"},
+    "test_feedback": {"test_a_check_stopped_at_its_time_limit_shows_the_line_it_was_stuck_on",
+        "test_check_survives_a_crashing_kernel_and_names_the_likely_cause"},
+    "test_foundation": {"test_kernel_defined_after_course_runs_in_interpreter_on_cpu",
+        "test_size_override_and_bad_value"},
+    "test_kernels_flash_attention": {"test_compiles_for_hopper_with_wgmma"},
+    "test_kernels_matmul": {"test_compiles_for_hopper_with_wgmma"},
+    "test_kernels_memory": {"test_int8_kernel_compiles_for_hopper"},
+    "test_notebooks": {"test_harness_names_notebook_and_failing_cell",
+        "test_student_notebook_matches_what_solutions_generate"},
+    "test_protocol_frames": {"test_a_raw_frame_is_faster_than_torch_save",
+        "test_values_dtypes_views_and_structure_arrive_as_sent",
+        "test_what_a_raw_frame_cannot_carry_goes_as_torch_save"},
+    "test_release": {"test_check_and_the_grader_run_from_the_handout_alone"},
+    "test_warm": {"test_a_hanging_warmer_is_cut_off_and_the_graded_worker_judges",
+        "test_beside_the_graded_worker_warmers_stop_where_it_is_and_are_gone_before_judging",
+        "test_every_warmer_is_gone_before_the_graded_cases",
+        "test_the_last_warmer_calls_the_timed_workload_first", "test_warmers_change_no_verdict"},
+}
+# Tests that execute notebooks (nbclient, nbgrader, JupyterLab): they are `worker` tests too.
+NOTEBOOK_TESTS: dict[str, set[str] | str] = {
+    "test_notebooks": {"test_solution_executes_top_to_bottom", "test_student_notebook_matches_what_solutions_generate"},
+    "test_autograder_nbgrader": "*",
+    "test_browser": "*",
+}
+# Tests that start no process but take 20 s or more on a 2-core machine: `slow`, out of the unit tier too.
+SLOW_TESTS: dict[str, set[str] | str] = {
+    "test_autograder_specs_05_08": {"test_layer_norm_mean_300_case_fails_the_one_pass_variance"},
+    "test_autograder_specs_09": {"test_tolerances_pass_eager_pytorch_and_fail_the_bugs_of_a_block"},
+    "test_batch_grading": {"test_record_takes_hidden_cell_scores_from_the_trusted_result_not_the_kernel"},
+    "test_feedback": {"test_every_axis_and_layout_the_grade_varies_a_public_case_varies"},
+    "test_flash_rounding": "*",
+}
+
+UNIT_TIER = os.environ.get("COURSE_TEST_TIER") == "unit"
+
+
+def _listed(table: dict, item) -> bool:
+    names = table.get(item.module.__name__.rsplit(".", 1)[-1], ())
+    return names == "*" or item.originalname in names
+
 
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if getattr(item.module, "graded", None) is not None:
+            # tests that grade the same submissions share their results in one process (`make test`'s
+            # --dist loadgroup keeps a module together; tests/_autograder_helpers.graded caches per process)
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+        notebook = "notebook" in item.keywords or _listed(NOTEBOOK_TESTS, item)
+        if notebook:
+            item.add_marker(pytest.mark.notebook)
+        if notebook or "browser" in item.keywords or _listed(WORKER_TESTS, item):
+            item.add_marker(pytest.mark.worker)
+        if _listed(SLOW_TESTS, item):
+            item.add_marker(pytest.mark.slow)
     if course.ON_GPU:
         return
     reason = "needs a CUDA GPU: this machine has none (runs on the GPU runner with `pytest -m gpu`)"
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(pytest.mark.skip(reason=reason))
+
+
+class StartsAProcess(RuntimeError):
+    pass
+
+
+def _refuse(what: str):
+    raise StartsAProcess(f"{what} in the unit tier (make check): list this test in tests/conftest.py's "
+                         "WORKER_TESTS (it then runs in make test)")
+
+
+def _is_python(args) -> bool:
+    argv = [args] if isinstance(args, (str, bytes, os.PathLike)) else list(args or [])
+    first = os.path.basename(str(argv[0])) if argv else ""
+    return str(argv[0]) == sys.executable or first.startswith(("python", "jupyter", "nbgrader", "dask"))
+
+
+def pytest_configure(config):
+    if not UNIT_TIER:
+        return
+    import multiprocessing.util
+
+    popen_init = subprocess.Popen.__init__
+
+    def popen(self, args, *a, **k):
+        if _is_python(args):
+            _refuse(f"starts a Python process ({args if isinstance(args, str) else ' '.join(map(str, args))[:80]})")
+        popen_init(self, args, *a, **k)
+
+    subprocess.Popen.__init__ = popen
+    os.fork = lambda: _refuse("forks a process (a check() child?)")
+    multiprocessing.util.spawnv_passfds = lambda *a, **k: _refuse("starts a multiprocessing process")
 
 
 @pytest.fixture(autouse=True)

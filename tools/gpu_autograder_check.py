@@ -196,18 +196,15 @@ def judge_row(row: dict, expectation: str, rows: list, on_gpu: bool) -> tuple:
     if row.get("skipped"):
         return None, row["message"]
     msg = (row.get("all_messages") or row["message"]).lower()
-    if expectation == "fast":
+    if expectation in ("fast", "slow"):  # correct either way; the performance verdict must be the expected one
         if not row["correct"]:
             return False, "should be correct"
         if not on_gpu:
             return None, "correct; performance n/a without a GPU"
-        return (True, "correct, passes performance") if row["perf_passed"] else (False, "should pass performance")
-    if expectation == "slow":
-        if not row["correct"]:
-            return False, "should be correct"
-        if not on_gpu:
-            return None, "correct; performance n/a without a GPU"
-        return (False, "should fail performance") if row["perf_passed"] else (True, "correct, fails performance")
+        fast = expectation == "fast"
+        if row["perf_passed"] == fast:
+            return True, f"correct, {'passes' if fast else 'fails'} performance"
+        return False, f"should {'pass' if fast else 'fail'} performance"
     if expectation in ("escape", "escape_wrong", "escape_wrong_on_gpu"):
         must_be_wrong = expectation == "escape_wrong" or (expectation == "escape_wrong_on_gpu" and on_gpu)
         if must_be_wrong and row["correct"]:

@@ -116,12 +116,14 @@ def bench_row(row: dict, case_rows: list[dict], companions: list[dict]) -> list[
             goals]
 
 
+def with_files(runs: list[results.Run], kind: str):
+    """(run, its files of ``kind``) for every run that has some."""
+    return [(run, run.files(kind)) for run in runs if run.files(kind)]
+
+
 def bench_section(runs: list[results.Run]) -> str:
     parts = []
-    for run in runs:
-        files = run.files("bench")
-        if not files:
-            continue
+    for run, files in with_files(runs, "bench"):
         loaded = [(f, run.load(f)) for f in files]
         first = loaded[0][1]
         ceilings = [(f["path"], d["ceilings"]) for f, d in loaded if d["ceilings"].get("copy_gbps")]
@@ -217,10 +219,7 @@ def naive_rows(calibration: dict) -> list[list[str]]:
 
 def autograder_section(runs: list[results.Run]) -> str:
     parts = []
-    for run in runs:
-        grades = run.files("grade")
-        if not grades:
-            continue
+    for run, grades in with_files(runs, "grade"):
         by_label = {}
         for f in grades:
             by_label.setdefault(f.get("submission", f["path"]), []).append(run.load(f))
