@@ -1,4 +1,4 @@
-"""The nbgrader score, computed outside the learner's notebook kernel (DESIGN.md, the trust model).
+"""The nbgrader score, computed outside the learner's notebook kernel (docs/architecture.md, 8).
 
 A hidden test cell runs in the learner's kernel, where a cell can replace ``autograder.nbgrader.grade``
 with ``lambda *a: 10``: a score handed over by that cell proves nothing. So the trusted path is:

@@ -59,7 +59,7 @@ def not_graded_entry(perf_spec) -> dict:
 
 
 def memory_entry(mem_spec, held_worst, peak_worst, credit: float) -> dict:
-    """The JSON ``performance`` object of a memory exercise (specs.base.Memory): DESIGN.md's keys, with
+    """The JSON ``performance`` object of a memory exercise (specs.base.Memory): docs/CONTRACTS.md's keys, with
     no time; ``achieved`` is the bytes held between forward and backward, ``memory`` the details (the
     worst case for each measure: held against its limit, peak against the baseline's)."""
     _, held, held_limit, base_held, held_case = held_worst

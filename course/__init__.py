@@ -7,6 +7,9 @@ Triton's interpreter. Everything device-dependent in notebooks, kernels and test
     from course import DEVICE, ON_GPU, INTERPRET, SIZE, pick
     x = torch.randn(pick(small=(64, 100), large=(16384, 4096)), device=DEVICE)
 
+A notebook's first cell imports what it uses and calls ``course.setup_notebook()`` (one thread on a CPU,
+seed 0, prints where it runs).
+
 Under the interpreter, a load or store outside a kernel's tensors raises ``course.bounds.OutOfBounds``
 (instead of corrupting the process's memory: a notebook's kernel would abort or hang).
 """
@@ -24,6 +27,7 @@ from course.device import (  # noqa: E402,F401
     SIZE,
     describe,
     pick,
+    setup_notebook,
     synchronize,
 )
 

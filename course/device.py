@@ -56,3 +56,14 @@ def describe() -> str:
     else:
         where = "CPU (Triton interpreter)" if INTERPRET else "CPU"
     return f"{where}; torch {torch.__version__}; triton {triton.__version__}; sizes: {SIZE}"
+
+
+def setup_notebook(seed: int = 0) -> None:
+    """A notebook's first cell, in one call: steady CPU timings, a fixed seed, and where it runs printed.
+
+    On a CPU shared with other processes, torch's worker threads stall for milliseconds waiting for a core,
+    which swamps the timings: one thread keeps CPU measurements steady (COURSE_THREADS to change)."""
+    if not ON_GPU:
+        torch.set_num_threads(int(os.environ.get("COURSE_THREADS", "1")))
+    torch.manual_seed(seed)
+    print(describe())

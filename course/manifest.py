@@ -3,7 +3,7 @@ that grades them and the reference modules whose kernels (and benchmark cases) t
 
 Everything that lists the course derives from ``NOTEBOOKS``: nbgrader's assignment list
 (``nbgrader_config.py``), the autograder's spec registry (``autograder.specs``), the benchmark suite
-(``kernels_ref.bench``), the README's curriculum table (``python -m tools.readme_tables``) and the tests
+(``kernels_ref.bench``), the README's curriculum table (``python -m tools.results_tables``) and the tests
 that walk the course. Adding a notebook means adding one entry here.
 
 This module imports nothing heavy (no torch): nbgrader and the Makefile read it too.

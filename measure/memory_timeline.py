@@ -115,6 +115,25 @@ def peak(blocks: list[Block]) -> int:
     return best
 
 
+def peak_bytes(fn, *args) -> int:
+    """Peak extra memory allocated during one call of ``fn(*args)``: ``measure.memory.peak_bytes`` on a GPU;
+    on the CPU from this timeline, where every allocation and free counts where it happens (the autograd
+    engine frees what a backward function saved inside its own operator, which the profiler's per-operator
+    totals attribute elsewhere)."""
+    import torch
+
+    if any(isinstance(a, torch.Tensor) and a.is_cuda for a in args):
+        from measure.memory import peak_bytes as allocator_peak
+
+        return allocator_peak(fn, *args)
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        out = fn(*args)
+        del out
+    return peak(from_profile(prof))
+
+
 def plot(blocks: list[Block], ax=None, title: str = "", top: int = 8, unit: float = 2**20):
     """A stacked timeline; the ``top`` labels holding the most bytes x time get their own colour."""
     import matplotlib.pyplot as plt

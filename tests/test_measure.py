@@ -63,3 +63,40 @@ def test_attention_backward_takes_delta_from_the_output_it_is_given():
     assert all(torch.allclose(a, b) for a, b in zip(exact, same))
     rounded = reference.attention(q, k, v, True, do=do, o=o + 1e-3)  # an o off by its rounding, say
     assert not torch.allclose(rounded[0], exact[0]) and torch.equal(rounded[2], exact[2])  # dv needs no delta
+
+
+def test_traffic_counts_each_operators_bytes_and_no_views():
+    from measure.traffic import Traffic, nbytes
+
+    x = torch.ones(100)
+    with Traffic() as tr:
+        y = (x.view(10, 10) + 1).exp()
+    assert [op for op, _, _ in tr.ops] == ["add", "exp"]  # the view moved nothing
+    assert tr.ops[0][1:] == (400, 400) and tr.total == 1600 and nbytes([x, y]) == 800
+
+
+def test_timeline_peak_bytes_sees_a_calls_temporary_on_the_cpu():
+    from measure.memory_timeline import peak_bytes
+
+    def temporary(x):
+        big = torch.empty(1 << 20, dtype=torch.uint8)  # 1 MiB, freed before returning
+        return x + big[:1].float()
+
+    assert peak_bytes(temporary, torch.ones(4)) >= 1 << 20
+
+
+def test_setup_notebook_seeds_and_says_where_it_runs(monkeypatch, capsys):
+    import course
+
+    threads = torch.get_num_threads()
+    monkeypatch.setenv("COURSE_THREADS", "1")
+    try:
+        course.setup_notebook()
+        first = torch.rand(3)
+        assert course.describe() in capsys.readouterr().out
+        course.setup_notebook()
+        assert torch.equal(torch.rand(3), first)  # seed 0 each time
+        if not course.ON_GPU:
+            assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(threads)
