@@ -18,13 +18,17 @@ probes and the GPU results. What it keeps on purpose:
   cases hold (odd shapes, every dtype, hard rows, strides) is no secret: the notebooks say it and ``check``
   runs a small case of every kind. Their values are fresh random numbers at every grading.
 
-Without ``kernels_ref``, a notebook's comparison with the reference kernel (06) is left out, and a check
-or grade that would time against a reference kernel on a GPU says so instead of failing.
+Without ``kernels_ref``, a notebook's comparison with the reference kernel (06) is left out where the
+notebook guards its import; a notebook that needs the reference kernels to run (an unguarded import of
+``kernels_ref``) is left out of the hand-out, named in its README and printed by the build, until what it
+takes from there moves beside the references of ``measure``.
 tests/test_release.py builds a hand-out and checks all of this.
 """
 from __future__ import annotations
 
 import argparse
+import ast
+import json
 import re
 import shutil
 import sys
@@ -66,6 +70,25 @@ Signatures: `docs/CONTRACTS.md`. Something does not work: `docs/troubleshooting.
 """
 
 
+def reference_imports(notebook: Path) -> list[str]:
+    """The imports of ``kernels_ref`` in a notebook's code that no ``try ... except ImportError`` guards."""
+    found = []
+    for cell in json.loads(notebook.read_text())["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        lines = "".join(cell["source"]).splitlines()
+        tree = ast.parse("\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in lines))
+        guarded = {id(n) for t in ast.walk(tree) if isinstance(t, ast.Try)
+                   and any(ast.unparse(h.type or ast.Name("BaseException")) in ("ImportError", "ModuleNotFoundError")
+                           for h in t.handlers) for s in t.body for n in ast.walk(s)}
+        for node in ast.walk(tree):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any(n.split(".")[0] == "kernels_ref" for n in names) and id(node) not in guarded:
+                found.append(ast.unparse(node))
+    return found
+
+
 def build(out: Path) -> Path:
     """Write the hand-out into ``out`` (replaced if it exists) and return it."""
     notebooks = sorted((ROOT / "notebooks").glob("*/*.ipynb"))
@@ -74,14 +97,23 @@ def build(out: Path) -> Path:
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
-    shutil.copytree(ROOT / "notebooks", out / "notebooks", ignore=IGNORED)
+    left_out = {nb.parent.name: reference_imports(nb) for nb in notebooks if reference_imports(nb)}
+    for nb in notebooks:
+        if nb.parent.name not in left_out:
+            shutil.copytree(nb.parent, out / "notebooks" / nb.parent.name, ignore=IGNORED)
     for package in PACKAGES:
         shutil.copytree(ROOT / package, out / package, ignore=IGNORED)
     for name in FILES:
         (out / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, out / name)
     (out / "Makefile").write_text(handout_makefile((ROOT / "Makefile").read_text()))
-    (out / "README.md").write_text(README)
+    readme = README
+    if left_out:
+        readme += "\nNot in this hand-out (they need the course's reference kernels to run): " + "; ".join(
+            f"{name} ({', '.join(imports)})" for name, imports in left_out.items()) + ".\n"
+        for name, imports in left_out.items():
+            print(f"left out {name}: it needs the reference kernels ({'; '.join(imports)})")
+    (out / "README.md").write_text(readme)
     return out
 
 
