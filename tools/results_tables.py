@@ -200,8 +200,9 @@ def grade_rows(label: str, reports: list[dict]) -> list[list[str]]:
         passed = [p["passed"] for p in graded]
         verdict = ("passed" if all(passed) else "failed" if not any(passed)
                    else f"passed {sum(passed)} of {len(passed)}")
-        then, now = spread([p["threshold"] for p in graded], "g"), spec_performance(exercise_id).threshold
-        rows.append([label, what, speed, f"{verdict} (threshold then {then}; now {now:g})"])
+        then, now = spread([p["threshold"] for p in graded], "g"), spec_performance(exercise_id)
+        now = f"now {now.threshold:g}" if now else "not timed now"  # e.g. a loss now graded on memory instead
+        rows.append([label, what, speed, f"{verdict} (threshold then {then}; {now})"])
     return rows
 
 
@@ -270,20 +271,22 @@ def column(run: results.Run) -> str:
 
 
 def headline_section(runs: list[results.Run]) -> str:
-    """Per performance exercise, the solution's speedup over its baseline on the newest calibration run of
-    each GPU (the full history is in results/README.md), beside the threshold graded today."""
+    """Per performance exercise, the solution's speedup over its baseline in the newest calibration of it on
+    each GPU (a run may calibrate a few exercises only; the full history is in results/README.md), beside the
+    threshold graded today. Each GPU's column is named after its newest run with a calibration."""
     from autograder import specs
 
-    newest = {}  # GPU model -> its newest run with a calibration (runs come oldest first)
-    for run in runs:
-        if run.calibration():
+    newest, records = {}, {}  # GPU model -> its newest run with a calibration; -> exercise -> newest record
+    for run in runs:  # oldest first: a newer record replaces an older one
+        for calibration in run.calibrations():
             newest[gpu_model(run)] = run
+            records.setdefault(gpu_model(run), {}).update(calibration["exercises"])
     header = ["exercise", "baseline"] + [column(run) for run in newest.values()] + ["threshold"]
     rows = []
     for exercise_id, spec in specs.EXERCISES.items():
         if spec.performance is None:
             continue
-        found = [run.calibration()["exercises"].get(exercise_id) or {} for run in newest.values()]
+        found = [records[gpu].get(exercise_id) or {} for gpu in newest]
         if not any(c.get("solution_speedup") for c in found):
             continue
         rows.append([f"`{exercise_id}`", spec.performance.baseline_name]

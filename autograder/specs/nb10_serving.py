@@ -352,9 +352,12 @@ EXERCISES = [
             inputs=_sampling_perf_inputs, baseline=eager_sampling, fresh=sampling_fresh,
             baseline_name="softmax + sort + cumsum + search (eager PyTorch)", nbytes=_sampling_bytes,
             naive=eager_sampling,
-            # Not calibrated on a GPU yet: the fused kernel reads the logits once from memory and bisects
-            # from L2 (~35 passes), the eager path moves ~10x the logits' bytes through a segmented sort.
-            threshold=1.5, floor=1.0),
+            # The fused kernel reads the logits once from memory and bisects from L2 (~35 passes), the eager
+            # path moves ~10x the logits' bytes through a segmented sort. Calibrated (results/h200-2026-11-27
+            # and results/h100-2026-11-27, serving*/calibration.json): the solution ran 1.62x on an H200 and
+            # 1.72x on an H100, so full credit from 1.40. The naive version is the baseline's own code (1.00x
+            # give or take noise of 0.07 seen below): nothing under 1.1x earns a point.
+            threshold=1.4, floor=1.1),
     ),
     Exercise(
         id="rope_kv_append", notebook=NOTEBOOK, entry="rope_kv_append",
@@ -366,9 +369,10 @@ EXERCISES = [
             inputs=_rope_perf_inputs, baseline=eager_rope, fresh=rope_fresh,
             baseline_name="eager PyTorch (slices, products, cat; two indexed cache writes)", nbytes=_rope_bytes,
             naive=eager_rope,
-            # Not calibrated on a GPU yet: ~15 eager launches against one; at 64 sequences both are a few
-            # microseconds of memory traffic, so launch cost decides.
-            threshold=2.0, floor=1.0),
+            # ~15 eager launches against one; at 64 sequences both are a few microseconds of memory traffic,
+            # so launch cost decides. Calibrated: the solution ran 4.09x and 4.56x on an H200, 3.76x on an
+            # H100; the naive version (the baseline's code) 0.95-1.07x, under the floor of 1.1.
+            threshold=2.0, floor=1.1),
     ),
     Exercise(
         id="paged_decode_attention", notebook=NOTEBOOK, entry="paged_decode_attention",
@@ -379,8 +383,9 @@ EXERCISES = [
         performance=Performance(
             inputs=_paged_perf_inputs, baseline=gather_sdpa, fresh=paged_fresh,
             baseline_name="gather the pages, then SDPA with a length mask", nbytes=_paged_bytes, naive=gather_sdpa,
-            # Not calibrated on a GPU yet: the gather reads and writes the padded cache before SDPA reads it
-            # again (3x the bytes and the padding of every sequence to the longest).
-            threshold=2.0, floor=1.0),
+            # The gather reads and writes the padded cache before SDPA reads it again (3x the bytes and the
+            # padding of every sequence to the longest). Calibrated: the solution ran 2.52x and 2.78x on an
+            # H200, 3.18x on an H100 (slowest / 1.15 = 2.19); the naive version (the baseline's code) 1.00x.
+            threshold=2.0, floor=1.1),
     ),
 ]
