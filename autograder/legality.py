@@ -12,6 +12,8 @@
   a compiled (or interpreted) kernel: a launch made from a hook or a grid callable of another launch counts
   too; an autotuner's benchmarking trials do not (they serve the one launch that follows).
 - ``KernelsRefWatch``: records any import of ``kernels_ref`` by the submission.
+- ``ThreadGuard``: graded code may not start threads (the recorder and the memory meter are per-thread
+  dispatch modes: work on another thread is invisible to them); a start is refused and recorded.
 - ``judge``: runs in the grading process; turns what the worker recorded into violations.
 """
 from __future__ import annotations
@@ -310,6 +312,70 @@ def reaches_kernels_ref(fn) -> bool:
     return False
 
 
+# The recorded name of a refused thread start (not a torch operator: judged before the operator rules).
+THREAD_START = "start_thread"
+
+
+class ThreadRefused(RuntimeError):
+    """Graded code tried to start a thread."""
+
+
+class ThreadGuard:
+    """Refuses every new thread while armed (the submission's import and its calls), at the lowest level
+    (``_thread``'s starters and ``threading``'s references to them): ``threading.Thread``, executors,
+    ``QueueListener`` and tqdm's ``thread_map`` all start threads there. The grader's own threads (none in
+    the worker while learner code runs) start while it is disarmed."""
+
+    armed = None   # the thread whose starts are refused (the one running learner code), or None
+    recorder: OpRecorder | None = None
+    _installed = False
+
+    @classmethod
+    def install(cls) -> None:
+        if cls._installed:
+            return
+        import _thread
+
+        for module in (_thread, threading):
+            for name in ("start_new_thread", "start_new", "start_joinable_thread",
+                         "_start_new_thread", "_start_joinable_thread"):
+                if callable(getattr(module, name, None)):
+                    setattr(module, name, cls._refusing(getattr(module, name)))
+        cls._installed = True
+
+    @classmethod
+    def _refusing(cls, start):
+        def start_refused(*args, **kwargs):
+            # only the graded thread's starts: another thread of a notebook process (its kernel's I/O) is not graded
+            if cls.armed != threading.get_ident():
+                return start(*args, **kwargs)
+            if cls.recorder is not None:
+                cls.recorder.note(THREAD_START, sys._getframe(1))
+            raise ThreadRefused("graded code may not start threads: the grader sees only the work done on "
+                                "the thread that calls your function")
+        return start_refused
+
+    @classmethod
+    def armed_for(cls, recorder: OpRecorder | None = None):
+        """A context manager: threads refused inside it (starts noted in ``recorder`` when there is one)."""
+        import contextlib
+
+        @contextlib.contextmanager
+        def scope():
+            cls.install()
+            cls.armed, cls.recorder = threading.get_ident(), recorder
+            try:
+                yield
+            finally:
+                cls.armed, cls.recorder = None, None
+
+        return scope()
+
+
+_THREAD_WHY = ("graded code runs on the grader's thread only: the operator recorder and the memory meter "
+               "see nothing another thread computes")
+
+
 def judge(spec, ops_records, launch_counts, used_kernels_ref: bool, where, largest=()) -> list[str]:
     """Violations (plain words) from recorded ops, launches per call, kernels_ref use and, for exercises
     with ``max_intermediate``, the largest tensor an operator produced in each call: ``largest`` holds
@@ -329,6 +395,9 @@ def judge(spec, ops_records, launch_counts, used_kernels_ref: bool, where, large
         if (op, line) in seen:
             continue
         seen.add((op, line))
+        if op == THREAD_START:
+            violations.append(f"starts a thread at {where(line)}: {_THREAD_WHY}")
+            continue
         if op in LEAVES_TORCH:
             if not values_may_leave:
                 violations.append(f"calls {LEAVES_TORCH[op]} at {where(line)}: it {_LEAVE_WHY}")

@@ -39,6 +39,8 @@ def diagnose_error(error: str) -> Symptom:
     if "OutOfResources" in (error or ""):  # Triton: the tile needs more shared memory or registers than a SM has
         return Symptom("out-of-resources")
     kind = (error or "").split(":", 1)[0].strip().rsplit(".", 1)[-1]
+    if kind in ("ThreadRefused", "ImportRefused"):  # the grader refused it: the message is the cause
+        return Symptom("refused")
     if kind in ("NameError", "UnboundLocalError"):  # a name never defined: no input family explains it
         return Symptom("name-error", {"error": error.strip()})
     return Symptom("raised")
@@ -248,6 +250,8 @@ def hint(kind: str, case, symptom: Symptom | None, unit: str = "") -> str | None
     s = symptom or Symptom("values")
     if s.name == "not-written":
         return NOT_WRITTEN_HINT
+    if s.name == "refused":
+        return None  # the refusal's own message names the cause: no input family explains it
     if getattr(case, "raises", None) is not None:
         return case.hint or None
     family = case.family.split(":")[0]

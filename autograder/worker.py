@@ -244,20 +244,24 @@ class Worker:
         work, as in a program), then every stream waited for. Nothing else runs inside the window."""
         outs, done = [], protocol.CallDone(ok=True)
         try:
-            for args in slots:
-                # the harness, where there is one, adds what the call wrote in place to its output (a
-                # memory harness never times: memory exercises have no performance part)
-                if empty:
-                    outs.append(None)
-                elif self.harness is None:
-                    outs.append(self.fn(*args))
-                else:
-                    outs.append(self.harness(self.fn, args)[0])
+            with self.legality.ThreadGuard.armed_for():
+                self._call_each(slots, outs, empty)
             self._sync()
         except BaseException as exc:  # noqa: BLE001
             done.ok, done.error = False, describe_error(exc, self.source_file)
         self.last = list(zip(outs, slots))
         return done
+
+    def _call_each(self, slots: list, outs: list, empty: bool) -> None:
+        for args in slots:
+            # the harness, where there is one, adds what the call wrote in place to its output (a
+            # memory harness never times: memory exercises have no performance part)
+            if empty:
+                outs.append(None)
+            elif self.harness is None:
+                outs.append(self.fn(*args))
+            else:
+                outs.append(self.harness(self.fn, args)[0])
 
     def call(self, args: tuple, empty: bool = False, config: int | None = None) -> protocol.CallDone:
         """A checked call: under the operator recorder and the launch counter (to name lines in feedback),
@@ -267,7 +271,7 @@ class Worker:
         done = protocol.CallDone(ok=True)
         out = None
         try:
-            with rec, AutotunePin.pinned(config) as used:
+            with rec, AutotunePin.pinned(config) as used, self.legality.ThreadGuard.armed_for(rec):
                 if empty:
                     out = None
                 elif self.harness is None:
@@ -377,7 +381,8 @@ def load_entry(job: dict):
     try:
         with open(source_file, encoding="utf-8") as fh:
             code = compile(fh.read(), source_file, "exec")
-        exec(code, module.__dict__)
+        with legality.ThreadGuard.armed_for():
+            exec(code, module.__dict__)
     except BaseException as exc:  # noqa: BLE001  (sys.exit at import is the learner's, not ours)
         return None, protocol.Ready("import_error", describe_error(exc, source_file), watch.imported())
     finally:

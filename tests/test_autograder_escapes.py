@@ -77,6 +77,46 @@ def test_a_launch_made_from_a_grid_callable_is_counted():
     assert any("launched 2 Triton kernels in one call" in v for v in ex["violations"]), ex["violations"]
 
 
+# --------------------------------------------------------------------- work on another thread
+
+def test_work_started_on_another_thread_is_refused_and_the_line_is_named():
+    # the recorder and the memory meter are per-thread: graded code may not start a thread at all
+    ex = escape("computes_on_a_thread")
+    assert ex["score"] == 0 and not ex["correct"]
+    assert any(v.startswith("starts a thread at line 20:") for v in ex["violations"]), ex["violations"]
+    assert not any(f.startswith("hint:") for f in ex["feedback"]), ex["feedback"]  # the refusal is the cause
+
+
+def test_threads_are_refused_only_on_the_graded_thread_and_only_while_armed():
+    import threading
+
+    from autograder.legality import THREAD_START, OpRecorder, ThreadGuard, ThreadRefused
+
+    def start() -> bool:
+        thread = threading.Thread(target=lambda: None)
+        thread.start()
+        thread.join()
+        return True
+
+    others, go = [], threading.Event()
+
+    def other_thread():  # a notebook kernel's own thread, started before the graded call
+        go.wait()
+        others.append(start())
+
+    helper = threading.Thread(target=other_thread)
+    helper.start()
+    rec = OpRecorder(__file__)
+    with ThreadGuard.armed_for(rec):
+        with pytest.raises(ThreadRefused):
+            start()
+        go.set()
+        helper.join()
+    assert others == [True]
+    assert [op for op, _line, _n in rec.records()] == [THREAD_START]
+    assert start()  # the grader's own threads, outside the learner's import and calls
+
+
 # --------------------------------------------------------------------- code beside the submission
 
 def test_a_module_beside_the_submission_is_audited_as_the_submission():
