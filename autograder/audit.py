@@ -15,17 +15,20 @@ Rules (``RULES`` holds the list):
 - forbidden-import: modules that reach into the process (gc, ctypes, inspect, importlib, builtins, ...),
   start threads or processes, open sockets, unpickle, copy files;
 - process: ``os`` functions that write files or descriptors, spawn, signal or change the environment,
-  and ``sys`` internals used for patching (``sys.modules``, ``sys.settrace``, ``sys._getframe``, ...);
+  and ``sys`` internals used for patching (``sys.modules``, ``sys.settrace``, ``sys._getframe``, ...), ``sys``
+  reached as another module's attribute (``logging.sys``);
 - patching: assigning (also ``+=``, ``setattr``, ``del``, ``delattr``) to attributes of modules, classes
   or functions the submission did not define, through any alias (``import torch as t``, ``E =
   torch.cuda.Event``, ``sys.modules["autograder"]``, ``type(x)``); the learner's own objects are fine;
 - dynamic-code: ``exec``, ``eval``, ``compile``, ``__import__``, ``globals()``/``locals()``/``vars()``
-  used to write, ``getattr``/``setattr``/``delattr`` with a computed name;
+  used to write, ``getattr``/``setattr``/``delattr`` with a computed name or passed on as a value
+  (``functools.partial(setattr, C)``);
 - escape: dunder attributes used to reach other objects (``__subclasses__``, ``__globals__``,
   ``__code__``, ``__builtins__``, ``__dict__``, ``__class__``, ``__wrapped__``, ...), ``__torch_dispatch__``
   / ``__torch_function__``, tensor subclasses and dispatch modes, ``torch._C``;
 - grader-state: reading or changing what tells a checked call from a timed one (memory poisoning,
-  deterministic mode, the ``AUTOGRADER_*`` environment, the caller's stack);
+  deterministic mode, the ``AUTOGRADER_*`` environment, the caller's stack: frame attributes such as
+  ``f_back`` or ``currentframe`` under any receiver, so ``logging.currentframe()`` counts too);
 - feature: torch.compile, CUDA graphs, streams, torch.jit, torch.library, unless the exercise allows the
   feature (``allow``: names from ``FEATURES``);
 - file-write: ``open`` for writing, ``Path.write_text``, ``torch.save``, ``np.save``, ``savefig``, ...
@@ -196,6 +199,15 @@ _ESCAPE_DUNDERS = frozenset({
     "__torch_function__", "__init_subclass__",
 })
 _ESCAPE_NAMES = frozenset({"__builtins__", "__loader__"})
+# Frames and what leads to them, whatever the receiver (``logging.currentframe`` is ``sys._getframe``): a frame
+# reaches the grader's locals (its recorder) as well as telling a checked call from a timed one.
+_FRAME_ATTRS = frozenset({
+    "currentframe", "_getframe", "_current_frames", "f_back", "f_locals", "f_globals", "f_builtins", "f_code",
+    "tb_frame", "tb_next", "gi_frame", "cr_frame", "ag_frame", "gi_yieldfrom", "cr_await", "getouterframes",
+    "getinnerframes", "walk_stack", "walk_tb", "extract_stack", "_getframemodulename"})
+# Attribute functions called with a literal name are checked as that attribute; passed on as a value
+# (``functools.partial(setattr, C)("note", f)``), they take names the audit never sees.
+_ATTR_BUILTINS = frozenset({"builtins.getattr", "builtins.setattr", "builtins.delattr"})
 _DYNAMIC_BUILTINS = {"exec": "runs code built at run time", "eval": "evaluates code built at run time",
                      "compile": "compiles code built at run time",
                      "__import__": "imports a module by a computed name",
@@ -846,6 +858,11 @@ class _Auditor(ast.NodeVisitor):
     def visit_Name(self, node):
         if node.id in _ESCAPE_NAMES:
             self.report(node, "escape", f"uses {node.id}, which reaches Python's internals")
+        parent = self.parents.get(id(node))
+        if (isinstance(node.ctx, ast.Load) and not (isinstance(parent, ast.Call) and parent.func is node)
+                and self.paths(node) & _ATTR_BUILTINS):
+            self.report(node, "dynamic-code", f"passes {node.id} on as a value: it then sets or reads attributes "
+                        "by names the audit cannot see")
         if isinstance(node.ctx, ast.Load):
             for p in sorted(self.paths(node)):
                 if _is_external(p) and p != "<type>" and self._check_path(node, p, node.id):
@@ -882,6 +899,12 @@ class _Auditor(ast.NodeVisitor):
         parent = self.parents.get(id(node))
         if attr in _ESCAPE_DUNDERS:
             self.report(node, "escape", f"uses {self.text(node)}: {attr} reaches objects the grader relies on")
+        elif attr in _FRAME_ATTRS:
+            self.report(node, "grader-state", f"uses {self.text(node)}: {attr} reaches stack frames, the grader's "
+                        "own variables among them (a graded function must not inspect its caller)")
+        elif attr == "sys" and not (isinstance(node.value, ast.Name) and node.value.id == "self"):
+            self.report(node, "process", f"uses {self.text(node)}: the sys module reached through another module "
+                        "(its modules, hooks and frames reach the grader's code)")
         elif attr == "__class__" and not (isinstance(parent, ast.Attribute) and parent.attr in ("__name__", "__qualname__")):
             self.report(node, "escape", f"uses {self.text(node)}: __class__ reaches (and can swap) an object's class")
         elif attr == "__dict__" and not (isinstance(node.value, ast.Name) and node.value.id == "self"):
@@ -1055,6 +1078,9 @@ class _Auditor(ast.NodeVisitor):
                     break
         name_arg = args[1] if len(args) >= 2 else None
         dynamic_name = name_arg is not None and not (isinstance(name_arg, ast.Constant) and isinstance(name_arg.value, str))
+        if "builtins.getattr" in fn and not dynamic_name and name_arg is not None and name_arg.value in _FRAME_ATTRS:
+            self.report(node, "grader-state", f"{self.text(node)}: {name_arg.value} reaches stack frames, the "
+                        "grader's own variables among them")
         if "builtins.getattr" in fn and dynamic_name:
             self.report(node, "dynamic-code", f"{self.text(node)}: getattr with a computed name reaches attributes "
                         "the audit cannot see")

@@ -29,6 +29,7 @@ WORKER_TESTS: dict[str, set[str] | str] = {
         "test_outputs_that_another_library_computed_score_zero_and_the_line_is_named",
         "test_outputs_that_do_not_come_from_the_kernels_score_zero",
         "test_patching_the_clocks_and_the_grader_scores_zero_and_names_each_patch",
+        "test_reaching_the_grader_through_frames_or_module_aliases_scores_zero_and_is_named",
         "test_telling_a_checked_call_from_a_timed_one_scores_zero_and_the_fallback_is_named",
         "test_work_started_on_another_thread_is_refused_and_the_line_is_named"},
     "test_autograder_gpu": {"test_slow_and_deferred_submissions_are_graded_for_correctness"},

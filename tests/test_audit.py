@@ -285,6 +285,8 @@ CHEATS = {
     ],
     "process": [
         "import sys\nm = sys.modules['autograder']",
+        "import logging\nm = logging.sys.modules['autog' + 'rader.legality']",
+        "import os\ns = os.sys",
         "import sys\nsys.modules['torch'].softmax = None",
         "from sys import modules",
         "import sys\nsys.settrace(None)",
@@ -353,6 +355,9 @@ CHEATS = {
         "import triton\n@triton.jit\ndef k(x):\n    pass\nk.run = lambda *a, **kw: None",
     ],
     "dynamic-code": [
+        "import functools\nfunctools.partial(setattr, object)('note', None)",
+        "get = getattr\nv = get(object, 'x')",
+        "f = list(map(delattr, [object], ['x']))",
         "import torch\nf = vars(torch)['softmax']",
         "exec('x = 1')",
         "y = eval('1 + 1')",
@@ -399,6 +404,10 @@ CHEATS = {
         "import torch\ntorch.use_deterministic_algorithms(False)",
         "import os\nworker = os.environ.get('AUTOGRADER_WORKER')",
         "import traceback\nframes = traceback.extract_stack()",
+        "import logging\nf = logging.currentframe()",
+        "def f(g):\n    return g.gi_frame.f_back",
+        "def f(e):\n    return e.__traceback__.tb_frame",
+        "def f(x):\n    return getattr(x, 'f_locals')",
     ],
     "file-write": [
         "open('out.txt', 'w').write('x')",

@@ -117,6 +117,17 @@ def test_threads_are_refused_only_on_the_graded_thread_and_only_while_armed():
     assert start()  # the grader's own threads, outside the learner's import and calls
 
 
+@pytest.mark.parametrize("name, found", [
+    ("reads_frames", ["line 17: uses logging.currentframe", "line 19: uses frame.f_locals", "line 22: uses frame.f_back"]),
+    ("patches_through_alias", ["line 10: uses logging.sys", "line 11: passes setattr on as a value"])])
+def test_reaching_the_grader_through_frames_or_module_aliases_scores_zero_and_is_named(name, found):
+    # logging.currentframe is sys._getframe, logging.sys is sys: the audit judges the attribute, not the spelling
+    ex = escape(name)
+    assert ex["score"] == 0 and not ex["correct"]
+    for part in found:
+        assert any(v.startswith(part) for v in ex["violations"]), (part, ex["violations"])
+
+
 # --------------------------------------------------------------------- code beside the submission
 
 def test_a_module_beside_the_submission_is_audited_as_the_submission():
