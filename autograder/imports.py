@@ -10,7 +10,9 @@ the repository's own folders (``tests/``, ``tools/``, ``kernels_ref/``). Two hal
   (the submission's file, a module beside it, code it built) of a module outside the installed packages
   and the course's own (``course``, ``measure``, ``autograder``), unless it is one of the audited modules
   beside the submission. An import made by the grader's or a library's own code is not the learner's and
-  passes. Which code asked is read from the stack (the frame that runs the import statement).
+  passes, except while the learner's code runs (its import and its calls): then every import is judged,
+  whatever frame asks (a course function handed ``import_module`` cannot launder one). Which code asked is
+  read from the stack (the frame that runs the import statement).
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import ast
 import os
 import sys
 import sysconfig
+import threading
 from pathlib import Path
 
 REPOSITORY = Path(__file__).resolve().parents[1]
@@ -114,8 +117,15 @@ class ImportGuard:
             return True
         return not real.startswith(self.grader)
 
+    @staticmethod
+    def _learner_code_runs() -> bool:
+        """Whether this thread is inside the submission's import or one of its calls (the span the worker
+        arms ``legality.ThreadGuard`` for; the grader's own imports happen before or outside it)."""
+        legality = sys.modules.get("autograder.legality")
+        return legality is not None and legality.ThreadGuard.armed == threading.get_ident()
+
     def find_spec(self, name, path=None, target=None):
-        if not self._asked_by_learner():
+        if not (self._learner_code_runs() or self._asked_by_learner()):
             return None
         spec = None
         for finder in sys.meta_path:

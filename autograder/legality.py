@@ -324,7 +324,8 @@ class ThreadGuard:
     """Refuses every new thread while armed (the submission's import and its calls), at the lowest level
     (``_thread``'s starters and ``threading``'s references to them): ``threading.Thread``, executors,
     ``QueueListener`` and tqdm's ``thread_map`` all start threads there. The grader's own threads (none in
-    the worker while learner code runs) start while it is disarmed."""
+    the worker while learner code runs) start while it is disarmed. Armed marks the span where learner code
+    runs: ``autograder.imports.ImportGuard`` then judges every import, whoever asks."""
 
     armed = None   # the thread whose starts are refused (the one running learner code), or None
     recorder: OpRecorder | None = None

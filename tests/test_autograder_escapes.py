@@ -130,6 +130,27 @@ def test_reaching_the_grader_through_frames_or_module_aliases_scores_zero_and_is
 
 # --------------------------------------------------------------------- code beside the submission
 
+def test_an_import_laundered_through_a_course_function_is_refused_while_learner_code_runs(tmp_path):
+    # a course function handed import_module makes a course frame the nearest asker: while the learner's
+    # code runs every import is judged anyway; outside that span the grader's own imports pass as before
+    import functools
+
+    from autograder.imports import ImportGuard, ImportRefused
+    from autograder.legality import ThreadGuard
+    from measure.timer import wall_clock
+
+    source = tmp_path / "submission.py"
+    source.write_text("")
+    guard = ImportGuard(str(source), str(tmp_path))
+    laundered = functools.partial(guard.find_spec, "kernels_ref")
+    assert wall_clock(laundered)[1] is None                    # the grader's own: not judged
+    with ThreadGuard.armed_for(), pytest.raises(ImportRefused, match="course's repository"):
+        wall_clock(laundered)
+    with ThreadGuard.armed_for():
+        assert wall_clock(functools.partial(guard.find_spec, "measure.timer"))[1] is not None  # the course's own
+
+
+
 def test_a_module_beside_the_submission_is_audited_as_the_submission():
     ex = escape("helper_module")
     assert ex["score"] == 0 and not ex["correct"]
