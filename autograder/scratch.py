@@ -69,3 +69,7 @@ def exit_on_signals(signals=(signal.SIGTERM, signal.SIGHUP)) -> None:
 
     for sig in signals:
         signal.signal(sig, stop)
+    # A process started with SIGINT ignored (a background job of a script, a test runner's worker) would never
+    # see Ctrl-C's KeyboardInterrupt: the folders would stay. Python's own handler makes it unwind as usual.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)

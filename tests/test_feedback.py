@@ -375,11 +375,25 @@ EARLY = [ex for nb in ("00_measure", "01_naive_ops", "02_profiling", "03_triton_
          for ex in specs.for_notebook(nb)]
 
 
+def _defines_an_early_entry_point(path) -> bool:
+    """Read, not imported: a module beside a submission may patch the grader when it is imported (that is
+    what some escape fixtures do), and the check/grade agreement is about notebooks 00-04 only."""
+    import ast
+
+    entries = {ex.entry for ex in EARLY}
+    tree = ast.parse(path.read_text())
+    names = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    names |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    names |= {a.asname or a.name for n in tree.body if isinstance(n, ast.ImportFrom) for a in n.names}
+    return bool(names & entries)
+
+
 def _known_submissions():
     from _autograder_helpers import SUBMISSIONS
 
     return sorted(p.name for p in SUBMISSIONS.glob("*.py")
-                  if p.name not in NOT_FOR_CHECK and not p.name.startswith("escape_"))
+                  if p.name not in NOT_FOR_CHECK and not p.name.startswith(("escape_", "_"))
+                  and _defines_an_early_entry_point(p))
 
 
 def _load(name):
