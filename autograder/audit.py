@@ -153,6 +153,9 @@ _PATH_RULES: dict[str, tuple[str, str]] = {
     "torch.distributed": ("process", "talks to other processes over the network"),
     "numpy.ctypeslib": ("escape", "reads and writes raw memory through pointers"),
     "torch._C": ("escape", "uses torch's private C bindings (dispatch keys, mode stacks, the profiler)"),
+    **{f"torch.{n}": ("escape", "uses torch's private reimplementations of its operators (softmax, gelu...) "
+                      "from primitives: the exercise's operator under another name") for n in (
+        "_decomp", "_refs", "_prims", "_prims_common")},
     "torch.utils._python_dispatch": ("escape", "installs dispatch modes that can hide operators from the grader"),
     "torch.overrides": ("escape", "intercepts torch functions (torch function modes and overrides)"),
     "torch._subclasses": ("escape", "uses tensor subclasses that can intercept every operator"),

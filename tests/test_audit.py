@@ -378,6 +378,9 @@ CHEATS = {
         "import numpy as np\na = np.load('x.npy', allow_pickle=True)",
     ],
     "escape": [
+        "import torch._refs\ny = torch._refs.nn.functional.gelu",
+        "from torch._decomp import decomposition_table",
+        "import torch\nt = torch._prims",
         "s = ().__class__.__bases__[0].__subclasses__()",
         "def f():\n    pass\ng = f.__globals__",
         "def f():\n    pass\nc = f.__code__",
