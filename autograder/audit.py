@@ -309,6 +309,7 @@ def audit(source: str, *, allow: Iterable[str] = frozenset(), forbidden_calls: I
         for other in _ALSO.get(name, ()):
             forbidden_calls.setdefault(other, why)
     scopes = _Scopes(tree)
+    scopes.entry = entry  # called by the grader with tensors: its parameters are never configuration
     reachable = _reachable(tree, entry) if (entry and forbidden_calls) else None
     auditor = _Auditor(scopes, frozenset(allow), forbidden_calls, reachable)
     auditor.visit(tree)
@@ -635,9 +636,66 @@ def _pure(scopes: "_Scopes", expr, scope, depth: int = 0) -> bool:
         return False
     if isinstance(expr, ast.Name):
         values = scopes.values_of(expr.id, scope)
-        return values is not None and all(
+        if values is None:
+            # the submission's own def or class (a compiled kernel kept by its block size), or a parameter
+            # that every call of its function fills with configuration
+            return scopes.paths(expr, scope) == {_OWN} or _pure_parameter(scopes, expr.id, scope, depth)
+        return all(
             (pure(v[1]) if v[0] == "iter" else False) if isinstance(v, tuple) else pure(v) for v in values)
     return False
+
+
+def _call_sites(scopes: "_Scopes", name: str) -> tuple[list, bool]:
+    """The calls ``name(...)`` anywhere in the source, each with the scope it runs in, and whether ``name`` is
+    only ever called there (never passed on, stored or decorated, so no other code can call it)."""
+    sites, only_called = [], True
+    for node, scope in scopes.of.items():
+        todo = list(node.body if isinstance(node.body, list) else [node.body])
+        while todo:
+            n = todo.pop()
+            if isinstance(n, _SCOPE_NODES):
+                todo.extend(getattr(n, "decorator_list", []))  # its body is its own scope's
+                continue
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == name:
+                sites.append((n, scope))
+                todo.extend(n.args + [k.value for k in n.keywords])
+                continue
+            if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load):
+                only_called = False
+            todo.extend(ast.iter_child_nodes(n))
+    return sites, only_called
+
+
+def _pure_parameter(scopes: "_Scopes", name: str, scope, depth: int) -> bool:
+    """Whether ``name`` is a parameter of a plain function that the entry point's code alone calls, every
+    time with configuration in its place (``settings(N)`` filling a table keyed by ``n``)."""
+    while scope is not None and name not in scope.bindings and name not in scope.declared_global:
+        scope = scope.parent
+    fn = getattr(scope, "node", None)
+    if (not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or name in scope.declared_global
+            or isinstance(scope.parent.node, ast.ClassDef) or fn.name == getattr(scopes, "entry", None)
+            or any(n == name for n, _ in scope.pending)):
+        return False
+    a = fn.args
+    positional = [x.arg for x in a.posonlyargs + a.args]
+    if name not in positional + [x.arg for x in a.kwonlyargs]:
+        return False  # *args, **kwargs
+    defaults = dict(zip(positional[len(positional) - len(a.defaults):], a.defaults))
+    defaults.update((x.arg, d) for x, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None)
+    sites, only_called = _call_sites(scopes, fn.name)
+    if not sites or not only_called:
+        return False  # called from outside the source (the grader, a hook): its arguments are unknown
+    for call, where in sites:
+        if any(isinstance(x, ast.Starred) for x in call.args) or any(k.arg is None for k in call.keywords):
+            return False
+        i = positional.index(name) if name in positional else len(call.args)
+        given = call.args[i] if i < len(call.args) else next((k.value for k in call.keywords if k.arg == name), None)
+        if given is None:
+            if name not in defaults or not _pure(scopes, defaults[name], scope.parent, depth + 1):
+                return False
+        elif not _pure(scopes, given, where, depth + 1):
+            return False
+    return True
 
 
 _FILLERS = frozenset({"append", "extend", "insert", "add", "update", "setdefault", "appendleft"})
@@ -735,18 +793,7 @@ class _Auditor(ast.NodeVisitor):
     def _configuration_cache(self, name: str) -> bool:
         """Whether every call of the cached function ``name`` passes configuration only (shapes, dtypes,
         constants): then its cache maps configurations to configurations (a launch-config helper)."""
-        sites = []
-        for node, scope in self.scopes.of.items():
-            body = node.body if isinstance(node.body, list) else [node.body]
-            todo = list(body)
-            while todo:
-                n = todo.pop()
-                if isinstance(n, _SCOPE_NODES):
-                    todo.extend(getattr(n, "decorator_list", []))  # its body is its own scope's
-                    continue
-                if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == name:
-                    sites.append((n, scope))
-                todo.extend(ast.iter_child_nodes(n))
+        sites, _ = _call_sites(self.scopes, name)
         return all(_pure(self.scopes, a, scope) for call, scope in sites
                    for a in call.args + [k.value for k in call.keywords])
 

@@ -22,6 +22,7 @@ WORKER_TESTS: dict[str, set[str] | str] = {
         "test_a_launch_made_from_a_grid_callable_is_counted",
         "test_a_module_beside_the_submission_is_audited_as_the_submission",
         "test_a_public_style_fused_loss_keeps_every_correctness_point",
+        "test_honest_idioms_keep_every_correctness_point",
         "test_forged_replies_at_import_score_zero_and_the_writes_are_named",
         "test_imports_from_outside_the_installed_packages_are_refused",
         "test_logits_written_through_out_count_against_the_size_rule",

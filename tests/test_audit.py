@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 
 from autograder import specs
 from autograder.audit import FEATURES, RULES, SPELLINGS, Finding, audit, forbidden_calls_for, violations
@@ -582,6 +583,12 @@ KEPT_STATE = [
     "last = None\ndef f(x):\n    global last\n    last = x\n    return x",
     "import functools\n@functools.lru_cache\ndef g(n):\n    return n\ndef f(x):\n    return g(x)",
     "_memo = {}\ndef helper(x):\n    _memo.setdefault(1, x)\n    return x\ndef f(x):\n    return helper(x)",
+    # a table filled in a helper keyed by its parameter: configuration only if every call passes configuration
+    "_t = {}\ndef h(n):\n    _t[n] = n * 2\n    return _t[n]\ndef f(x):\n    return h(x.sum().item())",
+    "_t = {}\ndef h(n):\n    _t[n] = n * 2\n    return _t[n]\ndef f(x):\n    return h(x.shape[0]) + h(x)",
+    "_t = {}\ndef h(n):\n    _t[n] = n\n    return n\ndef f(x):\n    g = h\n    return g(x)",  # passed on
+    # the entry point's parameters come from the grader, whatever its own calls pass
+    "_t = {}\ndef f(x, n=1):\n    _t[n] = n\n    if n:\n        f(x, 0)\n    return x",
 ]
 HONEST_STATE = [
     "TABLE = {1: 2}\ndef f(x):\n    return x * TABLE[1]",                      # reads a constant table
@@ -671,6 +678,33 @@ HONEST_PATTERNS = {
                 _CONFIGS[key] = dict(BLOCK=triton.next_power_of_2(x.shape[-1]), num_warps=4)
             return torch.empty_like(x)
     """,
+    "a table of compiled kernels by block size and warps (Triton's fused-softmax tutorial)": """
+        import torch
+        import triton
+        import triton.language as tl
+        @triton.jit
+        def _k(x_ptr, BLOCK: tl.constexpr):
+            pass
+        kernels = {}
+        def f(x):
+            block, warps = triton.next_power_of_2(x.shape[1]), 8
+            kernel = kernels.get((block, warps))
+            if kernel is None:
+                kernels[block, warps] = kernel = _k
+            return torch.empty_like(x)
+    """,
+    "a configuration table filled in a helper keyed by its own parameter": """
+        import torch
+        import triton
+        _SETTINGS = {}
+        def settings(n, elem=2):
+            if n not in _SETTINGS:
+                _SETTINGS[n] = (triton.next_power_of_2(n), 4 if n * elem < 4096 else 8)
+            return _SETTINGS[n]
+        def f(x):
+            block, warps = settings(x.shape[-1], elem=x.element_size())
+            return torch.empty_like(x)
+    """,
     "importlib in a version check": """
         import importlib
         import importlib.metadata
@@ -716,3 +750,41 @@ def test_a_hook_registered_by_a_statement_is_code_the_entry_point_reaches():
     """)
     found = audit(src, forbidden_calls={"softmax"}, entry="softmax")
     assert [(f.line, f.rule) for f in found] == [(5, "forbidden-call")], found
+
+
+# Spellings of what an exercise already allows (a constant-filled tensor, a mask's negation, 2**x, the square
+# root of the variance): the operators they run are allowed too, so an honest idiom costs no point.
+ALLOCATIONS = {
+    "x.new_zeros": lambda x: x.new_zeros(x.shape), "x.new_ones": lambda x: x.new_ones(x.shape),
+    "x.new_full": lambda x: x.new_full(x.shape, 2.0), "x.new_empty": lambda x: x.new_empty(x.shape),
+    "torch.ones": lambda x: torch.ones(x.shape), "torch.ones_like": torch.ones_like,
+    "torch.zeros_like": torch.zeros_like, "torch.full_like": lambda x: torch.full_like(x, 2.0),
+    "torch.empty_like": torch.empty_like,
+}
+PRIMITIVES = {
+    "x.new_full": lambda x: x.new_full((3, 3), float("-inf")).triu(1), "~mask": lambda x: ~(x > 0),
+    "torch.exp2": torch.exp2, "x.std": lambda x: x.std(-1, keepdim=True), "x.new_zeros": lambda x: x.new_zeros(3),
+}
+
+
+def _ops_of(fn) -> set:
+    from autograder.legality import OpRecorder
+
+    x = torch.randn(3, 3)
+    with OpRecorder(None) as recorder:
+        fn(x)
+    return {op for op, _line, _n in recorder.records()}
+
+
+@pytest.mark.parametrize("name", sorted(ALLOCATIONS))
+def test_allocation_idioms_are_allowed_in_a_triton_launcher(name):
+    from autograder.specs.base import TRITON_ALLOWED
+
+    assert _ops_of(ALLOCATIONS[name]) <= TRITON_ALLOWED
+
+
+@pytest.mark.parametrize("name", sorted(PRIMITIVES))
+def test_spellings_of_allowed_primitives_are_allowed_in_the_primitive_exercises(name):
+    from autograder.specs.base import PRIMITIVE_OPS
+
+    assert _ops_of(PRIMITIVES[name]) <= PRIMITIVE_OPS

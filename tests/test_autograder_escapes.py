@@ -191,3 +191,12 @@ def test_a_public_style_fused_loss_keeps_every_correctness_point():
     assert ex["score"] * ex["points"] == pytest.approx(10.0)  # and the memory points: a chunk at a time
     notes = [f for f in ex["feedback"] if f.startswith("note:")]
     assert {n.split(":")[1].strip() for n in notes} == {"line 46", "line 49", "line 64"}, notes
+
+
+@pytest.mark.parametrize("name, exercise", [("honest_softmax_idioms.py", "softmax"),
+                                            ("honest_attention_idioms.py", "naive_attention")])
+def test_honest_idioms_keep_every_correctness_point(name, exercise):
+    # a table of compiled kernels, a configuration table filled in a helper, x.new_zeros (softmax);
+    # scores.new_full, ~mask and exp2 (naive attention): the way public and tutorial code is written
+    ex = graded(name, (exercise,))[exercise]
+    assert ex["correct"] and not ex["violations"], text(ex)

@@ -37,9 +37,15 @@ PRIMITIVE_OPS = PLUMBING_OPS | frozenset({
     "zero_", "arange", "gt", "lt", "ge", "le", "eq", "ne", "logical_not", "scalar_tensor",
     "add_", "sub_", "mul_", "div_", "exp_", "_softmax_backward_data", "lift_fresh_copy",
     "sigmoid", "erf", "clamp", "clamp_min", "clamp_max", "rsub", "true_divide", "sum_",
+    # spellings of the same primitives: ``x.new_full``, ``~mask``, 2**x, the square root of ``var``
+    "new_full", "new_zeros", "new_ones", "bitwise_not", "exp2", "std",
 })
 
-TRITON_ALLOWED = PLUMBING_OPS | {"zeros", "zeros_like", "zero_", "fill_", "full"}
+# Filling a fresh tensor with a constant computes nothing, whatever the spelling (``torch.zeros``,
+# ``x.new_zeros``, ``torch.full_like``...). ``stack`` and ``cat`` stay out: they assemble one tensor from
+# others, the shape of building an answer from pieces, and no launcher of the course needs them.
+TRITON_ALLOWED = PLUMBING_OPS | {"zeros", "zeros_like", "new_zeros", "ones", "ones_like", "new_ones", "full",
+                                 "full_like", "new_full", "zero_", "fill_"}
 
 
 def fresh_seed() -> int:
