@@ -378,14 +378,9 @@ EARLY = [ex for nb in ("00_measure", "01_naive_ops", "02_profiling", "03_triton_
 def _defines_an_early_entry_point(path) -> bool:
     """Read, not imported: a module beside a submission may patch the grader when it is imported (that is
     what some escape fixtures do), and the check/grade agreement is about notebooks 00-04 only."""
-    import ast
+    from autograder import submission
 
-    entries = {ex.entry for ex in EARLY}
-    tree = ast.parse(path.read_text())
-    names = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    names |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
-    names |= {a.asname or a.name for n in tree.body if isinstance(n, ast.ImportFrom) for a in n.names}
-    return bool(names & entries)
+    return bool(submission.load(path).defined & {ex.entry for ex in EARLY})
 
 
 def _known_submissions():
