@@ -2,7 +2,9 @@
 
 Rules: the output's type, shape and dtype must match; positions where the reference is NaN or +-inf
 must hold the same value, every other position must be finite (NaN never passes); then
-|out - ref| <= atol + rtol * |ref| elementwise, with (atol, rtol) of the output dtype (measure.tolerance).
+|out - ref| <= atol + rtol * |ref| elementwise, with (atol, rtol) of the output dtype (measure.tolerance),
+plus, for a reference that carries one, the slack of roundings the exercise's definition makes
+(measure.tolerance.SlackReference).
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import torch
 
 from autograder.argtree import holds_tensors
 from autograder.symptoms import NOT_WRITTEN_HINT  # noqa: F401  (the hint for an unwritten exercise)
-from measure.tolerance import compare_tensor
+from measure.tolerance import SlackReference, compare_tensor
 
 
 def expected_dtypes(args, ref, spec) -> list:
@@ -102,13 +104,13 @@ def describe_tolerance(spec, planned, ok: bool) -> str:
         tol = getattr(spec.judge, "tolerance", "")
         return f"{tol} {spec.unit}" if spec.unit and tol[-1:].isdigit() else tol
     ref = planned.ref_a[0] if isinstance(planned.ref_a, (tuple, list)) else planned.ref_a
-    if not isinstance(ref, torch.Tensor):
+    if not isinstance(ref, (torch.Tensor, SlackReference)):
         return ""
     dtype = expected_dtypes(planned.a, planned.ref_a, spec)[0]
     atol, rtol = spec.tolerance(dtype, case)
     if not dtype.is_floating_point and atol == rtol == 0:
         return "exact"
-    return f"{_short(atol)} + {_short(rtol)}|ref|"
+    return f"{_short(atol)} + {_short(rtol)}|ref|{' + slack' if isinstance(ref, SlackReference) else ''}"
 
 
 def _short(x: float) -> str:

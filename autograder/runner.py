@@ -19,6 +19,7 @@ import torch
 
 from autograder import correctness, legality, protocol, symptoms
 from measure.memory import tensors_in
+from measure.tolerance import reference_values
 
 
 @dataclass
@@ -316,7 +317,7 @@ def null_check_cases(plan: list[PlannedCase], count: int = 2) -> list:
     """(case number, case) of the first ``count`` cases whose answer a kernel that never ran cannot give:
     not an empty output, not all zeros (a zero-initialised buffer, e.g. the loss at V = 1) or all NaN."""
     return [(n, p) for n, p in enumerate(plan)
-            if p.case.raises is None and not all(_trivial(t) for t in tensors_in(p.ref_a))][:count]
+            if p.case.raises is None and not all(_trivial(t) for t in tensors_in(reference_values(p.ref_a)))][:count]
 
 
 def _trivial(t: torch.Tensor) -> bool:

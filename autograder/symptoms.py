@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from measure.tolerance import allowed_error, split_reference
+
 NOT_WRITTEN_HINT = ("this exercise is not written yet: replace `raise NotImplementedError()` in its cell with "
                     "your code, run the cell, then check again")
 
@@ -46,8 +48,11 @@ def diagnose_error(error: str) -> Symptom:
     return Symptom("raised")
 
 
-def diagnose(out, ref: torch.Tensor, dtype: torch.dtype, tol, args=()) -> Symptom:
-    """What is wrong with ``out`` (one output) against ``ref`` (float64), held to ``tol`` = (atol, rtol)."""
+def diagnose(out, ref, dtype: torch.dtype, tol, args=()) -> Symptom:
+    """What is wrong with ``out`` (one output) against ``ref`` (float64, or a SlackReference), held to
+    ``tol`` = (atol, rtol)."""
+    ref, slack = split_reference(ref)
+    slack = None if slack is None else slack.detach().cpu().to(torch.float64)
     if not isinstance(out, torch.Tensor):
         return Symptom("type", {"got": type(out).__name__})
     if tuple(out.shape) != tuple(ref.shape):
@@ -55,10 +60,10 @@ def diagnose(out, ref: torch.Tensor, dtype: torch.dtype, tol, args=()) -> Sympto
     o = out.detach().cpu().to(torch.float64)
     r = ref.detach().cpu().to(torch.float64)
     if out.dtype != dtype:
-        return Symptom("dtype", {"got": _name(out.dtype), "expected": _name(dtype), "values_right": _close(o, r, tol)})
+        return Symptom("dtype", {"got": _name(out.dtype), "expected": _name(dtype), "values_right": _close(o, r, tol, slack)})
     if r.numel() == 0:
         return Symptom("values")
-    bad = ~_elementwise_ok(o, r, tol)
+    bad = ~_elementwise_ok(o, r, tol, slack)
     nonfinite = ~torch.isfinite(o) & torch.isfinite(r)
     rows_of = lambda t: t.reshape(-1, t.shape[-1]) if t.dim() else t.reshape(1, 1)  # noqa: E731
     n_cols = r.shape[-1] if r.dim() else 1
@@ -115,15 +120,14 @@ def _name(dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
-def _elementwise_ok(o, r, tol):
-    atol, rtol = tol
+def _elementwise_ok(o, r, tol, slack=None):
     same_special = (o == r) | (torch.isnan(o) & torch.isnan(r))
-    near = (o - r).abs() <= atol + rtol * r.abs()
+    near = (o - r).abs() <= allowed_error(r, tol, slack)
     return torch.where(torch.isfinite(r), near & torch.isfinite(o), same_special)
 
 
-def _close(o, r, tol) -> bool:
-    return bool(_elementwise_ok(o, r, tol).all())
+def _close(o, r, tol, slack=None) -> bool:
+    return bool(_elementwise_ok(o, r, tol, slack).all())
 
 
 def _input_like(args, out):

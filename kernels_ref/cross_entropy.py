@@ -15,8 +15,10 @@ The gradients are computed during the forward (no logits recomputation: 3 matmul
 eager) and scaled by the incoming gradient in the backward. Extra memory: dweight and dx (which eager
 also needs) + one chunk of logits + M floats, instead of several [M, V] tensors.
 
-dweight accumulates in weight's dtype with addmm (fp32 accumulation inside each product, one rounding
-per chunk), so no fp32 copy of the [V, H] gradient is needed. Chunks are few (about V/H of them).
+dweight accumulates in float32 across chunks and is rounded to weight's dtype once, in the backward. A
+16-bit running sum rounds once per chunk: at M=2048, V=32000 (64 chunks) a bf16 dweight is off by up to
+8 of its ulps, twice what a bf16 output may be (Liger-Kernel offers the same choice as ``accum_dtype``).
+The float32 [V, H] sum costs 2x a bf16 weight's bytes, what eager's float32 gradient would.
 
 The file is laid out as Liger-Kernel lays out its ops: the kernel, then plain forward and backward
 functions (usable without autograd), then a thin autograd.Function over them, then the checked entry point.
@@ -41,23 +43,37 @@ def linear_cross_entropy_torch(x, weight, targets):
     return F.cross_entropy(x @ weight.T, targets)
 
 
-def linear_cross_entropy_reference(x, weight, targets, chunk_rows: int = 1024):
-    """(loss, dx, dweight) in float64, closed form, chunked so it fits in memory at vocabulary 128K."""
+def linear_cross_entropy_reference(x, weight, targets, chunk_rows: int = 1024, with_error: bool = False):
+    """(loss, dx, dweight) in float64, closed form, chunked so it fits in memory at vocabulary 128K.
+
+    With ``with_error``, also (dx_error, dweight_error): how far dx and dweight move, to first order, per
+    unit roundoff u of the dtype the logits z and the dlogits G = (softmax(z) - onehot) / M are rounded to.
+    Rounding G moves it by u|G|; rounding z moves softmax(z)_v by up to u p_v (|z_v| + sum_j p_j |z_j|);
+    the gradients are sums of G times weight or x, so their errors are those magnitudes times |weight| and
+    |x|. Where rows cancel (two rows with the same target) they are many ulps of dweight's value."""
     x64, w64 = x.double(), weight.double()
     M = x.shape[0]
     loss = torch.zeros((), dtype=torch.float64, device=x.device)
-    dx = torch.empty_like(x64)
-    dw = torch.zeros_like(w64)
+    dx, dw = torch.empty_like(x64), torch.zeros_like(w64)
+    dx_err, dw_err = (torch.empty_like(x64), torch.zeros_like(w64)) if with_error else (None, None)
     for s in range(0, M, chunk_rows):
         logits = x64[s:s + chunk_rows] @ w64.T
         lse = torch.logsumexp(logits, dim=-1)
         t = targets[s:s + chunk_rows]
         loss += (lse - logits.gather(1, t[:, None])[:, 0]).sum()
-        grad = torch.softmax(logits, dim=-1)
+        p = torch.softmax(logits, dim=-1)
+        grad = p.clone()
         grad[torch.arange(len(t), device=x.device), t] -= 1
         grad /= M
         dx[s:s + chunk_rows] = grad @ w64
         dw += grad.T @ x64[s:s + chunk_rows]
+        if with_error:
+            z = logits.abs()
+            moved = grad.abs() + p * (z + (p * z).sum(-1, keepdim=True)) / M
+            dx_err[s:s + chunk_rows] = moved @ w64.abs()
+            dw_err += moved.T @ x64[s:s + chunk_rows].abs()
+    if with_error:
+        return loss / M, dx, dw, dx_err, dw_err
     return loss / M, dx, dw
 
 
@@ -113,7 +129,7 @@ def linear_cross_entropy_forward(x, weight, targets, need_grad: bool, chunk_rows
     C = chunk_rows or default_chunk_rows(M, H, V)
     losses = torch.empty(M, dtype=torch.float32, device=x.device)
     dx = torch.empty_like(x) if need_grad else None
-    dw = torch.zeros_like(weight) if need_grad else None
+    dw = torch.zeros_like(weight, dtype=torch.float32) if need_grad else None  # float32 across chunks
     for s in range(0, M, C):
         e = min(s + C, M)
         x_c = x[s:e]
@@ -122,19 +138,20 @@ def linear_cross_entropy_forward(x, weight, targets, need_grad: bool, chunk_rows
                                              WRITE_GRAD=need_grad)
         if need_grad:  # the mean's 1/M applied by the matmuls (alpha), in float32
             torch.addmm(dx[s:e], logits, weight, beta=0.0, alpha=1.0 / M, out=dx[s:e])
-            dw.addmm_(logits.T, x_c, alpha=1.0 / M)
+            dw.addmm_(logits.T.float(), x_c.float(), alpha=1.0 / M)  # no copies for float32 inputs
         del logits  # freed before the next chunk's matmul allocates its own
     return losses.sum() / M, dx, dw
 
 
-def linear_cross_entropy_backward(grad_loss, dx, dw):
+def linear_cross_entropy_backward(grad_loss, dx, dw, weight_dtype=None):
     """The gradients for an incoming (scalar) gradient: those of the forward times it, in place (these
-    buffers belong to one call alone; a copy would double dweight's memory). A gradient of exactly 1 (a
-    loss that is the graph's root) costs nothing."""
-    if grad_loss.numel() == 1 and grad_loss.item() == 1.0:
-        return dx, dw
-    g = grad_loss.to(torch.float32)
-    return (dx.mul_(g) if dx is not None else None), (dw.mul_(g) if dw is not None else None)
+    buffers belong to one call alone; a copy would double dweight's memory); dweight's float32 sum is then
+    rounded to ``weight_dtype`` (default: kept in float32), once."""
+    if not (grad_loss.numel() == 1 and grad_loss.item() == 1.0):  # a loss that is the graph's root: no-op
+        g = grad_loss.to(torch.float32)
+        dx = dx.mul_(g) if dx is not None else None
+        dw = dw.mul_(g) if dw is not None else None
+    return dx, (dw.to(weight_dtype) if dw is not None and weight_dtype is not None else dw)
 
 
 class LinearCrossEntropyFunction(torch.autograd.Function):
@@ -148,12 +165,13 @@ class LinearCrossEntropyFunction(torch.autograd.Function):
         if need_grad:
             ctx.save_for_backward(dx if ctx.needs_input_grad[0] else None,
                                   dw if ctx.needs_input_grad[1] else None)
+        ctx.weight_dtype = weight.dtype
         ctx.mark_non_differentiable(targets)
         return loss
 
     @staticmethod
     def backward(ctx, grad_loss):
-        dx, dw = linear_cross_entropy_backward(grad_loss, *ctx.saved_tensors)
+        dx, dw = linear_cross_entropy_backward(grad_loss, *ctx.saved_tensors, ctx.weight_dtype)
         return dx, dw, None, None
 
 

@@ -58,11 +58,6 @@ def test_correct_triton_submission_earns_every_correctness_point(ex_id):
     from autograder.specs import get
 
     ex = graded("later/good_05_08.py", LATER, 300.0)[ex_id]
-    if ex_id == "linear_cross_entropy" and not ex["correct"] and not ex["violations"]:
-        # Known: this fixture's fp32 dx missed the large-logits tolerance in one full run of three (1 value of
-        # 2048, 0.002 against 0.001); the cause is not known yet. Fresh inputs once more; a kernel that is
-        # wrong fails both.
-        ex = graded("later/good_05_08.py", (ex_id,), 300.0)[ex_id]
     assert ex["correct"], text(ex)
     assert not ex["violations"]
     assert all(c["verdict"] == "ok" for c in ex["cases"])

@@ -65,6 +65,7 @@ import torch
 import torch.nn.functional as F
 
 from measure.memory import MemoryMeter
+from measure.tolerance import UNIT_ROUNDOFF, SlackReference
 from autograder.specs._cases import HINT_ODD, HINT_STRIDE, HINT_TINY, dtype_name, family_of, row_strided
 from autograder.specs.nb06_matmul_fused_mlp import TF32_TOLERANCES
 from autograder.specs.base import (TOLERANCES, TORCH, TRITON, Case, Exercise, Memory, Performance, Rules,
@@ -104,12 +105,17 @@ def _args(g, m, h, v, dtype, scale=1.0, edge_targets=False):
 
 def reference(x, weight, targets, grad_loss, chunk_rows: int = 1024):
     """(loss, dx, dweight) in float64 for the incoming gradient ``grad_loss``, in closed form (softmax minus
-    the target's one-hot, over M), chunked so the float64 logits of one chunk stay small at any vocabulary."""
+    the target's one-hot, over M), chunked so the float64 logits of one chunk stay small at any vocabulary;
+    dx and dweight as SlackReferences."""
     from kernels_ref.cross_entropy import linear_cross_entropy_reference
 
-    loss, dx, dw = linear_cross_entropy_reference(as64(x), as64(weight), targets, chunk_rows)
+    loss, dx, dw, dx_err, dw_err = linear_cross_entropy_reference(as64(x), as64(weight), targets, chunk_rows,
+                                                                 with_error=True)
     g = as64(grad_loss)
-    return loss, dx * g, dw * g
+    # logits and dlogits in x's dtype, as the definition computes them (and public fused losses store them),
+    # move dx and dweight by up to u times these; twice that is their slack (nil for float32 inputs)
+    slack = 2 * UNIT_ROUNDOFF[x.dtype] * g.abs()
+    return loss, SlackReference(dx * g, dx_err * slack), SlackReference(dw * g, dw_err * slack)
 
 
 def _memory_shapes(quick):
@@ -131,7 +137,8 @@ def _hint(m, h, v, dtype):
     if min(m, v) < 4:
         return HINT_TINY + " (V = 1: every loss is exactly 0)"
     if dtype != torch.float32:
-        return f"{dtype_name(dtype)}: load the logits with .to(tl.float32) and keep the running max/sum in float32"
+        return (f"{dtype_name(dtype)}: load the logits with .to(tl.float32) and keep the running max/sum in float32; "
+                "sum dweight over the chunks in float32 and round it once")
     return HINT_ODD
 
 
