@@ -396,9 +396,11 @@ def bf16_linear(x, weight, bias):
 
 
 def dequantize_then_linear(x, w_q, w_scale, bias):
-    """What one writes before this notebook: materialize the weight (read N*K, write 2*N*K bytes), then
-    the bf16 matmul reads it again."""
-    return F.linear(x, dequantize(w_q, w_scale, x.dtype), bias)
+    """What one writes before this notebook: materialize the weight in float32 (read N*K, write 4*N*K
+    bytes), then a float32 matmul reads it again, one rounding to x's dtype at the end. Materialized in
+    bf16 instead, every weight is rounded (2^-8 of its value) and about 1 output in 300 of a 4096-long sum
+    lands outside the tolerance: a different layer, which the grader rightly refuses to time."""
+    return F.linear(x.float(), dequantize(w_q, w_scale, torch.float32), bias.float()).to(x.dtype)
 
 
 def _q_perf_inputs(g, dev):
@@ -465,8 +467,7 @@ EXERCISES = [
             # bound by the weight's bytes, 64 MiB of int8 against 128 MiB of bf16, so up to 2x; the
             # solution ran at 0.96-1.19x in three gradings (~600 GB/s: neither it nor cuBLAS streams the
             # weight at copy bandwidth at this M), so full credit from 0.8. Dequantizing in torch first
-            # moves 5 bytes per weight element instead of 2, and rounds the weight to bf16 (outside the
-            # tolerance: its timed outputs were judged wrong, so it was never timed).
+            # moves 9 bytes per weight element (int8 in, float32 out and in again) instead of 2.
             threshold=0.8, floor=0.6),
     ),
 ]
