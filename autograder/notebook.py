@@ -146,7 +146,9 @@ def local_session(fn, spec):
     return ForkSession(fn, poison, spec.timeout_s, spec.harness)
 
 
-def check(exercise_id: str, fn, quick: bool = False, show: bool = True) -> bool:
+def check(exercise_id: str, fn, quick: bool = False, show: bool = True, step: str | None = None) -> bool:
+    """``step``: one step of the exercise alone (``Exercise.steps``: a kernel the entry point is built
+    from), judged the same way on its own cases."""
     if os.environ.get("AUTOGRADER_WORKER") == "1":
         return True
     import course
@@ -155,6 +157,10 @@ def check(exercise_id: str, fn, quick: bool = False, show: bool = True) -> bool:
     from autograder.specs.base import fresh_seed
 
     spec = specs.get(exercise_id)
+    call = f"check({exercise_id!r})"
+    if step is not None:
+        spec = spec.step(step)
+        call = f"check({exercise_id!r}, step={step!r})"
     plan = runner.make_plan(spec, quick, fresh_seed(), public_only=True)
     where = lambda line: f"line {line} of your code"  # noqa: E731
     session = local_session(fn, spec)
@@ -164,14 +170,14 @@ def check(exercise_id: str, fn, quick: bool = False, show: bool = True) -> bool:
     except WorkerGone as gone:
         if show:
             _print_output(session)
-            print(f"check({exercise_id!r}) stopped: {gone}")
+            print(f"{call} stopped: {gone}")
             print("  NOT YET: see above")
         return False
     except Exception as exc:  # noqa: BLE001  (on a GPU the calls run here: a CUDA error lands here)
         if show:
             from autograder.isolation import plain_error
 
-            print(f"check({exercise_id!r}) stopped: {plain_error(str(exc)) or f'{type(exc).__name__}: {exc}'}")
+            print(f"{call} stopped: {plain_error(str(exc)) or f'{type(exc).__name__}: {exc}'}")
             if course.ON_GPU and plain_error(str(exc)):
                 print("  This CUDA error poisons the whole process: restart the kernel, fix the kernel, run again.")
             print("  NOT YET: see above")
@@ -190,7 +196,7 @@ def check(exercise_id: str, fn, quick: bool = False, show: bool = True) -> bool:
         passed = credit >= 1.0
     if show:
         _print_output(session)
-        _print_table(exercise_id, verdicts, violations, course.describe())
+        _print_table(call, verdicts, violations, course.describe())
         for line in memory_lines:
             print(f"  {line}")
         if passed and spec.performance is not None:
@@ -223,10 +229,10 @@ def _without_grader_frames(out: str) -> str:
     return "\n".join(kept).strip()
 
 
-def _print_table(exercise_id, verdicts, violations, device):
+def _print_table(call, verdicts, violations, device):
     from autograder.correctness import case_table
 
-    print(f"check({exercise_id!r}): {len(verdicts.rows)} public cases on {device}")
+    print(f"{call}: {len(verdicts.rows)} public cases on {device}")
     print("\n".join(case_table(verdicts.rows)))
     for v in violations:
         print(f"  violation: {v}")

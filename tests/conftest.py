@@ -74,6 +74,8 @@ WORKER_TESTS: dict[str, set[str] | str] = {
     "test_autograder_specs_10": {"test_cache_rows_copied_by_torch_are_a_violation",
         "test_list_shows_the_serving_exercises", "test_solution_earns_every_correctness_point",
         "test_the_sort_path_behind_a_token_kernel_scores_zero_and_names_the_operators"},
+    "test_check_steps": {"test_each_step_of_the_solution_passes_its_check",
+        "test_a_wrong_step_fails_its_own_check_and_says_where", "test_a_step_left_unwritten_is_named_not_written"},
     "test_batch_grading": {"test_a_killed_batch_resumes_and_a_killed_worker_costs_only_its_task",
         "test_a_review_list_flags_tampering_and_unreadable_files_in_every_place",
         "test_every_learner_gets_feedback_without_server_paths",

@@ -8,7 +8,7 @@ Tolerances are stated once, in ``measure.tolerance``; a spec overrides them only
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 import torch
@@ -246,6 +246,10 @@ class Exercise:
     # Where the notebook asks for a deterministic kernel: why, in its words (autograder.determinism: atomics
     # in a reachable kernel are a finding; on a GPU two calls on the same inputs must give the same bits).
     deterministic: str = ""
+    # Steps a notebook builds the entry point from, each checked on its own before the whole (07's backward:
+    # delta, then dK/dV, then dQ): {name: the fields that differ (entry, signature, cases, reference,
+    # out_dtypes, tolerances, rules)}. ``check(id, fn, step=name)`` runs one; nothing grades it.
+    steps: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -256,6 +260,15 @@ class Exercise:
             raise ValueError(f"{self.id}: arguments written in place are returned by a harness, with the result")
         if self.memory is not None and (self.harness is None or self.performance is not None):
             raise ValueError(f"{self.id}: memory is graded through a harness, in place of a performance part")
+
+    def step(self, name: str) -> "Exercise":
+        """Step ``name`` as an exercise of its own: its entry point, cases and reference, this exercise's
+        kind and time limit, no performance or memory part."""
+        if name not in self.steps:
+            known = ", ".join(map(repr, self.steps)) or "none"
+            raise KeyError(f"{self.id} has no step {name!r} (its steps: {known})")
+        return replace(self, id=f"{self.id}:{name}", performance=None, memory=None, harness=None, writes=(),
+                       outputs=(), deterministic="", steps={}, **self.steps[name])
 
     def call(self, fn, args: tuple):
         """(output, measured or None): one call of the learner's ``fn`` as the exercise makes it."""

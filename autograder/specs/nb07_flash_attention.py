@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from autograder.specs._cases import dtype_name, family_of
-from autograder.specs.base import TRITON, Case, Exercise, triton_rules, Performance, float_dtypes, pick_shapes, rand
+from autograder.specs.base import TRITON, Case, Exercise, as64, triton_rules, Performance, float_dtypes, pick_shapes, rand
 from autograder.specs.nb06_matmul_fused_mlp import TF32_TOLERANCES
 from autograder.symptoms import at_the_tail
 from measure import reference
@@ -144,6 +144,54 @@ def _bwd_cases(quick):
     return [Case(name, lambda g, s=s, d=d, c=c, k=k, lay=lay, sc=sc: _bwd_args(g, s, d, c, k, lay, sc), hint=h,
                  public=pub, family=fam, tolerances=LARGE_BWD_TOLERANCES if fam == "large" else None)
             for name, s, d, c, k, lay, sc, h, pub, fam in _case_specs(quick)]
+
+
+# ------------------------------------------------------------------------------------------- steps
+# The backward's three kernels, each checked alone in the notebook before flash_attention_bwd joins them
+# (check(id, fn, step=...)): float32, the two small public shapes (a ragged tile; several key and query
+# tiles with B, H > 1), causal and not, the [B, S, H, D] layout and an explicit scale. Each step is handed
+# exact inputs (lse and delta from float64), so a wrong output is that step's own mistake.
+STEP_SHAPES = ((2, 3, 17, 16), (2, 3, 65, 32))
+
+
+def _step_inputs(g, shape, causal, layout, sm_scale):
+    """(do, q, k, v, lse, delta, causal, sm_scale): what flash_attention_bwd hands dK/dV and dQ."""
+    q, k, v = _qkv(g, shape, torch.float32, 1.0, layout)
+    do = rand(g, shape, torch.float32)
+    scale = reference.attention_scale(sm_scale, shape[-1])
+    o, lse = reference.attention(q, k, v, causal, scale)
+    delta = (as64(do) * o).sum(-1)
+    return do, q, k, v, lse.float(), delta.float(), causal, scale
+
+
+def _step_cases(quick):
+    small, large = STEP_SHAPES
+    specs = [(small, False, "plain", None, HINT_TAIL, "shape"), (small, True, "plain", None, HINT_CAUSAL, "causal"),
+             (large, True, "bshd", SM_SCALE, HINT_STRIDE, "strided")]
+    return [Case(_name(s, torch.float32, c, "[B,S,H,D] layout, sm_scale=0.05 " if lay == "bshd" else ""),
+                 lambda g, s=s, c=c, lay=lay, sc=sc: _step_inputs(g, s, c, lay, sc), hint=h, public=True, family=fam)
+            for s, c, lay, sc, h, fam in specs]
+
+
+def _delta_inputs(g, shape, layout):
+    """(o, do): a forward's output (float32, from float64) and an output gradient."""
+    q, k, v = _qkv(g, shape, torch.float32, 1.0, layout)
+    o = reference.attention(q, k, v, False)[0].float()
+    if layout == "bshd":
+        o = o.transpose(1, 2).contiguous().transpose(1, 2)
+    return o, rand(g, shape, torch.float32)
+
+
+def _delta_cases(quick):
+    small, large = STEP_SHAPES
+    return [Case(f"{'x'.join(map(str, small))} float32", lambda g: _delta_inputs(g, small, "plain"),
+                 hint=HINT_TAIL, public=True, family="shape"),
+            Case(f"[B,S,H,D] layout {'x'.join(map(str, large))} float32", lambda g: _delta_inputs(g, large, "bshd"),
+                 hint=HINT_STRIDE, public=True, family="strided")]
+
+
+def _exact_grads(do, q, k, v, lse, delta, causal, sm_scale):
+    return reference.attention(q, k, v, causal, sm_scale, do=do)
 
 
 # ------------------------------------------------------------------------------------------- performance
@@ -295,6 +343,28 @@ WHY.update({"bmm": "q @ k^T in torch materializes the S x S scores: compute them
             "sum": "reduce inside your Triton kernels (delta = rowsum(dO * O) is one of them)",
             "mul": "compute inside your Triton kernels"})
 
+
+def _dq_reference(*args):
+    return _exact_grads(*args)[0]
+
+
+def _dkdv_reference(*args):
+    return _exact_grads(*args)[1:]
+
+
+# One launch each; the operators of the whole exercise (WHY) stay forbidden in every step.
+BWD_STEPS = {
+    "delta": dict(entry="attention_delta", signature="attention_delta(o, do) -> delta", cases=_delta_cases,
+                  reference=lambda o, do: (as64(o) * as64(do)).sum(-1), out_dtypes=lambda a: (torch.float32,),
+                  tolerances=None, rules=triton_rules(WHY, max_launches=1)),
+    "dkdv": dict(entry="attention_dkdv", signature="attention_dkdv(do, q, k, v, lse, delta, causal, sm_scale) -> (dk, dv)",
+                 cases=_step_cases, reference=_dkdv_reference, out_dtypes=lambda a: (a[1].dtype,) * 2,
+                 rules=triton_rules(WHY, max_launches=1)),
+    "dq": dict(entry="attention_dq", signature="attention_dq(do, q, k, v, lse, delta, causal, sm_scale) -> dq",
+               cases=_step_cases, reference=_dq_reference, out_dtypes=lambda a: (a[1].dtype,),
+               rules=triton_rules(WHY, max_launches=1)),
+}
+
 EXERCISES = [
     Exercise(
         id="flash_attention_fwd", notebook=NOTEBOOK, entry="flash_attention_fwd",
@@ -320,7 +390,7 @@ EXERCISES = [
         correctness_points=7, performance_points=3, cases=_bwd_cases, reference=bwd_reference,
         out_dtypes=lambda a: (a[1].dtype,) * 3, tolerances=BWD_TOLERANCES,
         # Up to 3 launches: delta = rowsum(dO * O), dK/dV over key tiles, dQ over query tiles.
-        kind=TRITON, rules=triton_rules(WHY, max_launches=3), timeout_s=300.0,
+        kind=TRITON, rules=triton_rules(WHY, max_launches=3), timeout_s=300.0, steps=BWD_STEPS,
         deterministic=("notebook 07 asks for deterministic gradients: atomics add the query tiles' shares in the "
                        "order programs finish, so the bits change from run to run; give each output one owner "
                        "(a program per key tile for dK and dV, a second kernel for dQ)"),
