@@ -62,10 +62,7 @@ probes-test: venv
 
 # Regenerate every student notebook from solutions/ (nbgrader strips solutions, hidden tests, outputs).
 notebooks: venv
-	@for a in $$($(BIN)/python -c 'import nbgrader_config as c; print(" ".join(c.RELEASED))'); do \
-	    $(BIN)/nbgrader generate_assignment "$$a" --force --log-level=WARN || exit 1; \
-	done
-	@$(BIN)/python -m tools.strip_outputs notebooks
+	@$(BIN)/python -m tools.generate_notebooks
 
 # The learner's hand-out in dist/handout/: the student notebooks (regenerated first), check and the grader,
 # and nothing that solves an exercise (tools/release.py says what is in it and why).

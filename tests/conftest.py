@@ -127,12 +127,23 @@ def _listed(table: dict, item) -> bool:
     return names == "*" or item.originalname in names
 
 
+def _module_fixtures(item) -> list[str]:
+    """The module- or session-scoped fixtures defined in the item's own test module that it uses."""
+    module = item.nodeid.split("::", 1)[0]
+    return sorted(name for name, defs in item._fixtureinfo.name2fixturedefs.items()
+                  if defs[-1].scope in ("module", "session") and defs[-1].baseid == module)
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if getattr(item.module, "graded", None) is not None:
             # tests that grade the same submissions share their results in one process (`make test`'s
             # --dist loadgroup keeps a module together; tests/_autograder_helpers.graded caches per process)
             item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+        elif item.get_closest_marker("xdist_group") is None and (shared := _module_fixtures(item)):
+            # a fixture made once per module is made once per process: its tests stay in one process,
+            # or each of the two builds it (the graded class, nbgrader's regenerated notebooks)
+            item.add_marker(pytest.mark.xdist_group(f"{item.module.__name__}:{'+'.join(shared)}"))
         notebook = "notebook" in item.keywords or _listed(NOTEBOOK_TESTS, item)
         if notebook:
             item.add_marker(pytest.mark.notebook)

@@ -12,6 +12,8 @@ import nbgrader_config
 from tools.execute_notebook import NotebookFailed, execute
 from tools.strip_outputs import has_outputs
 
+from _solutions import each_solution, solution_graded  # noqa: F401  (the fixture)
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 RELEASED = nbgrader_config.RELEASED
 BIN = pathlib.Path(sys.executable).parent
@@ -43,16 +45,17 @@ def test_solution_committed_without_outputs(assignment):
 
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory):
-    """Run `nbgrader generate_assignment` on a copy of the course and return its notebooks/ folder."""
+    """Run `make notebooks` (tools/generate_notebooks.py) on a copy of the course and return its notebooks/."""
     course = tmp_path_factory.mktemp("course")
     shutil.copy(ROOT / "nbgrader_config.py", course)
     (course / "course").mkdir()
     shutil.copy(ROOT / "course" / "manifest.py", course / "course")  # nbgrader_config.py reads it
     shutil.copytree(ROOT / "solutions", course / "solutions")
-    for a in RELEASED:
-        res = subprocess.run([str(BIN / "nbgrader"), "generate_assignment", a, "--force", "--log-level=WARN"],
-                             cwd=course, capture_output=True, text=True, env=_nbgrader_env())
-        assert res.returncode == 0, f"nbgrader generate_assignment {a} failed:\n{res.stdout}\n{res.stderr}"
+    # a process apart, as `make notebooks` runs it (nbgrader's applications are process-wide singletons)
+    res = subprocess.run([sys.executable, "-m", "tools.generate_notebooks", "--course", str(course)], cwd=ROOT,
+                         capture_output=True, text=True, env=_nbgrader_env())
+    assert res.returncode == 0, f"generating the student notebooks failed:\n{res.stdout}\n{res.stderr}"
+    assert sorted(p.name for p in (course / "notebooks").iterdir()) == sorted(RELEASED)
     return course / "notebooks"
 
 
@@ -86,13 +89,39 @@ def test_student_version_has_no_solutions_or_hidden_tests(assignment):
         assert "raise NotImplementedError" in cell.source, f"exercise cell without NotImplementedError:\n{cell.source}"
 
 
+def _hidden_grades(nb) -> dict[str, str]:
+    """What each hidden grading cell of an executed notebook printed and returned, by exercise."""
+    import re
+
+    found = {}
+    for cell in nb.cells:
+        for ex_id in re.findall(r'grade\(\s*"([a-z_0-9]+)"', cell.source):
+            if "BEGIN HIDDEN TESTS" in cell.source:
+                found[ex_id] = "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "")
+                                       for o in cell.get("outputs", []))
+    return found
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("assignment", RELEASED)
-def test_solution_executes_top_to_bottom(assignment):
+@pytest.mark.parametrize("assignment", each_solution())
+def test_solution_executes_top_to_bottom(assignment, solution_graded):
+    """Every cell runs without an error. The hidden cells print the notebook's grade made outside the
+    kernel (tests/_solutions.py), as in `python -m autograder autograde`, instead of grading it again."""
+    graded = solution_graded(assignment)
+    if graded.trusted_file is None:
+        pytest.fail(f"grading {assignment} whole failed, so its hidden cells have no grade to print:\n{graded.log}",
+                    pytrace=False)
+    env = {**os.environ, "AUTOGRADER_TRUSTED_RESULT": str(graded.trusted_file)}
     try:
-        done = execute(_solution(assignment), timeout=900)
+        done = execute(_solution(assignment), timeout=900, env=env)
     except NotebookFailed as err:
         pytest.fail(str(err), pytrace=False)
+    printed = _hidden_grades(done.notebook)
+    assert sorted(printed) == sorted(ex["id"] for ex in graded.result["exercises"])
+    for ex in graded.result["exercises"]:
+        out = printed[ex["id"]]
+        assert "Graded outside this notebook's kernel" in out, (ex["id"], out[-1000:])
+        assert out.rstrip().endswith(repr(float(ex["score"] * ex["points"]))), (ex["id"], out[-300:])
     print(f"{assignment}: {done.seconds:.1f} s")
 
 

@@ -37,7 +37,8 @@ def _describe(path, index, cell, detail: str) -> str:
     return f"{path}: cell {index + 1} of {path.name} failed: {detail}\n--- cell source ---\n{head}"
 
 
-def execute(path, timeout: int = 600, kernel_name: str = "python3") -> Executed:
+def execute(path, timeout: int = 600, kernel_name: str = "python3", env: dict | None = None) -> Executed:
+    """Run every cell; ``env`` is the kernel's environment (this process's when None)."""
     path = pathlib.Path(path)
     nb = nbformat.read(path, as_version=4)
     current = {"index": -1}
@@ -49,7 +50,7 @@ def execute(path, timeout: int = 600, kernel_name: str = "python3") -> Executed:
                             resources={"metadata": {"path": str(path.parent.resolve())}})
     start = time.perf_counter()
     try:
-        client.execute()
+        client.execute(**({"env": env} if env is not None else {}))
     except CellExecutionError as err:
         cell = nb.cells[current["index"]]
         error = next((o for o in cell.get("outputs", []) if o.get("output_type") == "error"), None)
