@@ -33,6 +33,7 @@ from course.device import INTERPRET
 from course.triton_compat import dot
 from kernels_ref._launch import cdiv, next_power_of_2
 from kernels_ref._validate import check_tensor, cuda_sm_count
+from measure.serving import gather_then_sdpa, kv_bytes, paged_inputs  # noqa: F401  (the inputs and baseline live there)
 
 _FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 LOG2E = 1.4426950408889634
@@ -153,53 +154,9 @@ def paged_decode_attention(q, k_pages, v_pages, block_table, seq_lens, sm_scale=
     return o
 
 
-def gather_then_sdpa(q, k_pages, v_pages, block_table, seq_lens, sm_scale=None) -> torch.Tensor:
-    """What one writes with PyTorch alone: gather every sequence's pages into a contiguous ``[B, H_kv,
-    L_max, D]`` cache (padded to the block table's capacity, the padding masked out), then SDPA."""
-    B, H, D = q.shape
-    P, H_kv = k_pages.shape[1], k_pages.shape[2]
-    L = block_table.shape[1] * P
-    k = k_pages[block_table.long()].reshape(B, L, H_kv, D).transpose(1, 2)
-    v = v_pages[block_table.long()].reshape(B, L, H_kv, D).transpose(1, 2)
-    mask = torch.arange(L, device=q.device)[None, None, None, :] < seq_lens.long()[:, None, None, None]
-    o = torch.nn.functional.scaled_dot_product_attention(q[:, :, None, :], k, v, attn_mask=mask, scale=sm_scale,
-                                                         enable_gqa=H != H_kv)
-    return o[:, :, 0, :]
-
-
 # --------------------------------------------------------------------------------------------------
 # Benchmark cases: decode batches with very different lengths, and long contexts
 # --------------------------------------------------------------------------------------------------
-
-def paged_inputs(lengths, H: int, H_kv: int, D: int, page_size: int, dtype, device, capacity: int | None = None,
-                 generator=None):
-    """(q, k_pages, v_pages, block_table, seq_lens): each sequence's pages scattered over a shuffled pool
-    (as a paged cache is after many sequences came and went), block table rows padded with page 0."""
-    B = len(lengths)
-    pages_per = [cdiv(n, page_size) for n in lengths]
-    width = capacity or max(pages_per)
-    total = sum(pages_per)
-    perm = torch.randperm(total, generator=generator)
-    table = torch.zeros(B, width, dtype=torch.int32)
-    used = 0
-    for b, n in enumerate(pages_per):
-        table[b, :n] = perm[used:used + n].to(torch.int32)
-        used += n
-
-    def rand(*shape):
-        if generator is None:  # made where they are used (a GPU makes a GiB of pages in milliseconds)
-            return torch.randn(*shape, device=device).to(dtype)
-        return torch.randn(*shape, generator=generator).to(device=device, dtype=dtype)
-
-    return (rand(B, H, D), rand(total, page_size, H_kv, D), rand(total, page_size, H_kv, D), table.to(device),
-            torch.tensor(lengths, dtype=torch.int32, device=device))
-
-
-def kv_bytes(k_pages, block_table, seq_lens) -> int:
-    """The bytes that must be read: every sequence's keys and values, once."""
-    per_token = k_pages.shape[2] * k_pages.shape[3] * k_pages.element_size()
-    return 2 * int(seq_lens.sum()) * per_token
-
 
 def paged_case(lengths, label: str, H: int = 32, H_kv: int = 8, D: int = 128, page_size: int = 16,
                goals=("faster",), dtype=torch.bfloat16):

@@ -23,6 +23,7 @@ import triton.language as tl
 
 from kernels_ref._launch import next_power_of_2
 from kernels_ref._validate import check_tensor
+from measure.serving import rope_tables  # noqa: F401  (the tables live there)
 
 _FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -100,13 +101,6 @@ def rope_kv_append(q, k, v, cos, sin, k_cache, v_cache, positions) -> torch.Tens
         k.stride(1), v.stride(0), v.stride(1), *k_cache.stride()[:3], *v_cache.stride()[:3], out.stride(0),
         out.stride(1), HALF=D // 2, BLOCK=max(next_power_of_2(D // 2), 2))
     return out
-
-
-def rope_tables(max_position: int, head_dim: int, base: float = 10000.0, device=None):
-    """(cos, sin) ``[max_position, head_dim / 2]`` float32: angle ``pos * base^(-2i / head_dim)``."""
-    inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
-    angles = torch.arange(max_position, dtype=torch.float64)[:, None] * inv_freq[None, :]
-    return angles.cos().float().to(device), angles.sin().float().to(device)
 
 
 def rope_kv_append_torch(q, k, v, cos, sin, k_cache, v_cache, positions) -> torch.Tensor:

@@ -12,14 +12,15 @@ the Triton kernels every exercise is measured against), the tests (their good su
 probes and the GPU results. What it keeps on purpose:
 
 - ``measure/``: the float64 references every output is judged against (they solve no Triton exercise;
-  the notebooks and ``check`` use them) and the timer, tolerances and meters the notebooks teach with;
+  the notebooks and ``check`` use them), the timer, tolerances and meters the notebooks teach with, and
+  the serving exercises' inputs and PyTorch baselines (``measure/serving.py``: 10 and its cases need them);
 - ``autograder/specs``: each exercise's cases, public and graded. ``check`` runs the public ones, and they
   are made by the same case builders as the graded ones, so a PASSED predicts the grade. What the graded
   cases hold (odd shapes, every dtype, hard rows, strides) is no secret: the notebooks say it and ``check``
   runs a small case of every kind. Their values are fresh random numbers at every grading.
 
 Without ``kernels_ref``, a notebook's comparison with the reference kernel (06) is left out where the
-notebook guards its import; a notebook that needs the reference kernels to run (an unguarded import of
+notebook guards its import (10's decode step then takes PyTorch's LayerNorm and linear); a notebook that needs the reference kernels to run (an unguarded import of
 ``kernels_ref``) is left out of the hand-out, named in its README and printed by the build, until what it
 takes from there moves beside the references of ``measure``.
 tests/test_release.py builds a hand-out and checks all of this.

@@ -170,7 +170,7 @@ HINT_QKV = "q, k, v are views of one fused [B, H + 2 H_kv, D] projection: pass t
 
 def _rope_args(g, B, H, H_kv, D, L, dtype, layout="plain", positions=None):
     from course import DEVICE
-    from kernels_ref.rope_cache import rope_tables
+    from measure.serving import rope_tables
 
     if layout == "qkv":
         qkv = rand(g, (B, H + 2 * H_kv, D), dtype)
@@ -272,7 +272,7 @@ HINT_PAGE_SIZE = "a page size that is not a power of two (or smaller than your t
 
 def _paged_args(g, lengths, H, H_kv, D, P, dtype, scale=None):
     from course import DEVICE
-    from kernels_ref.paged_attention import paged_inputs
+    from measure.serving import paged_inputs
 
     q, kp, vp, table, lens = paged_inputs(lengths, H, H_kv, D, P, torch.float32, "cpu",
                                           capacity=max(-(-n // P) for n in lengths) + 1, generator=g)
@@ -319,7 +319,7 @@ def _paged_perf_inputs(g, dev):
 
 def gather_sdpa(q, k_pages, v_pages, block_table, seq_lens, sm_scale):
     """Gather the pages into a padded contiguous cache, then SDPA with a length mask."""
-    from kernels_ref.paged_attention import gather_then_sdpa
+    from measure.serving import gather_then_sdpa
 
     return gather_then_sdpa(q, k_pages, v_pages, block_table, seq_lens, sm_scale)
 
