@@ -35,7 +35,7 @@ from course.triton_compat import autotune
 from kernels_ref._launch import cdiv, next_power_of_2
 from kernels_ref._triton_math import LOG2E
 from kernels_ref._validate import check_same, check_tensor, rows_contiguous
-from kernels_ref.softmax import online_combine, online_max_sum
+from kernels_ref.softmax import row_max_and_sum
 
 
 def linear_cross_entropy_torch(x, weight, targets):
@@ -92,13 +92,7 @@ def _cross_entropy_rows_kernel(logits_ptr, targets_ptr, loss_ptr, V, stride_lm,
     row_ptr = logits_ptr + row * stride_lm
     target = tl.load(targets_ptr + row)
     cols = tl.arange(0, BLOCK_V)
-    m_lane = tl.full([BLOCK_V], -float("inf"), tl.float32)
-    s_lane = tl.zeros([BLOCK_V], tl.float32)
-    for start in range(0, V, BLOCK_V):
-        offs = start + cols
-        z = tl.load(row_ptr + offs, mask=offs < V, other=-float("inf")).to(tl.float32)
-        m_lane, s_lane = online_max_sum(m_lane, s_lane, z)  # lanes that saw only padding stay -inf / 0
-    m, s = online_combine(m_lane, s_lane)
+    m, s = row_max_and_sum(row_ptr, V, BLOCK_V)
     lse = m + tl.log(s)
     z_target = tl.load(row_ptr + target).to(tl.float32)
     tl.store(loss_ptr + row, lse - z_target)

@@ -112,6 +112,21 @@ def online_combine(m_lane, s_lane):
     return m, tl.sum(s_lane * tl.exp2((m_lane - m) * LOG2E), axis=0)
 
 
+@triton.jit
+def row_max_and_sum(row_ptr, n, BLOCK: tl.constexpr):
+    """(m, s) of one row of n values: its max and the sum of exp(x - m), one read of the row in blocks,
+    per-lane running max and rescaled sum (exp(d) computed as exp2(d*log2e)). Pass 1 of the online
+    softmax, and cross_entropy's log-sum-exp; lanes that saw only padding stay -inf / 0."""
+    cols = tl.arange(0, BLOCK)
+    m_lane = tl.full([BLOCK], -float("inf"), tl.float32)
+    s_lane = tl.zeros([BLOCK], tl.float32)
+    for start in range(0, n, BLOCK):
+        offs = start + cols
+        x = tl.load(row_ptr + offs, mask=offs < n, other=-float("inf")).to(tl.float32)
+        m_lane, s_lane = online_max_sum(m_lane, s_lane, x)
+    return online_combine(m_lane, s_lane)
+
+
 @autotune(
     configs=[triton.Config({"BLOCK_N": bn}, num_warps=w, num_stages=s)
              for bn, w in [(2048, 4), (4096, 8), (8192, 8), (8192, 16), (16384, 16)] for s in (2, 3)],
@@ -124,14 +139,7 @@ def _online_softmax_kernel(x_ptr, y_ptr, N, stride_xm, stride_ym, BLOCK_N: tl.co
     x_row = x_ptr + row * stride_xm
     y_row = y_ptr + row * stride_ym
     cols = tl.arange(0, BLOCK_N)
-    # Pass 1: per-lane running max and rescaled sum (exp(d) computed as exp2(d*log2e)).
-    m_lane = tl.full([BLOCK_N], -float("inf"), tl.float32)
-    s_lane = tl.zeros([BLOCK_N], tl.float32)
-    for start in range(0, N, BLOCK_N):
-        offs = start + cols
-        x = tl.load(x_row + offs, mask=offs < N, other=-float("inf")).to(tl.float32)
-        m_lane, s_lane = online_max_sum(m_lane, s_lane, x)
-    m, s = online_combine(m_lane, s_lane)  # all -inf row: m = -inf -> nan, like torch
+    m, s = row_max_and_sum(x_row, N, BLOCK_N)  # pass 1; an all -inf row: m = -inf -> nan, like torch
     inv_s = 1.0 / s
     # Pass 2: normalize. The row was just read; on a GPU this re-read is mostly served by L2.
     for start in range(0, N, BLOCK_N):
