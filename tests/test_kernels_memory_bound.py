@@ -121,22 +121,13 @@ def test_bias_gelu_rejects_bad_inputs():
 # ------------------------------------------------------------------------------------------- softmax
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape", SHAPES)
-def test_softmax(shape, dtype):
+@pytest.mark.parametrize("fn,shape", [(softmax, s) for s in SHAPES] + [(online_softmax, s) for s in ONLINE_SHAPES],
+                         ids=[f"softmax-{s}" for s in SHAPES] + [f"online_softmax-{s}" for s in ONLINE_SHAPES])
+def test_softmax(fn, shape, dtype):
+    # online_softmax on rows longer than one block too (ONLINE_SHAPES)
     x = randn(*shape, dtype=dtype, scale=4)
     same = unchanged(x)
-    y = softmax(x)
-    same()
-    assert y.dtype == dtype
-    assert_close(y, softmax_torch(x.double()), dtype)
-
-
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape", ONLINE_SHAPES)
-def test_online_softmax(shape, dtype):
-    x = randn(*shape, dtype=dtype, scale=4)
-    same = unchanged(x)
-    y = online_softmax(x)
+    y = fn(x)
     same()
     assert y.dtype == dtype
     assert_close(y, softmax_torch(x.double()), dtype)
@@ -184,6 +175,19 @@ def _autograd_ref(fn, x, params, dy):
     return y.detach(), [leaf.grad for leaf in leaves]
 
 
+def _ln_inputs(M, N, dtype):
+    """x (mean away from 0), dy, weight and bias of a LayerNorm test."""
+    x, dy = randn(M, N, dtype=dtype, scale=2) + 0.5, randn(M, N, dtype=dtype)
+    return x, dy, randn(N, dtype=dtype), randn(N, dtype=dtype)
+
+
+def _assert_ln_grads(got, want, dtype):
+    """dx, dweight and dbias against the float64 autograd ones (the weight gradients sum over rows)."""
+    assert_close(got[0], want[0], dtype, "dx")
+    assert_close(got[1], want[1], dtype, "dweight", sum_over_rows=True)
+    assert_close(got[2], want[2], dtype, "dbias", sum_over_rows=True)
+
+
 @pytest.mark.parametrize("split", [2, 4])
 @pytest.mark.parametrize("M,N", [(37, 40), (9, 128), (70, 100)])
 def test_layer_norm_bwd_split_rows(M, N, split):
@@ -191,14 +195,11 @@ def test_layer_norm_bwd_split_rows(M, N, split):
     # whole rows chunk by chunk, then owns BLOCK_N / SPLIT columns of dx, dweight and dbias. Forced here on
     # small odd widths: the last chunk masked, one chunk entirely past N (N=40 at split 4: 16-column chunks).
     dtype = torch.float32
-    x, dy = randn(M, N, dtype=dtype, scale=2) + 0.5, randn(M, N, dtype=dtype)
-    w, b = randn(N, dtype=dtype), randn(N, dtype=dtype)
+    x, dy, w, b = _ln_inputs(M, N, dtype)
     _, (gx, gw, gb) = _autograd_ref(lambda x, w, b: layer_norm_torch(x, w, b, 1e-5), x, (w, b), dy)
     _, mean, rstd = layer_norm_fwd(x, w, b, 1e-5)
     dx, dw, db = layer_norm_bwd(dy, x, w, mean, rstd, config={"SPLIT": split})
-    assert_close(dx, gx, dtype, "dx")
-    assert_close(dw, gw, dtype, "dweight", sum_over_rows=True)
-    assert_close(db, gb, dtype, "dbias", sum_over_rows=True)
+    _assert_ln_grads((dx, dw, db), (gx, gw, gb), dtype)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -208,22 +209,18 @@ def test_layer_norm_bwd_split_rows(M, N, split):
 def test_layer_norm_bwd_two_pass(M, N, config, dtype):
     # The row sums first (x and dy read twice), then column tiles of dx and the partial sums: ragged rows,
     # a chunk partly and wholly past N, row blocks past M, and dx poisoned so an unwritten element shows.
-    x, dy = randn(M, N, dtype=dtype, scale=2) + 0.5, randn(M, N, dtype=dtype)
-    w, b = randn(N, dtype=dtype), randn(N, dtype=dtype)
+    x, dy, w, b = _ln_inputs(M, N, dtype)
     _, (gx, gw, gb) = _autograd_ref(lambda x, w, b: layer_norm_torch(x, w, b, 1e-5), x, (w, b), dy)
     _, mean, rstd = layer_norm_fwd(x, w, b, 1e-5)
     dx, dw, db = layer_norm_bwd(dy, x, w, mean, rstd, config=config)
-    assert_close(dx, gx, dtype, "dx")
-    assert_close(dw, gw, dtype, "dweight", sum_over_rows=True)
-    assert_close(db, gb, dtype, "dbias", sum_over_rows=True)
+    _assert_ln_grads((dx, dw, db), (gx, gw, gb), dtype)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", SHAPES)
 def test_layer_norm_fwd_bwd(shape, dtype):
     M, N = shape
-    x, dy = randn(M, N, dtype=dtype, scale=2) + 0.5, randn(M, N, dtype=dtype)
-    w, b = randn(N, dtype=dtype), randn(N, dtype=dtype)
+    x, dy, w, b = _ln_inputs(M, N, dtype)
     eps = 1e-5
     same = unchanged(x, w, b, dy)
     y, mean, rstd = layer_norm_fwd(x, w, b, eps)
@@ -236,9 +233,7 @@ def test_layer_norm_fwd_bwd(shape, dtype):
     dx, dw, db = layer_norm_bwd(dy, x, w, mean, rstd)
     same()
     assert dx.dtype == dw.dtype == db.dtype == dtype
-    assert_close(dx, gx, dtype, "dx")
-    assert_close(dw, gw, dtype, "dweight", sum_over_rows=True)
-    assert_close(db, gb, dtype, "dbias", sum_over_rows=True)
+    _assert_ln_grads((dx, dw, db), (gx, gw, gb), dtype)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
