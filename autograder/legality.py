@@ -18,8 +18,11 @@
 """
 from __future__ import annotations
 
+import importlib.util
 import os
+import site
 import sys
+import sysconfig
 import threading
 import types
 
@@ -240,10 +243,25 @@ _COURSE_PACKAGES = tuple(os.path.join(_REPOSITORY, p) + os.sep for p in ("course
 _METER = os.path.join(os.path.dirname(_COURSE.rstrip(os.sep)), "measure", "memory.py")
 
 
+def _package_dir(name: str) -> str:
+    """The folder a package is installed in (found without importing it), ending in a separator."""
+    return os.path.dirname(os.path.abspath(importlib.util.find_spec(name).origin)) + os.sep
+
+
+# Where torch, Triton and the installed libraries really are. A frame is theirs when its file lies under
+# one of these folders, never because its path merely contains "/torch/" or "site-packages": a learner can
+# name a folder beside the submission that way (mylib/torch/work.py), and its frames must stay theirs.
+_TORCH_DIR = _package_dir("torch")
+_INTERPRETER = os.path.join(_package_dir("triton"), "runtime", "interpreter.py")
+_LIBRARY_DIRS = tuple(sorted({_TORCH_DIR, _package_dir("triton"), os.path.join(_REPOSITORY, "autograder") + os.sep,
+                              *(os.path.join(p, "") for p in site.getsitepackages()),
+                              *(os.path.join(sysconfig.get_paths()[k], "") for k in ("purelib", "platlib"))}))
+
+
 def _outside_torch(frame):
     """The nearest frame outside torch's Python, this file (the recorder's own function-level half calls
     on to torch) and the memory meter: the code that asked for the operator."""
-    while frame is not None and ("/torch/" in frame.f_code.co_filename
+    while frame is not None and (frame.f_code.co_filename.startswith(_TORCH_DIR)
                                  or frame.f_code.co_filename in (__file__, _METER)):
         frame = frame.f_back
     return frame
@@ -258,14 +276,11 @@ def _interpreter_plumbing(frame) -> bool:
     if frame is None:
         return False
     name = frame.f_code.co_filename
-    return name.endswith(os.path.join("triton", "runtime", "interpreter.py")) or name.startswith(_COURSE)
-
-
-_LIBRARY_MARKERS = ("site-packages", "dist-packages", "/torch/", "/triton/", "/autograder/", "<frozen")
+    return name == _INTERPRETER or name.startswith(_COURSE)
 
 
 def _is_library(filename: str) -> bool:
-    return any(m in filename for m in _LIBRARY_MARKERS)
+    return filename.startswith(_LIBRARY_DIRS) or filename.startswith("<frozen")
 
 
 class KernelsRefWatch:

@@ -200,3 +200,27 @@ def test_honest_idioms_keep_every_correctness_point(name, exercise):
     # scores.new_full, ~mask and exp2 (naive attention): the way public and tutorial code is written
     ex = graded(name, (exercise,))[exercise]
     assert ex["correct"] and not ex["violations"], text(ex)
+
+
+def test_a_folder_beside_the_submission_named_like_a_library_is_still_the_learners(tmp_path):
+    """Frames belong to torch, Triton or an installed library by where those really are, not by a path
+    that contains "/torch/", "site-packages" or "triton/runtime/interpreter.py": a learner can name their
+    own folders so (mylib/torch/work.py), and an operator asked for there must be charged to them."""
+    import importlib.util
+    import sys
+
+    from autograder import legality
+
+    for rel in ("mylib/torch/work.py", "site-packages/work.py", "triton/runtime/interpreter.py"):
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("import sys\n\ndef here():\n    return sys._getframe()\n")
+        spec = importlib.util.spec_from_file_location(f"beside_{len(rel)}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        frame = module.here()
+        assert legality._outside_torch(frame) is frame, rel
+        assert not legality._is_library(str(path)), rel
+        assert not legality._interpreter_plumbing(frame), rel
+    torch_frame = sys.modules["torch"].__file__
+    assert legality._is_library(torch_frame) and legality._is_library(legality._INTERPRETER)
