@@ -42,9 +42,10 @@ test: venv
 	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadgroup $(PYTEST_ARGS)
 
 # The unit tier, for a quick loop while editing: no test that starts a process (grading workers, check's
-# child, notebooks, nbgrader, Dask); starting one fails the test there (tests/conftest.py).
+# child, notebooks, nbgrader, Dask); starting one fails the test there (tests/conftest.py). TEST_JOBS
+# processes side by side, as `make test`.
 check: venv
-	COURSE_TEST_TIER=unit $(BIN)/python -m pytest -m "not worker and not slow" $(PYTEST_ARGS)
+	COURSE_TEST_TIER=unit $(BIN)/python -m pytest -n $(TEST_JOBS) -m "not worker and not slow" $(PYTEST_ARGS)
 
 # JupyterLab in headless Chromium (tests/test_browser.py): `make lab` on a learner's filled-in 03 notebook,
 # Run All Cells, the check tables, the plot, no traceback; screenshots in out/browser/. Needs a system

@@ -175,7 +175,8 @@ def _is_python(args) -> bool:
 
 
 def pytest_configure(config):
-    if not UNIT_TIER:
+    # pytest-xdist's controller starts the test processes and runs no test: the refusal is for tests
+    if not UNIT_TIER or (getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput")):
         return
     import multiprocessing.util
 
