@@ -16,20 +16,26 @@ DEBUG = False
 
 
 @triton.jit
-def _row_ce_kernel(logits_ptr, stride, targets_ptr, loss_ptr, V, ignore_index, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
-    target = tl.load(targets_ptr + row)
+def _row_lse(row_ptr, V, BLOCK: tl.constexpr):
+    """log-sum-exp of one row of V logits, online over blocks (a block of -inf leaves no NaN)."""
     m = tl.full((BLOCK,), float("-inf"), tl.float32)
     s = tl.zeros((BLOCK,), tl.float32)
     for v0 in range(0, V, BLOCK):
         cols = v0 + tl.arange(0, BLOCK)
-        z = tl.load(logits_ptr + row * stride + cols, mask=cols < V, other=float("-inf")).to(tl.float32)
+        z = tl.load(row_ptr + cols, mask=cols < V, other=float("-inf")).to(tl.float32)
         m_new = tl.maximum(m, z)
         m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
         s = s * tl.exp(m - m_safe) + tl.exp(z - m_safe)
         m = m_new
     top = tl.max(m, axis=0)
-    lse = top + tl.log(tl.sum(s * tl.exp(m - top), axis=0))
+    return top + tl.log(tl.sum(s * tl.exp(m - top), axis=0))
+
+
+@triton.jit
+def _row_ce_kernel(logits_ptr, stride, targets_ptr, loss_ptr, V, ignore_index, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    target = tl.load(targets_ptr + row)
+    lse = _row_lse(logits_ptr + row * stride, V, BLOCK)
     picked = tl.load(logits_ptr + row * stride + target, mask=target != ignore_index, other=0.0).to(tl.float32)
     tl.store(loss_ptr + row, tl.where(target != ignore_index, lse - picked, 0.0))
 
@@ -74,17 +80,7 @@ def _row_ce_grad_kernel(logits_ptr, stride, targets_ptr, V, scale, BLOCK: tl.con
     """logits[row] <- (softmax(logits[row]) - onehot(target)) * scale, in place (the row's lse first)."""
     row = tl.program_id(0)
     target = tl.load(targets_ptr + row)
-    m = tl.full((BLOCK,), float("-inf"), tl.float32)
-    s = tl.zeros((BLOCK,), tl.float32)
-    for v0 in range(0, V, BLOCK):
-        cols = v0 + tl.arange(0, BLOCK)
-        z = tl.load(logits_ptr + row * stride + cols, mask=cols < V, other=float("-inf")).to(tl.float32)
-        m_new = tl.maximum(m, z)
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-        s = s * tl.exp(m - m_safe) + tl.exp(z - m_safe)
-        m = m_new
-    top = tl.max(m, axis=0)
-    lse = top + tl.log(tl.sum(s * tl.exp(m - top), axis=0))
+    lse = _row_lse(logits_ptr + row * stride, V, BLOCK)
     for v0 in range(0, V, BLOCK):
         cols = v0 + tl.arange(0, BLOCK)
         z = tl.load(logits_ptr + row * stride + cols, mask=cols < V, other=0.0).to(tl.float32)
