@@ -1074,13 +1074,24 @@ class _Auditor(ast.NodeVisitor):
             return True
         return name not in scope.bindings and name in self.scopes.module.bindings
 
+    def _kept_root(self, expr):
+        """The module-level name a container expression hangs from (``_T`` of ``_T["k"]`` or ``_T.k[0]``), when
+        it is the submission's own (not an imported module); else None."""
+        while isinstance(expr, (ast.Subscript, ast.Attribute)):
+            expr = expr.value
+        if isinstance(expr, ast.Name) and self._module_level(expr.id) and not self.external(expr):
+            return expr.id
+        return None
+
     def _check_kept_state(self, target, value=None):
         if not self._in_reached_function():
             return
-        if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) and self._module_level(target.value.id):
+        root = self._kept_root(target.value) if isinstance(target, ast.Subscript) else None
+        if root is not None:
             if value is not None and self._pure(target.slice) and self._pure(value):
                 return  # a configuration table (block sizes by shape): it can hold no answer
-            self.report(target, "kept-state", f"stores into {target.value.id}[...], defined outside the function: {_KEPT}")
+            self.report(target, "kept-state", f"stores into {self.text(target.value)}[...], defined outside the "
+                        f"function: {_KEPT}")
         elif isinstance(target, ast.Name) and target.id in self.stack[-1].declared_global:
             self.report(target, "kept-state", f"assigns the global {target.id}: {_KEPT}")
 
@@ -1112,11 +1123,12 @@ class _Auditor(ast.NodeVisitor):
     # -- calls
     def _check_kept_call(self, node):
         f = node.func
+        # a container inside one (``_T["k"].append(out)``) is kept as long as the module-level table is
         if (self._in_reached_function() and isinstance(f, ast.Attribute) and f.attr in _MUTATORS
-                and isinstance(f.value, ast.Name) and self._module_level(f.value.id)
-                and not self.external(f.value)
+                and self._kept_root(f.value) is not None
                 and not all(self._pure(a) for a in node.args + [k.value for k in node.keywords])):
-            self.report(node, "kept-state", f"calls {f.value.id}.{f.attr}(...), defined outside the function: {_KEPT}")
+            self.report(node, "kept-state", f"calls {self.text(f.value)}.{f.attr}(...), defined outside the function: "
+                        f"{_KEPT}")
 
     def visit_Call(self, node):
         self._check_kept_call(node)

@@ -11,6 +11,13 @@
 - ``install_launch_counter``: counts Triton kernel launches where they are made, at the launcher that runs
   a compiled (or interpreted) kernel: a launch made from a hook or a grid callable of another launch counts
   too; an autotuner's benchmarking trials do not (they serve the one launch that follows).
+- ``LaunchCallbacks``: every callable Triton runs during a launch (pre-run hooks, a grid callable, heuristics,
+  autotune's hooks, pruning and performance model, launch-metadata and launch hooks) must be the learner's
+  own Python code; anything else (a builtin such as ``torch.softmax``, a library's function or bound method,
+  a ``functools.partial`` of one) runs with no learner frame on the stack, where the recorder cannot tell
+  it from the interpreter's plumbing: the launch is refused and recorded.
+- ``CourseTools``: a measuring exercise's graded call may not run the course's own measuring functions
+  (``measure``'s timer and memory meters), which answer it for the learner.
 - ``KernelsRefWatch``: records any import of ``kernels_ref`` by the submission.
 - ``ThreadGuard``: graded code may not start threads (the recorder and the memory meter are per-thread
   dispatch modes: work on another thread is invisible to them); a start is refused and recorded.
@@ -18,6 +25,7 @@
 """
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import site
@@ -46,6 +54,7 @@ _INSTALLED = False
 
 def _counting(run):
     def run_and_count(self, *args, **kwargs):
+        LaunchCallbacks.check(self, kwargs.get("grid"))
         if kwargs.get("warmup"):
             return run(self, *args, **kwargs)
         if STATE.benchmarking == 0 and STATE.null:
@@ -68,6 +77,27 @@ def _benchmarking(bench):
             STATE.benchmarking -= 1
     bench_uncounted.__wrapped__ = bench
     return bench_uncounted
+
+
+def _checking(run):
+    def run_checked(self, *args, **kwargs):
+        LaunchCallbacks.check(self)
+        return run(self, *args, **kwargs)
+    run_checked.__wrapped__ = run
+    return run_checked
+
+
+def _checked_getitem(getitem):
+    """``kernel[grid](...)`` of a launcher that runs its grid callable and config's pre-hook itself."""
+    def checked_getitem(self, grid):
+        launch = getitem(self, grid)
+
+        def checked_launch(*args, **kwargs):
+            LaunchCallbacks.check(self, grid)
+            return launch(*args, **kwargs)
+        return checked_launch
+    checked_getitem.__wrapped__ = getitem
+    return checked_getitem
 
 
 def _compiled_getitem(getitem):
@@ -103,6 +133,13 @@ def install_launch_counter() -> None:
     Autotuner = internal("Autotuner")
     if "_bench" in Autotuner.__dict__:
         Autotuner._bench = _benchmarking(Autotuner.__dict__["_bench"])
+    for name in ("Autotuner", "Heuristics"):  # their callbacks run before the launch they wrap
+        cls = internal(name)
+        if "run" in cls.__dict__:
+            cls.run = _checking(cls.__dict__["run"])
+    from course.triton_compat import _FixedConfig  # the interpreter's stand-in for an autotuner
+
+    _FixedConfig.__getitem__ = _checked_getitem(_FixedConfig.__dict__["__getitem__"])
     CompiledKernel = internal("CompiledKernel")
     if "__getitem__" in CompiledKernel.__dict__:
         CompiledKernel.__getitem__ = _compiled_getitem(CompiledKernel.__dict__["__getitem__"])
@@ -220,7 +257,7 @@ class OpRecorder(TorchDispatchMode):
             self.source_file is None and not _is_library(filename) and not filename.startswith(_COURSE_PACKAGES))
 
     def _is_beside(self, filename: str) -> bool:
-        if self.folder is None:
+        if self.folder is None or filename.startswith("<"):  # "<frozen runpy>", "<string>": no file, none beside
             return False
         if filename not in self._beside:
             real = os.path.realpath(filename)
@@ -281,6 +318,158 @@ def _interpreter_plumbing(frame) -> bool:
 
 def _is_library(filename: str) -> bool:
     return filename.startswith(_LIBRARY_DIRS) or filename.startswith("<frozen")
+
+
+# The recorded name of a refused launch callback is this prefix, a colon, and what it was (for the judge).
+LAUNCH_CALLBACK = "launch_callback"
+
+
+class CallbackRefused(RuntimeError):
+    """A Triton launch was given a callback that is not the learner's own code."""
+
+
+def own_code(obj, is_learners, depth: int = 0) -> bool:
+    """Whether calling ``obj`` runs the learner's own Python first: a function (or lambda) defined in the
+    submission, a method of it bound to any object, a ``functools.partial`` of one, an object of the learner's
+    class with its own ``__call__``. Decided from what ``obj`` is, never from its name: a builtin, a class, a
+    library's function or method are not (their Python, if any, is not the learner's frame)."""
+    if depth > 8:
+        return False
+    if isinstance(obj, functools.partial):
+        return own_code(obj.func, is_learners, depth + 1)
+    if isinstance(obj, types.MethodType):
+        obj = obj.__func__
+    if not isinstance(obj, (types.FunctionType, type)):
+        obj = getattr(type(obj), "__call__", None)
+    return isinstance(obj, types.FunctionType) and is_learners(obj.__code__.co_filename)
+
+
+class LaunchCallbacks:
+    """Refuses a launch whose callbacks are not the learner's own code, while learner code runs (the span
+    ``ThreadGuard`` arms) in a worker that knows the learner's files (``owner``, an ``OpRecorder``)."""
+
+    owner: "OpRecorder | None" = None
+    _triton_files: tuple = ()
+
+    @classmethod
+    def arm(cls, owner: "OpRecorder | None") -> None:
+        cls.owner = owner
+        if not cls._triton_files:
+            from course.triton_internals import internal
+
+            # Triton's own defaults (an autotuner's reset/restore hooks) are Triton's, not the learner's
+            cls._triton_files = (sys.modules[internal("Autotuner").__module__].__file__,)
+
+    @classmethod
+    def check(cls, kernel, grid=None) -> None:
+        if cls.owner is None or ThreadGuard.armed != threading.get_ident():
+            return
+        for role, hook in cls._callbacks(kernel, grid):
+            if hook is None or own_code(hook, cls._allowed):
+                continue
+            what = f"{role} {_describe(hook)}"
+            cls.owner_note(what)
+            raise CallbackRefused(f"Triton was given {what}: {_CALLBACK_WHY}")
+
+    @classmethod
+    def owner_note(cls, what: str) -> None:
+        rec = ThreadGuard.recorder
+        if rec is not None:
+            rec.note(f"{LAUNCH_CALLBACK}:{what}", sys._getframe(2))
+
+    @classmethod
+    def _allowed(cls, filename: str) -> bool:
+        return cls.owner.is_learners(filename) or filename in cls._triton_files
+
+    @staticmethod
+    def _callbacks(kernel, grid):
+        yield "a grid callable", grid if callable(grid) else None
+        for hook in getattr(kernel, "pre_run_hooks", None) or ():
+            yield "a pre-run hook", hook
+        yield "a launch-metadata function", getattr(kernel, "launch_metadata", None)
+        for name, hook in (getattr(kernel, "values", None) or {}).items():
+            yield f"the heuristic for {name}", hook
+        for attr in ("pre_hook", "post_hook", "early_config_prune", "perf_model"):
+            yield f"an autotune {attr}", getattr(kernel, attr, None)
+        configs = getattr(kernel, "configs", None) or [getattr(kernel, "config", None)]
+        for config in configs:
+            yield "a config's pre_hook", getattr(config, "pre_hook", None)
+        runtime = getattr(sys.modules.get("triton.knobs"), "runtime", None)
+        for attr in ("launch_enter_hook", "launch_exit_hook", "jit_cache_hook", "jit_post_compile_hook"):
+            hook = getattr(runtime, attr, None)
+            # triton 3.9 keeps launch hooks in a chain (an empty one by default), 3.6 one callable or None
+            for one in getattr(hook, "calls", None) if isinstance(getattr(hook, "calls", None), list) else [hook]:
+                yield f"triton.knobs.runtime.{attr}", one
+
+
+def _describe(obj) -> str:
+    if isinstance(obj, functools.partial):
+        return f"functools.partial({_describe(obj.func)})"
+    if isinstance(obj, (types.BuiltinFunctionType, type)):  # torch.softmax, not torch._VariableFunctionsClass.softmax
+        name = obj.__name__
+    else:
+        name = getattr(obj, "__qualname__", None) or type(obj).__qualname__
+    module = getattr(obj, "__module__", None) or type(obj).__module__
+    return f"{module}.{name}" if module else name
+
+
+_CALLBACK_WHY = ("Triton runs its launch callbacks (pre-run hooks, grid callables, heuristics, autotune's "
+                 "hooks) outside your code, so each must be a function you wrote (a def or a lambda of your "
+                 "own); a library's function given as one computes the exercise where the grader cannot see "
+                 "whose work it is")
+
+
+# The recorded name of a course function a measuring exercise may not run: this prefix, a colon, its name.
+COURSE_TOOL = "course_tool"
+_MEASURE = os.path.join(_REPOSITORY, "measure") + os.sep
+# Callers whose calls into measure are not the learner's: measure itself, and the grader (its recorder's
+# size rules use measure.memory; learner code cannot import the grader), but for the worker's call of the
+# entry point itself (an entry point that is a course tool, ``peak_memory_bytes = peak_bytes``, runs there).
+_TOOL_CALLERS = (_MEASURE, os.path.join(_REPOSITORY, "autograder") + os.sep)
+_WORKER = os.path.join(_REPOSITORY, "autograder", "worker.py")
+
+
+class CourseTools:
+    """While a measuring exercise's graded call runs: every function of the course's ``measure`` package that
+    the call's code enters from outside measure and the grader (however it got hold of it: an import, an
+    alias, a ``functools.partial``, a library it was handed to) is noted in ``recorder`` unless ``allowed``
+    names it. A Python profile function (``sys.setprofile``: this thread only, and graded code may not start
+    threads) sees each call, so the rule rests on what runs, not on how the source spells it."""
+
+    def __init__(self, allowed: frozenset, recorder: OpRecorder):
+        self.allowed, self.recorder, self._saved = allowed, recorder, None
+
+    def __enter__(self):
+        self._saved = sys.getprofile()
+        sys.setprofile(self._event)
+        return self
+
+    def __exit__(self, *exc):
+        sys.setprofile(self._saved)
+
+    def _event(self, frame, event, _arg):
+        if event != "call":
+            return
+        code = frame.f_code
+        if not code.co_filename.startswith(_MEASURE) or code.co_name == "<module>":
+            return
+        caller = frame.f_back
+        if caller is not None and caller.f_code.co_filename.startswith(_TOOL_CALLERS) \
+                and caller.f_code.co_filename != _WORKER:
+            return
+        module = os.path.relpath(code.co_filename, _REPOSITORY)[:-len(".py")].replace(os.sep, ".")
+        name = f"{module}.{getattr(code, 'co_qualname', code.co_name)}"
+        if name in self.allowed:
+            return
+        if caller is not None and caller.f_code.co_filename == _WORKER:  # no line of the learner's runs it
+            key = (f"{COURSE_TOOL}:{name}", "the entry point itself")
+            self.recorder.ops[key] = self.recorder.ops.get(key, 0) + 1
+        else:
+            self.recorder.note(f"{COURSE_TOOL}:{name}", frame)
+
+
+_COURSE_TOOL_WHY = ("the course's own measuring tools are what the grader measures with: this exercise asks "
+                    "for your own measurement (the notebook shows how), not theirs")
 
 
 class KernelsRefWatch:
@@ -413,6 +602,12 @@ def judge(spec, ops_records, launch_counts, used_kernels_ref: bool, where, large
         seen.add((op, line))
         if op == THREAD_START:
             violations.append(f"starts a thread at {where(line)}: {_THREAD_WHY}")
+            continue
+        if op.startswith(COURSE_TOOL + ":"):
+            violations.append(f"runs {op.split(':', 1)[1]} at {where(line)}: {_COURSE_TOOL_WHY}")
+            continue
+        if op.startswith(LAUNCH_CALLBACK + ":"):
+            violations.append(f"gives Triton {op.split(':', 1)[1]} at {where(line)}: {_CALLBACK_WHY}")
             continue
         if op in LEAVES_TORCH:
             if not values_may_leave:

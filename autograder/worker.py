@@ -161,7 +161,7 @@ class Worker:
     """The code under test and the state the requests act on (argument slots, the last output)."""
 
     def __init__(self, fn, source_file: str | None, poison: bool, harness=None, prepare=None, fresh=None,
-                 folder: str | None = None):
+                 folder: str | None = None, course_tools: frozenset | None = None):
         import course
         import torch
 
@@ -172,6 +172,7 @@ class Worker:
         # prepare(args) -> args: a baseline's own arguments, made when a slot is loaded (Performance.baseline_args).
         # fresh(bases, seed) -> args: a timed call's fresh values (Performance.fresh_args; None: jittered_args).
         self.harness, self.prepare, self.fresh = harness, prepare, fresh
+        self.course_tools = course_tools  # the course's functions a checked call may run (None: any)
         self.on_gpu = course.ON_GPU
         self.device = course.DEVICE
         self.slots: dict[int, tuple] = {}
@@ -180,6 +181,8 @@ class Worker:
         self.flush = None
         self.torch, self.legality = torch, legality
         legality.install_launch_counter()
+        # launch callbacks are judged against the learner's files (or, with no file, code outside the libraries)
+        legality.LaunchCallbacks.arm(legality.OpRecorder(source_file, folder))
         AutotunePin.install()
         import torch.utils.deterministic
 
@@ -271,7 +274,7 @@ class Worker:
         done = protocol.CallDone(ok=True)
         out = None
         try:
-            with rec, AutotunePin.pinned(config) as used, self.legality.ThreadGuard.armed_for(rec):
+            with rec, AutotunePin.pinned(config) as used, self.legality.ThreadGuard.armed_for(rec), self._tools(rec):
                 if empty:
                     out = None
                 elif self.harness is None:
@@ -287,6 +290,13 @@ class Worker:
         return done
 
     # ---------------------------------------------------------------- helpers
+    def _tools(self, rec):
+        import contextlib
+
+        if self.course_tools is None:
+            return contextlib.nullcontext()
+        return self.legality.CourseTools(self.course_tools, rec)
+
     def _to_device(self, args) -> tuple:
         from autograder.argtree import to_device
         from autograder.probes import materialize
@@ -421,7 +431,7 @@ def make_worker(fn, job: dict) -> Worker:
         worker = Worker(fn, None, poison=job.get("poison", True), prepare=spec.performance.baseline_args, fresh=fresh)
     else:
         worker = Worker(fn, job.get("source_file"), poison=job.get("poison", True), harness=spec.harness, fresh=fresh,
-                        folder=job.get("submission_dir"))
+                        folder=job.get("submission_dir"), course_tools=spec.course_tools)
         # The operator recorder (checked calls; a baseline makes timed calls only) imports torch._dynamo at
         # its first use (PyTorch wraps every dispatch mode's handler in torch._disable_dynamo, which imports
         # it lazily): 1-4 s, paid here, beside the grading process's own preparation, not in the first case.

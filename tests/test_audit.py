@@ -589,12 +589,18 @@ KEPT_STATE = [
     "_t = {}\ndef h(n):\n    _t[n] = n\n    return n\ndef f(x):\n    g = h\n    return g(x)",  # passed on
     # the entry point's parameters come from the grader, whatever its own calls pass
     "_t = {}\ndef f(x, n=1):\n    _t[n] = n\n    if n:\n        f(x, 0)\n    return x",
+    # a container kept inside a module-level table (or an object's attribute) lives as long as the table
+    "_T = {}\n_T['k'] = []\ndef f(x):\n    _T['k'].append(x)\n    return x",
+    "_T = {'k': {}}\ndef f(x):\n    _T['k'][x.shape] = x\n    return x",
+    "class S:\n    pass\n_S = S()\n_S.seen = []\ndef f(x):\n    _S.seen.append(x)\n    return x",
 ]
 HONEST_STATE = [
     "TABLE = {1: 2}\ndef f(x):\n    return x * TABLE[1]",                      # reads a constant table
     "def f(x):\n    d = {}\n    d[1] = x\n    return d[1]",                       # a local container
     "results = {}\nresults['a'] = 1\ndef f(x):\n    return x",                  # filled at module level (a demo)
     "_c = {}\ndef other(x):\n    _c[1] = x\ndef f(x):\n    return x",         # not reached from the entry point
+    "_T = {'k': {}}\ndef f(x):\n    _T['k'][x.shape[1]] = (16, 4)\n    return x",  # configuration in a nested table
+    "import torch\ndef f(x):\n    torch.backends.cuda.matmul.allow_tf32 = True\n    return x",  # a library's switch
 ]
 
 

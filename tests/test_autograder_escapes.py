@@ -12,6 +12,8 @@ import pytest
 
 from _autograder_helpers import SUBMISSIONS, graded, text
 
+_LAUNCH_CALLBACKS = str(__import__("pathlib").Path(__file__).with_name("_launch_callbacks.py"))
+
 
 def escape(name: str) -> dict:
     return graded(f"escape_{name}.py", ("softmax",))["softmax"]
@@ -71,10 +73,95 @@ def test_operators_run_inside_a_launch_are_seen_and_cost_the_points(name, line):
     assert any(f"at line {line}:" in v and "calls torch operator aten." in v for v in ex["violations"]), ex["violations"]
 
 
+def test_a_library_function_as_a_launch_callback_is_refused_and_the_line_is_named():
+    # torch.softmax as a pre-run hook runs with no line of the submission on the stack: refused at the launch
+    ex = escape("library_hook")
+    assert ex["score"] == 0 and not ex["correct"]
+    assert any(v.startswith("gives Triton a pre-run hook torch.softmax at line 22:") for v in ex["violations"]), \
+        ex["violations"]
+    assert not any(f.startswith("hint:") for f in ex["feedback"]), ex["feedback"]  # the refusal is the cause
+
+
+class _Library:
+    """Stands for a library's object: its method is not the learner's code (this file is not the learner's)."""
+
+    def method(self, *args, **kwargs):
+        return (1,)
+
+
+def _callbacks():
+    """(the learner's own callables, others'): decided from what each is, whatever it is named."""
+    import torch
+    import triton
+
+    from _launch_callbacks import OwnCallable, own_function, partial_of_own
+
+    own = [own_function, OwnCallable.a_lambda, OwnCallable().method, partial_of_own, OwnCallable()]
+    others = [torch.softmax, __import__("functools").partial(torch.add, alpha=1), _Library().method, _Library,
+              triton.cdiv, print]
+    return own, others
+
+
+def test_own_code_is_decided_from_what_the_callable_is():
+    from autograder.legality import OpRecorder, own_code
+
+    is_learners = OpRecorder(_LAUNCH_CALLBACKS).is_learners
+    own, others = _callbacks()
+    assert [own_code(f, is_learners) for f in own] == [True] * len(own)
+    assert [own_code(f, is_learners) for f in others] == [False] * len(others)
+
+
+@pytest.mark.parametrize("role", ["grid", "pre_run_hook", "heuristic", "autotune pre_hook", "config pre_hook",
+                                  "prune_configs_by", "course autotune config pre_hook"])
+def test_every_launch_callback_must_be_the_learners_own_code(role):
+    import torch
+
+    from _launch_callbacks import OwnCallable, launch
+    from autograder.legality import (LAUNCH_CALLBACK, CallbackRefused, LaunchCallbacks, OpRecorder, ThreadGuard,
+                                     install_launch_counter)
+
+    install_launch_counter()
+    x = torch.arange(8.0)
+    saved = LaunchCallbacks.owner
+    try:
+        LaunchCallbacks.arm(OpRecorder(_LAUNCH_CALLBACKS))
+        rec = OpRecorder(_LAUNCH_CALLBACKS)
+        with ThreadGuard.armed_for(rec):
+            assert torch.equal(launch(role, x, OwnCallable().method), x + 1)   # the learner's own callbacks run
+            with pytest.raises(CallbackRefused, match="Triton was given"):
+                launch(role, x, _Library().method)
+        assert [op.split(":")[0] for op, _line, _n in rec.records()] == [LAUNCH_CALLBACK], rec.records()
+        assert torch.equal(launch(role, x, _Library().method), x + 1)     # outside learner code: not judged
+    finally:
+        LaunchCallbacks.owner = saved
+
+
 def test_a_launch_made_from_a_grid_callable_is_counted():
     ex = escape("grid_launches")
     assert ex["score"] == 0 and not ex["correct"]
     assert any("launched 2 Triton kernels in one call" in v for v in ex["violations"]), ex["violations"]
+
+
+# --------------------------------------------------------------------- the course's own tools as answers
+
+def test_the_course_measuring_tools_given_as_the_answer_score_zero_and_are_named():
+    # benchmark by measure.timer.median_ms, peak_memory_bytes = measure.memory.peak_bytes: right values, not
+    # the learner's measurement (the notebooks' own solutions keep their points: test_solutions_graded.py)
+    result = graded("escape_course_tools.py", ("benchmark", "peak_memory_bytes"))
+    for ex_id, found in (("benchmark", "runs measure.timer.median_ms at line 12:"),
+                         ("peak_memory_bytes", "runs measure.memory.peak_bytes at the entry point itself:")):
+        ex = result[ex_id]
+        assert ex["score"] == 0 and not ex["correct"], text(ex)
+        assert any(v.startswith(found) for v in ex["violations"]), ex["violations"]
+
+
+def test_the_course_tools_a_measurement_may_use_are_its_own_rule():
+    from autograder.specs import get
+
+    assert get("benchmark").course_tools == {"measure.timer.l2_flush_buffer", "measure.timer.cpu_flush_buffer",
+                                             "measure.timer.cpu_cache_bytes"}  # the cache flush it hands out
+    assert get("peak_memory_bytes").course_tools == frozenset()   # a measurement: none by default
+    assert get("softmax").course_tools is None                    # the operator rules judge the rest
 
 
 # --------------------------------------------------------------------- work on another thread

@@ -80,6 +80,10 @@ class Rules:
     # Features the source may use that the static audit otherwise reports (autograder.audit.FEATURES,
     # e.g. {"cuda_graphs", "streams"} where the exercise teaches them).
     features: frozenset = frozenset()
+    # The course's own functions (``measure``: its timer, memory meters) a graded call may run, by dotted
+    # name; None: any. A measuring exercise (00, 02) asks for the learner's own measurement: the course's
+    # tools, which the grader measures with, answer it for them (``autograder.legality.CourseTools``).
+    course_tools: frozenset | None = None
 
 
 def triton_rules(why: dict, *, max_launches: int | None = 1, extra_ops=frozenset(),
@@ -269,6 +273,13 @@ class Exercise:
             raise KeyError(f"{self.id} has no step {name!r} (its steps: {known})")
         return replace(self, id=f"{self.id}:{name}", performance=None, memory=None, harness=None, writes=(),
                        outputs=(), deterministic="", steps={}, **self.steps[name])
+
+    @property
+    def course_tools(self) -> frozenset | None:
+        """The course's functions a graded call may run: none for a measurement (VALUE) unless its rules say."""
+        if self.rules.course_tools is None and self.kind == VALUE:
+            return frozenset()
+        return self.rules.course_tools
 
     def call(self, fn, args: tuple):
         """(output, measured or None): one call of the learner's ``fn`` as the exercise makes it."""

@@ -1,0 +1,61 @@
+"""Stands for a learner's file in the launch-callback tests (tests/test_autograder_escapes.py): what is defined
+here is the learner's own code; ``launch`` hands a given callable to Triton in one role of a launch."""
+import functools
+
+import triton
+import triton.language as tl
+
+
+def own_function(*args, **kwargs):
+    return (1,)
+
+
+class OwnCallable:
+    a_lambda = staticmethod(lambda *args, **kwargs: (1,))
+
+    def method(self, *args, **kwargs):
+        return (1,)
+
+    def __call__(self, *args, **kwargs):
+        return (1,)
+
+
+@triton.jit
+def _add_one(x_ptr, y_ptr, n, UNUSED, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
+
+
+def launch(role: str, x, callback):
+    """y = x + 1 (x of at most 8 elements) by one launch that hands ``callback`` to Triton as ``role``."""
+    y = x.new_empty(x.shape)
+    args, grid = (x, y, x.numel()), (1,)
+    if role == "grid":
+        grid = callback
+    if role == "heuristic":
+        kernel = triton.heuristics({"UNUSED": callback})(_add_one)
+        kernel[grid](*args, BLOCK=8)
+        return y
+    if role == "course autotune config pre_hook":  # course.triton_compat.autotune: one fixed config when interpreting
+        from course.triton_compat import autotune
+
+        kernel = autotune([triton.Config({"BLOCK": 8}, pre_hook=callback)], key=[])(_add_one)
+        kernel[grid](*args, 0)
+        return y
+    if role == "pre_run_hook":
+        kernel = triton.jit(_add_one.fn)
+        kernel.add_pre_run_hook(callback)
+    elif role in ("autotune pre_hook", "config pre_hook", "prune_configs_by"):
+        config = triton.Config({"BLOCK": 8}, pre_hook=callback if role == "config pre_hook" else None)
+        kernel = triton.autotune([config], key=[], pre_hook=callback if role == "autotune pre_hook" else None,
+                                 prune_configs_by={"early_config_prune": callback} if role == "prune_configs_by"
+                                 else None)(_add_one)
+        kernel[grid](*args, 0)
+        return y
+    else:
+        kernel = _add_one
+    kernel[grid](*args, 0, BLOCK=8)
+    return y
+
+
+partial_of_own = functools.partial(own_function, 1)
