@@ -63,6 +63,7 @@ def _counting(run):
         out = run(self, *args, **kwargs)
         if STATE.benchmarking == 0:  # counted once it ran: a launch that did not fit (OutOfResources) never did
             STATE.launches += 1
+        LaunchCallbacks.check(self, kwargs.get("grid"))  # again: a hook of its own may have added another
         return out
     run_and_count.__wrapped__ = run
     return run_and_count
@@ -82,7 +83,9 @@ def _benchmarking(bench):
 def _checking(run):
     def run_checked(self, *args, **kwargs):
         LaunchCallbacks.check(self)
-        return run(self, *args, **kwargs)
+        out = run(self, *args, **kwargs)
+        LaunchCallbacks.check(self)  # again: a callback of its own may have swapped in another
+        return out
     run_checked.__wrapped__ = run
     return run_checked
 
@@ -94,7 +97,9 @@ def _checked_getitem(getitem):
 
         def checked_launch(*args, **kwargs):
             LaunchCallbacks.check(self, grid)
-            return launch(*args, **kwargs)
+            out = launch(*args, **kwargs)
+            LaunchCallbacks.check(self, grid)
+            return out
         return checked_launch
     checked_getitem.__wrapped__ = getitem
     return checked_getitem

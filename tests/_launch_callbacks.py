@@ -42,7 +42,10 @@ def launch(role: str, x, callback):
         kernel = autotune([triton.Config({"BLOCK": 8}, pre_hook=callback)], key=[])(_add_one)
         kernel[grid](*args, 0)
         return y
-    if role == "pre_run_hook":
+    if role == "hook that adds another":  # its own hook runs, then appends the callback to the hooks still to run
+        kernel = triton.jit(_add_one.fn)
+        kernel.add_pre_run_hook(lambda *a, **k: kernel.pre_run_hooks.append(callback))
+    elif role == "pre_run_hook":
         kernel = triton.jit(_add_one.fn)
         kernel.add_pre_run_hook(callback)
     elif role in ("autotune pre_hook", "config pre_hook", "prune_configs_by"):

@@ -112,7 +112,7 @@ def test_own_code_is_decided_from_what_the_callable_is():
 
 
 @pytest.mark.parametrize("role", ["grid", "pre_run_hook", "heuristic", "autotune pre_hook", "config pre_hook",
-                                  "prune_configs_by", "course autotune config pre_hook"])
+                                  "prune_configs_by", "course autotune config pre_hook", "hook that adds another"])
 def test_every_launch_callback_must_be_the_learners_own_code(role):
     import torch
 
