@@ -6,15 +6,24 @@ import triton.language as tl
 
 
 @triton.jit
-def _softmax_kernel(x_ptr, y_ptr, x_row_stride, y_row_stride, n_cols, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
+def load_row(x_ptr, row_stride, n_cols, BLOCK: tl.constexpr):
+    """This program's row (program_id(0)) in float32, -inf past its end; with its offsets and mask."""
     offs = tl.arange(0, BLOCK)
     mask = offs < n_cols
-    x = tl.load(x_ptr + row * x_row_stride + offs, mask=mask, other=-float("inf")).to(tl.float32)
-    x = x - tl.max(x, axis=0)
-    num = tl.exp(x)
-    y = num / tl.sum(num, axis=0)
-    tl.store(y_ptr + row * y_row_stride + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+    x = tl.load(x_ptr + tl.program_id(0) * row_stride + offs, mask=mask, other=-float("inf"))
+    return x.to(tl.float32), offs, mask
+
+
+@triton.jit
+def store_row(y_ptr, row_stride, y, offs, mask):
+    tl.store(y_ptr + tl.program_id(0) * row_stride + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _softmax_kernel(x_ptr, y_ptr, x_row_stride, y_row_stride, n_cols, BLOCK: tl.constexpr):
+    x, offs, mask = load_row(x_ptr, x_row_stride, n_cols, BLOCK)
+    num = tl.exp(x - tl.max(x, axis=0))
+    store_row(y_ptr, y_row_stride, num / tl.sum(num, axis=0), offs, mask)
 
 
 MAX_FUSED_ROW = 65536
@@ -86,13 +95,16 @@ def bias_gelu(x, bias):
 
 
 @triton.jit
+def add_fp32(x_ptr, y_ptr, offs, mask):
+    # upcast: the interpreter gets bf16 arithmetic wrong; on a GPU fp32 math costs nothing here
+    return tl.load(x_ptr + offs, mask=mask).to(tl.float32) + tl.load(y_ptr + offs, mask=mask).to(tl.float32)
+
+
+@triton.jit
 def _add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
-    # upcast: the interpreter gets bf16 arithmetic wrong; on a GPU fp32 math costs nothing here
-    x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
-    y = tl.load(y_ptr + offs, mask=mask).to(tl.float32)
-    tl.store(out_ptr + offs, (x + y).to(out_ptr.dtype.element_ty), mask=mask)
+    tl.store(out_ptr + offs, add_fp32(x_ptr, y_ptr, offs, mask).to(out_ptr.dtype.element_ty), mask=mask)
 
 
 def launch_add(kernel, x, y):

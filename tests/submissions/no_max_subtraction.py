@@ -2,17 +2,14 @@
 import torch
 import triton
 import triton.language as tl
-from good_triton import check_softmax_input
+from good_triton import check_softmax_input, load_row, store_row
 
 
 @triton.jit
 def _kernel(x_ptr, y_ptr, x_stride, y_stride, n_cols, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
-    offs = tl.arange(0, BLOCK)
-    mask = offs < n_cols
-    x = tl.load(x_ptr + row * x_stride + offs, mask=mask, other=-float("inf")).to(tl.float32)
-    num = tl.exp(x)
-    tl.store(y_ptr + row * y_stride + offs, (num / tl.sum(num, axis=0)).to(y_ptr.dtype.element_ty), mask=mask)
+    x, offs, mask = load_row(x_ptr, x_stride, n_cols, BLOCK)
+    num = tl.exp(x)  # bug: no max subtracted
+    store_row(y_ptr, y_stride, num / tl.sum(num, axis=0), offs, mask)
 
 
 def softmax(x):
