@@ -441,24 +441,56 @@ class CourseTools:
     names it. A Python profile function (``sys.setprofile``: this thread only, and graded code may not start
     threads) sees each call, so the rule rests on what runs, not on how the source spells it."""
 
+    active: "CourseTools | None" = None
+    _installed = False
+
     def __init__(self, allowed: frozenset, recorder: OpRecorder):
         self.allowed, self.recorder, self._saved = allowed, recorder, None
+
+    @classmethod
+    def install(cls) -> None:
+        """Also watch each function of the measuring modules where it is defined (before the submission is
+        imported, so every name it takes is the watched one): a profile function can be replaced while the
+        call runs (``torch.profiler.profile(with_stack=True)`` installs its own), a wrapper cannot."""
+        if cls._installed:
+            return
+        import measure.memory
+        import measure.memory_timeline
+        import measure.timer
+
+        for module in (measure.timer, measure.memory, measure.memory_timeline):
+            for name, obj in list(vars(module).items()):
+                if isinstance(obj, types.FunctionType) and obj.__module__ == module.__name__:
+                    setattr(module, name, cls._watched(obj))
+        cls._installed = True
+
+    @classmethod
+    def _watched(cls, fn):
+        @functools.wraps(fn)
+        def watched(*args, **kwargs):
+            if cls.active is not None:
+                cls.active._judge(fn.__code__, sys._getframe(1))
+            return fn(*args, **kwargs)
+        return watched
 
     def __enter__(self):
         self._saved = sys.getprofile()
         sys.setprofile(self._event)
+        CourseTools.active = self
         return self
 
     def __exit__(self, *exc):
+        CourseTools.active = None
         sys.setprofile(self._saved)
 
     def _event(self, frame, event, _arg):
-        if event != "call":
+        if event == "call" and frame.f_code.co_filename.startswith(_MEASURE):
+            self._judge(frame.f_code, frame.f_back)
+
+    def _judge(self, code, caller) -> None:
+        """Note a call of ``code`` (a function of measure) made by ``caller`` (a frame) unless it is allowed."""
+        if code.co_name == "<module>":
             return
-        code = frame.f_code
-        if not code.co_filename.startswith(_MEASURE) or code.co_name == "<module>":
-            return
-        caller = frame.f_back
         if caller is not None and caller.f_code.co_filename.startswith(_TOOL_CALLERS) \
                 and caller.f_code.co_filename != _WORKER:
             return
@@ -469,8 +501,8 @@ class CourseTools:
         if caller is not None and caller.f_code.co_filename == _WORKER:  # no line of the learner's runs it
             key = (f"{COURSE_TOOL}:{name}", "the entry point itself")
             self.recorder.ops[key] = self.recorder.ops.get(key, 0) + 1
-        else:
-            self.recorder.note(f"{COURSE_TOOL}:{name}", frame)
+        elif caller is not None:
+            self.recorder.note(f"{COURSE_TOOL}:{name}", caller)
 
 
 _COURSE_TOOL_WHY = ("the course's own measuring tools are what the grader measures with: this exercise asks "

@@ -375,6 +375,7 @@ def load_entry(job: dict):
         return spec.performance.naive, protocol.Ready("ok")
     source_file = job["source_file"]
     watch = legality.KernelsRefWatch().install()
+    legality.CourseTools.install()  # before the submission takes any name from measure
     from autograder.imports import ImportGuard
 
     # after the watch (which notes a kernels_ref import before the guard refuses it)

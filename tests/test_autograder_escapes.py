@@ -148,7 +148,7 @@ def test_the_course_measuring_tools_given_as_the_answer_score_zero_and_are_named
     # benchmark by measure.timer.median_ms, peak_memory_bytes = measure.memory.peak_bytes: right values, not
     # the learner's measurement (the notebooks' own solutions keep their points: test_solutions_graded.py)
     result = graded("escape_course_tools.py", ("benchmark", "peak_memory_bytes"))
-    for ex_id, found in (("benchmark", "runs measure.timer.median_ms at line 12:"),
+    for ex_id, found in (("benchmark", "runs measure.timer.median_ms at line 15:"),
                          ("peak_memory_bytes", "runs measure.memory.peak_bytes at the entry point itself:")):
         ex = result[ex_id]
         assert ex["score"] == 0 and not ex["correct"], text(ex)
