@@ -81,14 +81,10 @@ def _rows_per_program(block_n: int, m: int) -> int:
     return max(1, min(4096 // block_n, next_power_of_2(max(m, 1)), 32))
 
 
-@autotune(configs=_row_configs(), key=["N", "BLOCK_M", "BLOCK_N", "GELU"], fallback=triton.Config({}, num_warps=4))
 @triton.jit
-def _layer_norm_fwd_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, M, N, stride_xm, stride_ym, eps,
-                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                           GELU: tl.constexpr, STORE_STATS: tl.constexpr):
-    # GELU: an epilogue on y in registers (layer_norm_gelu), no extra traffic. STORE_STATS: write mean
-    # and rstd for the backward (layer_norm_fwd); the fused inference path needs neither. Both are
-    # compile-time: each combination is its own compiled kernel with no trace of the other branch.
+def row_tile(x_ptr, stride_xm, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """This program's BLOCK_M rows of x in float32 (0 past M and N; read once, so evicted first), with the
+    row indices (64-bit ones for offsets), the columns and the masks that its stores use."""
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)
     row_ok = rows < M
@@ -97,6 +93,18 @@ def _layer_norm_fwd_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, M, N,
     rows64 = rows.to(tl.int64)
     x = tl.load(x_ptr + rows64[:, None] * stride_xm + cols[None, :], mask=mask, other=0.0,
                 eviction_policy="evict_first").to(tl.float32)
+    return x, rows, rows64, cols, row_ok, col_ok, mask
+
+
+@autotune(configs=_row_configs(), key=["N", "BLOCK_M", "BLOCK_N", "GELU"], fallback=triton.Config({}, num_warps=4))
+@triton.jit
+def _layer_norm_fwd_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, M, N, stride_xm, stride_ym, eps,
+                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                           GELU: tl.constexpr, STORE_STATS: tl.constexpr):
+    # GELU: an epilogue on y in registers (layer_norm_gelu), no extra traffic. STORE_STATS: write mean
+    # and rstd for the backward (layer_norm_fwd); the fused inference path needs neither. Both are
+    # compile-time: each combination is its own compiled kernel with no trace of the other branch.
+    x, rows, rows64, cols, row_ok, col_ok, mask = row_tile(x_ptr, stride_xm, M, N, BLOCK_M, BLOCK_N)
     mean = tl.sum(x, axis=1) / N
     # Two-pass variance from registers: no extra memory traffic, no E[x^2]-E[x]^2 cancellation.
     xc = tl.where(mask, x - mean[:, None], 0.0)
@@ -486,6 +494,12 @@ def layer_norm(x, weight, bias, eps: float = 1e-5):
     return LayerNormFunction.apply(x, weight, bias, eps)
 
 
+def bench_shapes(quick: bool):
+    """(M, N, dtype) of the norms' benchmarks: 16K rows of 4096, and a sweep of widths at 64M elements."""
+    shapes = [(16384, 4096, torch.bfloat16)] + ([] if quick else [(16384, 4096, torch.float32)])
+    return shapes + ([] if quick else [(2**26 // n, n, torch.bfloat16) for n in (512, 1024, 2048, 8192, 16384)])
+
+
 def bench_cases(quick: bool = False):
     from kernels_ref.benchmarking import BenchCase, Goal
     from course import DEVICE
@@ -546,10 +560,8 @@ def bench_cases(quick: bool = False):
                    Goal.faster("triton", "two_kernels", 1.8), Goal.faster("triton", "compiled")],
         )
 
-    shapes = [(16384, 4096, torch.bfloat16)] + ([] if quick else [(16384, 4096, torch.float32)])
-    sweep = [] if quick else [(2**26 // n, n, torch.bfloat16) for n in (512, 1024, 2048, 8192, 16384)]
     cases = []
-    for M, N, dtype in shapes + sweep:
+    for M, N, dtype in bench_shapes(quick):
         def make(M=M, N=N, dtype=dtype):
             x = torch.randn(M, N, device=DEVICE, dtype=dtype)
             w = 1 + 0.1 * torch.randn(N, device=DEVICE, dtype=dtype)
@@ -563,7 +575,7 @@ def bench_cases(quick: bool = False):
 
         size = torch.empty((), dtype=dtype).element_size()
         label = f"{M}x{N} {str(dtype).replace('torch.', '')}"
-        swept = (M, N, dtype) in sweep or N == 4096 and dtype == torch.bfloat16
+        swept = dtype == torch.bfloat16  # the bf16 shapes are the sweep over N (4096 among them)
         common = dict(label=label, sweep="N" if swept else None, sweep_value=N if swept else None)
         cases.append(BenchCase(
             op="layer_norm_fwd", make_inputs=make, reference=fwd_ref, **common,

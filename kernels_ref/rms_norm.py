@@ -16,7 +16,8 @@ import triton.language as tl
 from course.triton_compat import autotune
 from kernels_ref._launch import BoundLaunches, cdiv, next_power_of_2
 from kernels_ref._validate import check_same, check_shape, check_tensor, rows_contiguous
-from kernels_ref.layer_norm import _check_x_w, _n_programs, _row_configs, _rows_per_program, column_sum
+from kernels_ref.layer_norm import (_check_x_w, _n_programs, _row_configs, _rows_per_program, bench_shapes,
+                                    column_sum, row_tile)
 from measure.tolerance import GRAD_TOLERANCES
 
 
@@ -42,14 +43,7 @@ def rms_norm_bwd_torch(dy, x, weight, rstd):
 @triton.jit
 def _rms_norm_fwd_kernel(x_ptr, w_ptr, y_ptr, rstd_ptr, M, N, stride_xm, stride_ym, eps,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    cols = tl.arange(0, BLOCK_N)
-    row_ok = rows < M
-    col_ok = cols < N
-    mask = row_ok[:, None] & col_ok[None, :]
-    rows64 = rows.to(tl.int64)
-    x = tl.load(x_ptr + rows64[:, None] * stride_xm + cols[None, :], mask=mask, other=0.0,
-                eviction_policy="evict_first").to(tl.float32)
+    x, rows, rows64, cols, row_ok, col_ok, mask = row_tile(x_ptr, stride_xm, M, N, BLOCK_M, BLOCK_N)
     rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=1) / N + eps)
     w = tl.load(w_ptr + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
     y = x * rstd[:, None] * w[None, :]
@@ -180,10 +174,8 @@ def bench_cases(quick: bool = False):
         dx, dw = rms_norm_bwd_torch(dy.float(), x.float(), w.float(), rstd)
         return dx.to(x.dtype), dw.to(w.dtype)
 
-    shapes = [(16384, 4096, torch.bfloat16)] + ([] if quick else [(16384, 4096, torch.float32)])
-    sweep = [] if quick else [(2**26 // n, n, torch.bfloat16) for n in (512, 1024, 2048, 8192, 16384)]
     cases = []
-    for M, N, dtype in shapes + sweep:
+    for M, N, dtype in bench_shapes(quick):
         def make(M=M, N=N, dtype=dtype):
             x = torch.randn(M, N, device=DEVICE, dtype=dtype)
             w = 1 + 0.1 * torch.randn(N, device=DEVICE, dtype=dtype)
@@ -195,7 +187,7 @@ def bench_cases(quick: bool = False):
             return x, w, dy, rstd, make_graph(x, w)
 
         size = torch.empty((), dtype=dtype).element_size()
-        swept = (M, N, dtype) in sweep or N == 4096 and dtype == torch.bfloat16
+        swept = dtype == torch.bfloat16  # the bf16 shapes are the sweep over N (4096 among them)
         common = dict(label=f"{M}x{N} {str(dtype).replace('torch.', '')}",
                       sweep="N" if swept else None, sweep_value=N if swept else None)
         cases.append(BenchCase(
