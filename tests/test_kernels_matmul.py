@@ -8,6 +8,8 @@ import course
 import pytest
 import torch
 import torch.nn.functional as F
+import triton
+import triton.language as tl
 
 from kernels_ref.matmul import linear_bias_gelu, linear_bias_gelu_torch, matmul, matmul_torch, matmul_untuned
 
@@ -285,6 +287,26 @@ def test_tma_kernel_compiles_for_hopper_without_spills(fast_gelu):
                            FAST_GELU=fast_gelu, num_warps=cfg.num_warps, num_stages=cfg.num_stages, **meta)
     assert usage["n_spills"] == 0 and usage["n_regs"] <= 255, usage
     assert usage["shared"] <= 227 * 1024, usage
+
+
+@triton.jit
+def _axpb_kernel(X, Y, N, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(Y + offs, tl.load(X + offs, mask=offs < N) * 2.0 + 1.0, mask=offs < N)
+
+
+def test_compiling_for_hopper_names_fp_fusion_as_the_runners_compile(monkeypatch):
+    # Left to its default, Triton 3.9 warns into the notebook (06) that 3.10 turns fused multiply-add off;
+    # the counts course.aot prints are those of the runners' Triton, which fuses: it says so itself.
+    import triton.knobs
+
+    from course.aot import compile_for_hopper
+
+    warned = []
+    monkeypatch.setattr(triton.knobs, "warn_once", warned.append)
+    x = torch.ones(16)
+    compiled = compile_for_hopper(_axpb_kernel, x, torch.empty(16), 16, BLOCK=16)
+    assert not warned and "fma.rn.f32" in compiled.asm["ptx"]
 
 
 def test_compiles_for_hopper_with_wgmma():

@@ -76,6 +76,18 @@ def printed(nb) -> str:
     return "\n".join(parts)
 
 
+def warnings_printed(nb) -> list[str]:
+    """'cell N: <the warning's line>' for every Python warning a code cell wrote to stderr."""
+    import re
+
+    found = []
+    for i, cell in enumerate(nb.cells, start=1):
+        text = "".join(o.get("text", "") for o in cell.get("outputs", [])
+                       if o.get("output_type") == "stream" and o.get("name") == "stderr")
+        found += [f"cell {i}: {line.strip()}" for line in text.splitlines() if re.search(r"\b\w*Warning: ", line)]
+    return found
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("notebooks", nargs="+")
