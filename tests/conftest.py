@@ -20,6 +20,7 @@ WORKER_TESTS: dict[str, set[str] | str] = {
     "test_autograder_escapes": {"test_a_content_keyed_cache_scores_zero_and_is_named",
         "test_a_library_function_as_a_launch_callback_is_refused_and_the_line_is_named",
         "test_the_course_measuring_tools_given_as_the_answer_score_zero_and_are_named",
+        "test_check_refuses_the_course_measuring_tools_as_the_grade_does",
         "test_a_forbidden_call_no_graded_call_runs_is_a_note_and_costs_nothing",
         "test_a_launch_made_from_a_grid_callable_is_counted",
         "test_a_module_beside_the_submission_is_audited_as_the_submission",

@@ -155,6 +155,16 @@ def test_the_course_measuring_tools_given_as_the_answer_score_zero_and_are_named
         assert any(v.startswith(found) for v in ex["violations"]), ex["violations"]
 
 
+def test_check_refuses_the_course_measuring_tools_as_the_grade_does(monkeypatch, capsys):
+    # a PASSED check predicts the grade: the notebook's check watches the same tools
+    from autograder import check
+    from measure.memory import peak_bytes
+
+    monkeypatch.delenv("AUTOGRADER_WORKER", raising=False)
+    assert check("peak_memory_bytes", lambda fn, *args: peak_bytes(fn, *args), quick=True) is False
+    assert "runs measure.memory.peak_bytes" in capsys.readouterr().out
+
+
 def test_the_course_tools_a_measurement_may_use_are_its_own_rule():
     from autograder.specs import get
 
