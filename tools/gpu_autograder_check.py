@@ -14,7 +14,8 @@ one subprocess per submission, sequentially (the GPU is never shared while timin
    (CUDA only: skipped on a CPU, with a note), online_softmax asks for 10 TB and vector_add hangs; the
    other exercise, bias_gelu, must still be graded, and each fault explained in plain words;
 4. legality (docs/GUARANTEES.md, 2; ``--only legality``, about 3 minutes on an H100): operators run by a
-   pre-run hook or a heuristic, a launch from a grid callable, a module beside the submission, imports from
+   pre-run hook or a heuristic, torch.softmax itself as a pre-run hook, a launch from a grid callable, the
+   course's measuring tools as benchmark and peak_memory_bytes, a module beside the submission, imports from
    the repository or by a computed name, logits written through ``out=`` and a branch only the timed
    workload takes all score 0; a public-style fused loss stays correct. ``--only legality-solutions``
    (about 5 minutes): the solutions of 05-09 stay correct (and their performance is shown).
@@ -261,8 +262,10 @@ def notebook_from_source(source: str) -> dict:
 # submission or from the repository (class 2), a size rule dodged with out= (class 6) and a branch only the
 # timed workload takes must score 0 on the GPU; honest code keeps its points.
 LEGALITY_ESCAPES = ("escape_hook_computes", "escape_heuristic_computes", "escape_grid_launches",
-                    "escape_helper_module", "escape_imports_repository", "escape_unaudited_module",
-                    "escape_only_when_timed")
+                    "escape_library_hook", "escape_helper_module", "escape_imports_repository",
+                    "escape_unaudited_module", "escape_only_when_timed")
+# escapes of exercises other than softmax: file stem -> the exercises it answers
+OTHER_EXERCISES = {"escape_course_tools": ["benchmark", "peak_memory_bytes"]}
 TIMED_ONLY = ("escape_only_when_timed",)
 LEGALITY_SOLUTIONS = (("05_layer_norm", ["layer_norm_fwd", "layer_norm_bwd", "layer_norm_gelu"]),
                       ("06_matmul_fused_mlp", ["matmul", "linear_bias_gelu"]),
@@ -274,6 +277,8 @@ GROUPS = ("core", "legality", "legality-solutions")
 
 def legality_plan() -> list:
     return [
+        *[Grade(stem, SUBMISSIONS / f"{stem}.py", exercises, {e: "zero" for e in exercises}, group="legality")
+          for stem, exercises in OTHER_EXERCISES.items()],
         Grade("lce_logits_through_out", SUBMISSIONS / "lce_logits_through_out.py", ["linear_cross_entropy"],
               {"linear_cross_entropy": "zero"}, group="legality"),
         Grade("liger_style_lce", SUBMISSIONS / "liger_style_lce.py", ["linear_cross_entropy"],
@@ -299,7 +304,7 @@ def plan(out: Path, hang_timeout: float) -> list:
               {"softmax": "zero"}),
         *[Grade(p.stem, p, ["softmax"], {"softmax": "zero_on_gpu" if p.stem in TIMED_ONLY else "zero"},
                 group="legality" if p.stem in LEGALITY_ESCAPES else "core")
-          for p in sorted(SUBMISSIONS.glob("escape_*.py"))],
+          for p in sorted(SUBMISSIONS.glob("escape_*.py")) if p.stem not in OTHER_EXERCISES],
         *legality_plan(),
         *[Grade(f"solution_{nb}", ROOT / "solutions" / nb / f"{nb}.ipynb", exercises,
                 {e: "fast" for e in exercises})
