@@ -266,7 +266,7 @@ def test_imports_from_outside_the_installed_packages_are_refused(name, why):
 # --------------------------------------------------------------------- size rules and what runs
 
 def test_logits_written_through_out_count_against_the_size_rule():
-    ex = graded("lce_logits_through_out.py", ("linear_cross_entropy",))["linear_cross_entropy"]
+    ex = graded("lce_logits_through_out.py", ("linear_cross_entropy",), 300.0)["linear_cross_entropy"]
     assert ex["score"] == 0 and not ex["correct"]
     assert any("aten.mm at line 14 produced a tensor of" in v for v in ex["violations"]), ex["violations"]
 
@@ -283,7 +283,7 @@ def test_a_forbidden_call_no_graded_call_runs_is_a_note_and_costs_nothing():
 def test_a_public_style_fused_loss_keeps_every_correctness_point():
     # own method names, a rows' mask (aten.ne), importlib in a version check, torch.softmax / torch.gather /
     # F.cross_entropy in branches its arguments never take, a debug path
-    ex = graded("liger_style_lce.py", ("linear_cross_entropy",))["linear_cross_entropy"]
+    ex = graded("liger_style_lce.py", ("linear_cross_entropy",), 300.0)["linear_cross_entropy"]
     assert ex["correct"] and not ex["violations"], text(ex)
     assert ex["score"] * ex["points"] == pytest.approx(10.0)  # and the memory points: a chunk at a time
     notes = [f for f in ex["feedback"] if f.startswith("note:")]
