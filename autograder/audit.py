@@ -110,7 +110,8 @@ FORBIDDEN_MODULES: dict[str, str] = {
     "concurrent": "starts threads or processes", "threading": _THREADS, "_thread": _THREADS,
     "socket": _NETWORK, "socketserver": _NETWORK, "ssl": _NETWORK, "urllib": _NETWORK, "http": _NETWORK,
     "requests": _NETWORK, "ftplib": _NETWORK, "smtplib": _NETWORK, "xmlrpc": _NETWORK,
-    "signal": "changes how the process handles signals (the grader's time limit among them)",
+    **{m: "changes how the process handles signals (the grader's time limit among them)"
+       for m in ("signal", "_signal")},
     "pickle": _UNPICKLE, "_pickle": _UNPICKLE, "dill": _UNPICKLE, "cloudpickle": _UNPICKLE,
     "shelve": _UNPICKLE, "marshal": "loads code objects", "copyreg": "changes how objects are pickled",
     "shutil": "copies, moves and deletes files", "tempfile": "creates files",
@@ -157,6 +158,7 @@ _PATH_RULES: dict[str, tuple[str, str]] = {
                       "from primitives: the exercise's operator under another name") for n in (
         "_decomp", "_refs", "_prims", "_prims_common")},
     "torch.utils._python_dispatch": ("escape", "installs dispatch modes that can hide operators from the grader"),
+    "torch.utils._mode_utils": ("escape", "switches dispatch modes off (no_dispatch), the grader's among them"),
     "torch.overrides": ("escape", "intercepts torch functions (torch function modes and overrides)"),
     "torch._subclasses": ("escape", "uses tensor subclasses that can intercept every operator"),
     "torch.Tensor._make_subclass": ("escape", "makes a tensor subclass that can intercept every operator"),

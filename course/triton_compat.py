@@ -17,6 +17,7 @@ import os
 
 import triton
 import triton.language as tl
+from triton.runtime.jit import KernelInterface
 
 from course.device import INTERPRET
 
@@ -47,6 +48,9 @@ class _FixedConfig:
     """What ``kernel[grid](...)`` looks like with one config's meta-parameters filled in."""
 
     def __init__(self, kernel, config: triton.Config):
+        if not isinstance(kernel, KernelInterface):  # as triton.autotune on a GPU, which needs a kernel's arguments
+            raise TypeError(f"autotune decorates a @triton.jit kernel (or one wrapped by triton.heuristics), "
+                            f"not {type(kernel).__name__}")
         self.fn = kernel
         self.config = config
         self.__name__ = getattr(kernel, "__name__", "kernel")

@@ -278,7 +278,7 @@ CHEATS = {
     ],
     "forbidden-import": [f"import {m}" for m in (
         "gc", "ctypes", "inspect", "builtins", "subprocess", "socket", "multiprocessing",
-        "threading", "signal", "pickle", "marshal", "shutil", "tempfile", "atexit", "_thread",
+        "threading", "signal", "_signal", "pickle", "marshal", "shutil", "tempfile", "atexit", "_thread",
         "concurrent.futures", "unittest.mock", "urllib.request", "cupy", "numba.cuda", "jax.numpy", "zipimport", "pkgutil")] + [
         "from ctypes import *", "from importlib import import_module", "import importlib\nimportlib.reload(m)",
         "import importlib.util as u\nu.spec_from_file_location('h', 'h.py')", "from multiprocessing import Process",
@@ -394,6 +394,8 @@ CHEATS = {
         "from torch import Tensor\nclass T(Tensor):\n    pass",
         "from torch.utils._python_dispatch import TorchDispatchMode\nclass M(TorchDispatchMode):\n    pass",
         "from torch.overrides import TorchFunctionMode",
+        "from torch.utils._mode_utils import no_dispatch\nwith no_dispatch():\n    pass",
+        "import torch\nwith torch.utils._mode_utils.no_dispatch():\n    pass",
         "import torch\ntorch._C._set_grad_enabled(True)",
         "def f(x):\n    x.__class__ = int",
         "import triton\nraw = triton.JITFunction.run.__wrapped__",

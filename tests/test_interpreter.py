@@ -80,3 +80,17 @@ def test_a_float_argument_is_an_fp32_scalar():
     out = torch.empty_like(x)
     _scale_by[(1,)](x, out, 0.5, 10, BLOCK=16)
     assert torch.equal(out, x * 0.5)
+
+
+def test_the_course_autotune_decorates_only_a_kernel_as_triton_autotune_does():
+    """Under the interpreter the course's autotune stands in for Triton's; given anything but a kernel (a
+    dict or an object whose [grid] returns torch.softmax) it refuses, as triton.autotune does on a GPU, so
+    its launcher never calls a library function from inside the course's own code."""
+    import triton
+
+    from course.triton_compat import autotune
+
+    decorate = autotune([triton.Config({})], key=[])
+    for not_a_kernel in ({(1,): torch.softmax}, object()):
+        with pytest.raises(TypeError, match="@triton.jit kernel"):
+            decorate(not_a_kernel)
