@@ -172,7 +172,9 @@ LEAVES_TORCH = {"numpy": "Tensor.numpy", "tolist": "Tensor.tolist", "__array__":
                 "__dlpack__": "Tensor.__dlpack__", "to_dlpack": "torch.utils.dlpack.to_dlpack",
                 "untyped_storage": "Tensor.untyped_storage", "storage": "Tensor.storage",
                 "_typed_storage": "Tensor._typed_storage",
-                "__cuda_array_interface__": "Tensor.__cuda_array_interface__"}
+                "__cuda_array_interface__": "Tensor.__cuda_array_interface__",
+                # a Python function run on each value (no operator records what it computes)
+                "apply_": "Tensor.apply_", "map_": "Tensor.map_", "map2_": "Tensor.map2_"}
 _LEAVE_WHY = ("hands the tensor's values to another library (numpy, Python lists), where the grader cannot "
               "see what is computed: the exercise's work must be done by torch operators it allows and your "
               "own kernels")

@@ -361,6 +361,16 @@ def test_values_handed_to_numpy_are_a_violation_named_with_the_line_except_where
     assert legality.judge(specs.get("time_floor"), records, [], False, where) == []
 
 
+def test_a_python_function_run_on_each_value_is_named_like_values_handed_to_numpy(tmp_path):
+    from autograder import legality, specs
+
+    src = "def f(x):\n    y = x.clone()\n    y.apply_(lambda v: v * 2)\n    return y.map_(x, lambda a, b: a + b)\n"
+    records = recorded(tmp_path, src, torch.ones(3))
+    assert ["apply_", 3, 1] in records and ["map_", 4, 1] in records
+    found = legality.judge(specs.get("checkpointed_mlp"), records, [], False, lambda line: f"line {line}")
+    assert any("Tensor.apply_ at line 3" in v for v in found) and any("Tensor.map_ at line 4" in v for v in found)
+
+
 def test_launches_are_counted_where_they_are_made(tmp_path):
     # a launch from a pre-run hook of another launch is a launch of the call; a warm-up compiles, runs nothing
     import triton
