@@ -277,3 +277,17 @@ def test_sampling_cases_are_built_on_one_device_whatever_the_course_device(monke
     monkeypatch.setattr(course, "DEVICE", "meta")
     args = nb10_serving._sampling_args(torch.Generator().manual_seed(0), 3, 300, torch.float32)
     assert [a.device.type for a in args] == ["meta"] * 4
+
+
+def test_a_launcher_that_sizes_its_key_loop_by_the_longest_sequence_is_honest():
+    """vLLM-style launchers pass int(seq_lens.max()) to the kernel as its loop bound: none of attention's
+    work, so no operator of it may cost points."""
+    from autograder import legality, specs
+
+    rec = legality.OpRecorder(None)
+    seq_lens = torch.tensor([3, 90, 17])
+    with rec:
+        max_len = int(seq_lens.max())
+    assert max_len == 90
+    ops = {op for op, _line, _n in rec.records()}
+    assert "max" in ops and ops <= specs.get("paged_decode_attention").rules.allowed_ops, ops
