@@ -33,6 +33,7 @@ from pathlib import Path
 import sys
 
 from autograder.audit import parse
+from autograder.submission import code_lines
 
 # nbgrader creates and migrates gradebooks with `alembic`, called by name: the tools installed beside this
 # Python must be on PATH even when it was started by its full path (not through `make`).
@@ -96,9 +97,8 @@ def grade_cells(notebook_path) -> dict[str, str]:
 
 
 def _graded_exercise(source: str) -> str | None:
-    lines = [line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))]
     try:
-        tree = parse("\n".join(lines))
+        tree = parse("\n".join(code_lines(source)))
     except SyntaxError:
         return None
     for node in ast.walk(tree):

@@ -57,10 +57,35 @@ def is_demo_cell(cell: dict) -> bool:
 
 def _drop_magics(line: str) -> str:
     stripped = line.lstrip()
-    if stripped.startswith(("%", "!")):
-        indent = line[: len(line) - len(stripped)]
-        return f"{indent}pass  # dropped for grading: {stripped[:60]}"
-    return line
+    indent = line[: len(line) - len(stripped)]
+    return f"{indent}pass  # dropped for grading: {stripped[:60]}"
+
+
+def _continues(previous: list[str]) -> bool:
+    """Whether the next line continues the statement of ``previous`` (an open bracket, a backslash): then
+    a leading % is Python's modulo (Black puts ``% group_size_m`` at the start of a line), not a magic."""
+    if previous and previous[-1].rstrip().endswith("\\"):
+        return True
+    try:
+        ast.parse("\n".join(previous))
+    except SyntaxError as exc:
+        return "was never closed" in str(exc.msg)
+    return False
+
+
+def code_lines(src: str) -> list[str]:
+    """A cell's lines as Python: IPython's magics and shell escapes (``%time``, ``!pip``) each become a
+    ``pass`` where they start a statement, and a cell magic (``%%bash``, ``%%timeit``) empties its cell,
+    whose body is another language or runs only in Jupyter."""
+    lines = src.splitlines()
+    first = next((line.lstrip() for line in lines if line.strip()), "")
+    if first.startswith("%%"):
+        return [f"# dropped for grading: {line[:60]}" for line in lines]
+    out = []
+    for line in lines:
+        magic = line.lstrip().startswith(("%", "!")) and not _continues(out)
+        out.append(_drop_magics(line) if magic else line)
+    return out
 
 
 def notebook_source(nb: dict) -> tuple[str, list]:
@@ -73,8 +98,8 @@ def notebook_source(nb: dict) -> tuple[str, list]:
         src = "".join(src) if isinstance(src, list) else str(src)
         lines.append(f"# --- cell {number} ---")
         where.append(None)
-        for i, line in enumerate(src.splitlines(), start=1):
-            lines.append(_drop_magics(line))
+        for i, line in enumerate(code_lines(src), start=1):
+            lines.append(line)
             where.append((number, i))
         lines.append("")
         where.append(None)

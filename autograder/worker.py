@@ -363,6 +363,12 @@ def serve(worker: Worker, sock: socket.socket) -> None:
         protocol.send(sock, reply)
 
 
+def _display(*objs, **_options):
+    """display() as a terminal shows it (IPython's fallback): each object's repr, printed."""
+    for obj in objs:
+        print(repr(obj))
+
+
 def load_entry(job: dict):
     """(fn or None, Ready): the learner's entry point from its source file, or a spec's baseline."""
     from autograder import legality
@@ -385,6 +391,7 @@ def load_entry(job: dict):
 
     module = types.ModuleType("submission")
     module.__file__ = source_file
+    module.display = _display  # Jupyter's kernel provides display(); a notebook that calls it must still load
     sys.modules["submission"] = module
     import builtins
 

@@ -53,6 +53,7 @@ WORKER_TESTS: dict[str, set[str] | str] = {
         "test_wrong_only_in_bfloat16_fails_on_bfloat16_cases_only",
         "test_wrong_only_on_odd_shapes_fails_and_says_so"},
     "test_autograder_interfaces": {"test_an_unwritten_exercise_gets_the_not_written_hint",
+        "test_a_notebook_that_calls_display_loads_as_in_jupyter",
         "test_check_prints_a_table_and_hint", "test_grade_exits_0_and_writes_the_json_object",
         "test_grade_returns_clamped_points_and_writes_nothing_to_stderr",
         "test_list_shows_every_exercise_with_notebook_points_and_signature", "test_unknown_exercise_exits_2",

@@ -189,6 +189,37 @@ def test_notebook_submission_drops_test_and_demo_cells_and_magics(tmp_path):
     compile(sub.source, "x", "exec")
 
 
+def test_cell_magics_and_a_modulo_that_starts_a_line_are_read_as_jupyter_reads_them(tmp_path):
+    """A %%bash cell is another language: the whole cell is dropped, not parsed as Python; a line that
+    starts with % inside brackets or after a backslash (Black formats the Triton tutorial's grouped
+    ordering that way) is Python's modulo and is kept; a %time that starts a statement is dropped."""
+    from autograder.submission import load
+
+    path = _notebook(tmp_path / "nb.ipynb", [
+        "%%bash\necho hi\nls -l | wc -l",
+        "pid, group_size_m = 7, 3\nfirst_pid_m = (\n    pid\n    % group_size_m\n)\nsecond = pid \\\n% group_size_m",
+        "%time y = 1\n!pip list",
+    ])
+    sub = load(path)
+    compile(sub.source, "nb", "exec")
+    space = {}
+    exec(sub.source, space)
+    assert space["first_pid_m"] == 1 and space["second"] == 1 and "y" not in space
+    assert "echo hi" not in sub.source.replace("# dropped for grading: echo hi", "")
+
+
+def test_a_notebook_that_calls_display_loads_as_in_jupyter(tmp_path):
+    """display() is a builtin of Jupyter's kernel: a notebook that calls it at the top of a cell must be
+    graded, not lost to a NameError."""
+    from autograder.grading import grade_submission
+
+    path = _notebook(tmp_path / "nb.ipynb", ["import torch\ndisplay(torch.ones(2))",
+                                             "def softmax(x):\n    raise NotImplementedError"])
+    ex = grade_submission(path, ["softmax"], quick=True, timeout=120.0)["exercises"][0]
+    found = " ".join(ex["feedback"] + ex["violations"])
+    assert "NameError" not in found and "NotImplementedError" in found, found
+
+
 def test_grade_returns_clamped_points_and_writes_nothing_to_stderr(capfd):
     from autograder.nbgrader import clamp_points, grade
 
