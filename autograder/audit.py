@@ -92,6 +92,11 @@ _FEATURE_WHY = {
     "library": "custom operators and C++ extensions run code the grader cannot audit",
 }
 _FEATURE_METHODS = {"record_stream": "streams", "wait_stream": "streams"}
+# Paths under a feature's roots that keep the feature away or ask whether it runs (a launcher marked
+# @torch.compiler.disable, as public kernels mark theirs): none of the exercise's work.
+_FEATURE_GUARDS = frozenset({"torch.compiler.disable", "torch.compiler.is_compiling",
+                             "torch.compiler.is_dynamo_compiling", "torch._dynamo.disable",
+                             "torch._dynamo.is_compiling"})
 
 # Modules a graded exercise may not import, with the reason in plain words.
 _REACHES_IN = "can reach into the running process and change the grader's own objects"
@@ -966,6 +971,8 @@ class _Auditor(ast.NodeVisitor):
         """Report ``path`` if a rule covers it (or a prefix of it); True when reported."""
         parts = path.split(".")
         prefixes = [".".join(parts[:i]) for i in range(len(parts), 0, -1)]
+        if path in _FEATURE_GUARDS:
+            return False
         for prefix in prefixes:
             for feature, roots in FEATURES.items():
                 if prefix in roots:

@@ -43,6 +43,16 @@ def test_honest_submissions_are_clean_for_every_exercise(path):
 
 
 HONEST_SNIPPETS = {
+    "launcher kept away from torch.compile": """
+        import torch
+        from torch.compiler import disable
+        @torch.compiler.disable
+        def softmax(x):
+            if torch.compiler.is_compiling():
+                return x
+            return x
+        launch = disable(softmax)
+    """,
     "check call": """
         from autograder import check
         def softmax(x):
