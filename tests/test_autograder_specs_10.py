@@ -54,7 +54,7 @@ def test_specs_are_complete_and_their_cases_cover_the_families():
 
 # ------------------------------------------------------------------------- the notebook, graded
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # kept to the end: xdist interleaves other modules, which would tear a module fixture down
 def solution_graded():
     from autograder.grading import grade_submission
 

@@ -72,7 +72,7 @@ def test_hidden_cell_prints_the_trusted_result_instead_of_grading(tmp_path, monk
     assert "was not graded" in capsys.readouterr().out
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # kept to the end: xdist interleaves other modules, which would tear a module fixture down
 def _assignment_gradebook(tmp_path_factory):
     """A gradebook with one assignment of one notebook: two hidden grading cells and a plain test cell
     (made once: nbgrader takes seconds to create a database)."""
@@ -529,7 +529,7 @@ def _kill_a_busy_worker(batch_pid, killed):
         time.sleep(0.2)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # kept to the end: xdist interleaves other modules, which would tear a module fixture down
 def graded_class(tmp_path_factory):
     """The course after: a killed batch, its resumption (one worker killed mid-task), a plain re-run,
     the patcher's notebook autograded by running it, and nbgrader's feedback and export."""

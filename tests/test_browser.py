@@ -48,7 +48,7 @@ def _missing(what: str):
     pytest.skip(msg)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # kept to the end: xdist interleaves other modules, which would tear a module fixture down
 def chromium() -> str:
     path = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
     if not os.access(path, os.X_OK):
@@ -56,7 +56,7 @@ def chromium() -> str:
     return path
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # kept to the end: xdist interleaves other modules, which would tear a module fixture down
 def sync_playwright():
     try:
         from playwright.sync_api import sync_playwright

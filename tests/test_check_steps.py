@@ -11,7 +11,7 @@ from autograder import check, specs, submission
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # kept to the end: xdist interleaves other modules, which would tear a module fixture down
 def flash_steps():
     """The solution notebook of 07, its graded code run here (its check() cells do nothing while it loads)."""
     sub = submission.load(ROOT / "solutions" / "07_flash_attention" / "07_flash_attention.ipynb")

@@ -46,7 +46,7 @@ def test_solution_committed_without_outputs(assignment):
     assert not has_outputs(nb), f"{_solution(assignment)} has outputs: run `python -m tools.strip_outputs solutions`"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # kept to the end: xdist interleaves other modules, which would tear a module fixture down
 def generated(tmp_path_factory):
     """Run `make notebooks` (tools/generate_notebooks.py) on a copy of the course and return its notebooks/."""
     course = tmp_path_factory.mktemp("course")

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 GRADER_KERNELS = {"autograder/fresh.py", "autograder/sandbox.py", "course/triton_compat.py"}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # kept to the end: xdist interleaves other modules, which would tear a module fixture down
 def handout(tmp_path_factory) -> Path:
     return release.build(tmp_path_factory.mktemp("release") / "handout")
 
