@@ -17,7 +17,6 @@ import os
 
 import triton
 import triton.language as tl
-from triton.runtime.jit import KernelInterface
 
 from course.device import INTERPRET
 
@@ -48,7 +47,9 @@ class _FixedConfig:
     """What ``kernel[grid](...)`` looks like with one config's meta-parameters filled in."""
 
     def __init__(self, kernel, config: triton.Config):
-        if not isinstance(kernel, KernelInterface):  # as triton.autotune on a GPU, which needs a kernel's arguments
+        from course.triton_internals import internal
+
+        if not isinstance(kernel, internal("KernelInterface")):  # as triton.autotune, which needs its arguments
             raise TypeError(f"autotune decorates a @triton.jit kernel (or one wrapped by triton.heuristics), "
                             f"not {type(kernel).__name__}")
         self.fn = kernel

@@ -36,6 +36,8 @@ INTERNALS: dict[str, tuple[str, str]] = {
     "Heuristics": ("triton.runtime.autotuner.Heuristics", "autograder.legality, kernels_ref._launch"),
     "OutOfResources": ("triton.runtime.errors.OutOfResources", "autograder.worker"),
     "JITFunction": ("triton.runtime.jit.JITFunction", "autograder.legality, course.aot"),
+    "KernelInterface": ("triton.runtime.jit.KernelInterface",
+                        "course.triton_compat (what the interpreter's autotune decorates)"),
     "JITFunction._pack_args": ("triton.runtime.jit.JITFunction._pack_args", "course.aot"),
     "create_function_from_signature": ("triton.runtime.jit.create_function_from_signature", "course.aot"),
     "InterpretedFunction": ("triton.runtime.interpreter.InterpretedFunction", "autograder.legality"),
