@@ -143,6 +143,9 @@ def _module_fixtures(item) -> list[str]:
                   if defs[-1].scope in ("module", "session") and defs[-1].baseid == module)
 
 
+# tryfirst: xdist's test process reads the xdist_group marks in its own hook of this name (it names each
+# test after its group there), and pluggy would call that hook before this one.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if getattr(item.module, "graded", None) is not None:
@@ -166,6 +169,29 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(pytest.mark.skip(reason=reason))
+
+
+_LOST_GROUPS = pytest.StashKey[str]()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session):
+    """Under `--dist loadgroup`, xdist has named each grouped test after its group by now: a group without its
+    name in the test's id is a group xdist will not keep together (each process would build the class)."""
+    if not getattr(session.config.option, "loadgroup", False):  # set in xdist's test processes only
+        return
+    lost = [item.nodeid for item in session.items
+            if item.get_closest_marker("xdist_group") is not None and "@" not in item.nodeid]
+    if lost:
+        session.config.stash[_LOST_GROUPS] = (
+            f"pytest-xdist's --dist loadgroup did not take the xdist_group marks ({len(lost)} tests): this pytest "
+            "names tests in a way this pytest-xdist cannot change; install the versions pyproject.toml's dev "
+            "extra admits (`tools/ensure_venv.sh dev`)")
+
+
+def pytest_runtest_setup(item):
+    if lost := item.config.stash.get(_LOST_GROUPS, None):
+        pytest.fail(lost, pytrace=False)  # every test, so that no run passes with its groups lost
 
 
 class StartsAProcess(RuntimeError):

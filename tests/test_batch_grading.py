@@ -507,6 +507,16 @@ def _kill_batch_after_first_result(course, tmpdir):
     return _results(course), _scratch_left(tmpdir)
 
 
+def _results_summary(course):
+    """Each saved result's exercises, scores and feedback: what a failing class test prints."""
+    lines = []
+    for path in sorted((course / "autograder_results" / ASSIGNMENT).glob("*.json")):
+        for nb in json.loads(path.read_text()).get("notebooks", {}).values():
+            for ex in nb.get("exercises", []):
+                lines.append(f"{path.stem} {ex['id']}: {ex['score']} {ex.get('feedback', [])[:3]}")
+    return "\n".join(lines)
+
+
 def _kill_a_busy_worker(batch_pid, killed):
     """Watch a batch's process tree; SIGKILL one Dask worker process while it grades (its exercise
     workers are running), once."""
@@ -601,7 +611,8 @@ def test_a_killed_batch_resumes_and_a_killed_worker_costs_only_its_task(graded_c
     full = sum(e.correctness_points for e in specs.for_notebook(ASSIGNMENT))  # no GPU: performance is 0
     partial = sum(e.correctness_points for e in specs.for_notebook(ASSIGNMENT)[:-1])
     expected = {"ann": full, "ben": full, "cy": 0, "dee": partial, "eve": 0, "fay": 0}
-    assert {s: g["score"] for s, g in _gradebook(run.course).items()} == expected
+    scores = {s: g["score"] for s, g in _gradebook(run.course).items()}
+    assert scores == expected, out + _results_summary(run.course)
     import sqlite3
 
     with sqlite3.connect(run.course / "gradebook.db") as db:
