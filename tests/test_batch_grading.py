@@ -517,6 +517,14 @@ def _results_summary(course):
     return "\n".join(lines)
 
 
+def _grading(proc) -> bool:
+    try:
+        argv = proc.cmdline()
+    except Exception:  # noqa: BLE001  (gone meanwhile)
+        return False
+    return "autograder.worker" in argv or (bool(argv) and os.path.basename(argv[0]) == "bwrap")
+
+
 def _kill_a_busy_worker(batch_pid, killed):
     """Watch a batch's process tree; SIGKILL one Dask worker process while it grades (its exercise
     workers are running), once."""
@@ -530,7 +538,9 @@ def _kill_a_busy_worker(batch_pid, killed):
         try:
             batch = psutil.Process(batch_pid)
             workers = [p for p in batch.children() if "spawn_main" in " ".join(p.cmdline())]
-            busy = [w for w in workers if w.children()]
+            # grading: an exercise worker (or the sandbox around one) under it; not a helper process
+            # Python starts with the worker (its resource tracker), which a loaded machine may show first
+            busy = [w for w in workers if any(_grading(c) for c in w.children(recursive=True))]
         except psutil.Error:
             return
         if busy:
