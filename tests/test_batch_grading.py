@@ -178,11 +178,15 @@ def test_exercise_workers_run_side_by_side_and_each_timing_alone(monkeypatch):
     # Three exercises: each shares the machine for its cases, then times alone, never while another's
     # cases or timing run.
     gate, log, lock = TimingGate(), [], threading.Lock()
+    # every exercise is in its cases before any may time: on a loaded machine a thread can start late, and
+    # the first would then time before the others asked to share (sharing that waited would break this)
+    all_sharing = threading.Barrier(3, timeout=5)
 
     def exercise(name, cases_s):
         gate.share()
         with lock:
             log.append(("cases", name))
+        all_sharing.wait()
         time.sleep(cases_s)
         gate.time_alone()
         with lock:
