@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 from autograder import correctness, protocol, runner, specs, timing, warm
-from autograder.imports import local_modules
+from autograder.imports import encoding_problem
 from autograder.isolation import WorkerGone, WorkerSession
 from autograder.specs.base import fresh_seed
 from autograder.submission import Submission, SubmissionError, load
@@ -189,8 +189,8 @@ def submission_job(spec, sub: Submission, source_file: Path) -> dict:
     """What a worker loads: the learner's source file and entry point."""
     return {"code": "submission", "exercise": spec.id, "entry": spec.entry, "source_file": str(source_file),
             "submission_dir": str(sub.path.parent),
-            # the modules beside it that it imports: audited with it, the only ones it may import from there
-            "local_modules": sorted(local_modules(sub.source, sub.path.parent)),
+            # the files of the modules beside it that it imports, as audited: the only code it may run from there
+            "audited": {path: text for path, text in sub.helpers.items() if text is not None},
             # Probes the learner measures (00, 02) must behave as in the notebook: no poisoned memory there.
             "poison": spec.judged_on_tensors}
 
@@ -398,7 +398,8 @@ def static_violations(spec, sub: Submission) -> StaticFindings:
                         entry=spec.entry)
     now = [f for f in found if f.rule not in RUN_TIME_RULES]
     later = [(f.line, f.describe(sub.where)) for f in found if f.rule in RUN_TIME_RULES]
-    return StaticFindings(audit.violations(now, sub.where) + helper_violations(spec, sub)
+    own = encoding_violations(sub.source, sub.where) if sub.kind == "python" else []  # a notebook's cells have none
+    return StaticFindings(own + audit.violations(now, sub.where) + helper_violations(spec, sub)
                           + determinism.source_findings(spec, sub.source, sub.where), later)
 
 
@@ -411,22 +412,31 @@ def run_time_notes(static: StaticFindings, violations: list[str], where) -> list
 
 
 def helper_violations(spec, sub: Submission) -> list[str]:
-    """The audit of every module beside the submission that it imports (autograder.imports): they are the
-    submission too. Which of their operators run is judged at run time, like the submission's own."""
+    """The audit of every module beside the submission that it imports (``Submission.helpers``, the texts
+    the worker runs): they are the submission too. Which of their operators run is judged at run time, like
+    the submission's own."""
     from autograder import audit
 
     out = []
-    for files in local_modules(sub.source, sub.path.parent).values():
-        for path in files:
-            try:
-                source = path.read_text(encoding="utf-8")
-                found = audit.audit(source, allow=spec.rules.features)
-            except (OSError, UnicodeDecodeError, SyntaxError, ValueError) as exc:
-                out.append(f"{path.name}: the grader could not read it ({type(exc).__name__}); a module the "
-                           "submission imports must be readable Python")
-                continue
-            out += audit.violations(found, lambda line, name=path.name: f"{name}, line {line}")
+    for path, source in sub.helpers.items():
+        name = os.path.relpath(path, sub.path.parent)
+        try:
+            if source is None:
+                raise UnicodeError("not UTF-8 text")
+            found = audit.audit(source, allow=spec.rules.features)
+        except (UnicodeError, SyntaxError, ValueError) as exc:
+            out.append(f"{name}: the grader could not read it ({type(exc).__name__}); a module the "
+                       "submission imports must be readable Python, in UTF-8")
+            continue
+        out += encoding_violations(source, lambda line, name=name: f"{name}, line {line}")
+        out += audit.violations(found, lambda line, name=name: f"{name}, line {line}")
     return out
+
+
+def encoding_violations(source: str, where) -> list[str]:
+    """A coding declaration that would make Python read other text than the grader audited."""
+    problem = encoding_problem(source)
+    return [] if problem is None else [f"{where(problem[0])}: {problem[1]}"]
 
 
 def _failure_feedback(spec, verdicts) -> list[str]:

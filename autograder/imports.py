@@ -3,21 +3,30 @@
 A submission's folder may hold other files (nbgrader's ``submitted/`` folders do), and a worker could reach
 the repository's own folders (``tests/``, ``tools/``, ``kernels_ref/``). Two halves, one in each process:
 
-- ``local_modules(source, folder)`` (grading process): the modules beside the submission that its source
-  imports, and those they import in turn, as ``{name: [files]}``. Each file is audited like the submission
-  (``autograder.grading.static_violations``), so a helper module is judged as the learner's own code.
-- ``ImportGuard`` (worker): a meta-path finder that refuses every import the learner's code asks for
-  (the submission's file, a module beside it, code it built) of a module outside the installed packages
-  and the course's own (``course``, ``measure``, ``autograder``), unless it is one of the audited modules
-  beside the submission. An import made by the grader's or a library's own code is not the learner's and
-  passes, except while the learner's code runs (its import and its calls): then every import is judged,
-  whatever frame asks (a course function handed ``import_module`` cannot launder one). Which code asked is
-  read from the stack (the frame that runs the import statement).
+- ``local_sources(source, folder)`` (grading process, once, when the submission is loaded): the files of the
+  modules beside the submission that its source imports, and those they import in turn, with their text as
+  read (UTF-8). Each text is audited like the submission (``autograder.grading.helper_violations``), so a
+  helper module is judged as the learner's own code, and the worker is handed the same texts.
+- ``ImportGuard`` (worker): a meta-path finder. A module whose file lies in the submission's folder runs
+  exactly the text the audit read, compiled by the guard (``AuditedSource``): never a ``.pyc`` (a
+  ``__pycache__`` entry is never consulted), never an extension module, never a file the audit did not read
+  (one a changed ``sys.path`` or a package's ``__path__`` leads to), whoever asks for it. Any other import
+  the learner's code asks for (the submission's file, a module beside it, code it built) of a module outside
+  the installed packages and the course's own (``course``, ``measure``, ``autograder``) is refused too. An
+  import of the repository made by the grader's or a library's own code is not the learner's and passes,
+  except while the learner's code runs (its import and its calls): then every import is judged, whatever
+  frame asks (a course function handed ``import_module`` cannot launder one). Which code asked is read from
+  the stack (the frame that runs the import statement).
 """
 from __future__ import annotations
 
 import ast
+import codecs
+import importlib.abc
+import importlib.machinery
+import linecache
 import os
+import re
 import sys
 import sysconfig
 import threading
@@ -33,8 +42,12 @@ NOT_LEARNERS = frozenset({"kernels_ref", "tests", "tools", "solutions", "noteboo
 def _imported_tops(source: str) -> set:
     from autograder.audit import parse
 
+    try:
+        tree = parse(source)
+    except (SyntaxError, ValueError):
+        return set()  # its audit says why it cannot be read
     tops = set()
-    for node in ast.walk(parse(source)):
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             tops.update(a.name.split(".")[0] for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -43,32 +56,74 @@ def _imported_tops(source: str) -> set:
 
 
 def _module_files(folder: Path, name: str) -> list[Path]:
-    if (folder / f"{name}.py").is_file():
-        return [folder / f"{name}.py"]
+    # Python's order: a package (a folder with __init__.py) before a module file of the same name
     if (folder / name / "__init__.py").is_file():
         return sorted(p for p in (folder / name).rglob("*.py") if p.is_file())
+    if (folder / f"{name}.py").is_file():
+        return [folder / f"{name}.py"]
     return []
 
 
-def local_modules(source: str, folder) -> dict[str, list[Path]]:
-    """{module name: its files} for every module beside the submission that it imports, transitively."""
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None  # unreadable: its audit says so, and the worker refuses to import it
+
+
+def local_sources(source: str, folder) -> dict[str, str | None]:
+    """{real path: text as read (UTF-8), None where unreadable} for every file of every module beside the
+    submission that it imports, transitively: what is audited, and all the worker may import from there."""
     folder = Path(folder)
-    found: dict[str, list[Path]] = {}
+    names: set = set()
+    found: dict[str, str | None] = {}
     todo = [source]
     while todo:
         for name in sorted(_imported_tops(todo.pop())):
-            if name in found or name in NOT_LEARNERS:
+            if name in names or name in NOT_LEARNERS:
                 continue
             files = _module_files(folder, name)
             if not files:
                 continue
-            found[name] = files
-            for f in files:
-                try:
-                    todo.append(f.read_text(encoding="utf-8"))
-                except (OSError, UnicodeDecodeError):
-                    pass  # unreadable: its audit says so
+            names.add(name)
+            for path in files:
+                found[os.path.realpath(path)] = text = _read(path)
+                if text is not None:
+                    todo.append(text)
     return found
+
+
+# PEP 263: a coding declaration on line 1, or on line 2 under a comment or blank line 1
+_CODING = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)", re.ASCII)
+_BLANK_OR_COMMENT = re.compile(r"^[ \t\f]*(?:#|$)")
+
+
+def declared_encoding(text: str) -> tuple[int, str] | None:
+    """(line, encoding) of the source's coding declaration, or None."""
+    for number, line in enumerate(text.splitlines()[:2], start=1):
+        match = _CODING.match(line)
+        if match:
+            return number, match.group(1)
+        if not _BLANK_OR_COMMENT.match(line):
+            return None
+    return None
+
+
+def encoding_problem(text: str) -> tuple[int, str] | None:
+    """(line, reason) when Python would decode this file's bytes into other text than the UTF-8 the grader
+    read and audited: a coding declaration naming a codec the grader does not have (one the submission
+    registers itself) or one that decodes the file differently; None otherwise."""
+    declared = declared_encoding(text)
+    if declared is None:
+        return None
+    line, name = declared
+    try:
+        if text.encode("utf-8").decode(name) == text:
+            return None  # utf-8 itself, or an ASCII file under latin-1: the same text either way
+    except (LookupError, ValueError, TypeError):
+        pass
+    return line, (f"declares its source encoding as {name!r}: Python would decode the file with that codec, "
+                  "not as the UTF-8 text the grader read and audited (save it as UTF-8 without the coding line)")
 
 
 def _library_roots() -> tuple[str, ...]:
@@ -83,17 +138,55 @@ class ImportRefused(ImportError):
     """An import of a module the learner's code may not use while graded."""
 
 
+class AuditedSource(importlib.abc.Loader):
+    """Runs a module beside the submission from the text the grader audited: compiled here from that text
+    (a ``str``: a coding declaration cannot pick the codec), never read again from the disk, never from a
+    ``.pyc``. The text is what ``linecache`` (so ``inspect`` and Triton, which read a kernel's source) sees."""
+
+    def __init__(self, path: str, text: str):
+        self.path, self.text = path, text
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module) -> None:
+        code = compile(self.text, self.path, "exec", dont_inherit=True)
+        exec(code, module.__dict__)  # noqa: S102  (the audited text of the learner's module, as Python would run it)
+
+    def get_source(self, fullname: str) -> str:
+        return self.text
+
+    def spec(self, name: str, found):
+        spec = importlib.machinery.ModuleSpec(name, self, origin=self.path,
+                                              is_package=found.submodule_search_locations is not None)
+        if found.submodule_search_locations is not None:
+            spec.submodule_search_locations = list(found.submodule_search_locations)
+        spec.has_location = True  # __file__ is the file the text was read from
+        seen(self.path, self.text)
+        return spec
+
+
+def seen(path: str, text: str) -> None:
+    """Make ``text`` what ``linecache`` (inspect, tracebacks, Triton's kernel source) reads for ``path``: an
+    entry without a modification time is never checked against the disk."""
+    linecache.cache[path] = (len(text), None, text.splitlines(True), path)
+
+
 class ImportGuard:
     """The worker's meta-path finder: see the module docstring."""
 
-    def __init__(self, source_file: str, submission_dir: str, allowed_local=()):
+    def __init__(self, source_file: str, submission_dir: str, audited=None):
         self.source_file = os.path.realpath(source_file)
         self.folder = os.path.realpath(submission_dir) + os.sep
-        self.allowed_local = frozenset(allowed_local)
+        # {real path: text}: the files beside the submission the grader audited (``local_sources``)
+        self.audited = {os.path.realpath(p): t for p, t in (audited or {}).items() if t is not None}
         self.libraries = _library_roots()
         paths = sysconfig.get_paths()
         self.stdlib = tuple(os.path.realpath(paths[k]) + os.sep for k in ("stdlib", "platstdlib") if k in paths)
         self.grader = tuple(str(REPOSITORY / p) + os.sep for p in COURSE_PACKAGES)
+        # the repository's own folders, unless the submission lies inside one (tests/submissions/)
+        self.repository = tuple(d for d in (str(REPOSITORY / p) + os.sep for p in sorted(NOT_LEARNERS))
+                                if not self.folder.startswith(d))
         self.refused: list[str] = []
 
     def install(self, position: int = 0):
@@ -125,8 +218,6 @@ class ImportGuard:
         return legality is not None and legality.ThreadGuard.armed == threading.get_ident()
 
     def find_spec(self, name, path=None, target=None):
-        if not (self._learner_code_runs() or self._asked_by_learner()):
-            return None
         spec = None
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
@@ -139,22 +230,43 @@ class ImportGuard:
         where = [spec.origin] if spec.origin and spec.has_location else list(spec.submodule_search_locations or [])
         if not where:
             return spec  # built-in or frozen
-        reason = self._why_not(name, [os.path.realpath(w) for w in where])
+        places = [os.path.realpath(w) for w in where]
+        if places[0] in self.audited and spec.origin and spec.has_location:
+            return AuditedSource(places[0], self.audited[places[0]]).spec(name, spec)
+        reason = self._why_not(name, places)
         if reason is None:
             return spec
         self.refused.append(name)
         raise ImportRefused(f"import {name}: {reason}")
 
     def _why_not(self, name: str, places: list[str]) -> str | None:
+        """Why the module at ``places`` (not an audited file) may not be imported here, or None."""
         top = name.split(".")[0]
-        if all(p.startswith(self.folder) for p in places):
-            if top in self.allowed_local:
-                return None
-            return (f"{top} is a file beside the submission that the grader did not audit (only modules the "
-                    "submission imports by name, with an import statement, are audited and may be imported)")
         if all(p.startswith(self.libraries) for p in places):
             return None
+        beside = [p for p in places if p.startswith(self.folder) and not p.startswith(self.repository)]
+        if beside:  # whoever asks: a library's lazy import must not run an unaudited file of the learner's
+            return self._not_audited(beside[0])
+        learners = self._learner_code_runs() or self._asked_by_learner()
         if all(p.startswith(str(REPOSITORY) + os.sep) for p in places):
+            if not learners:
+                return None  # the grader's own import of its repository
             return (f"{top} is part of the course's repository (its tests, tools or reference kernels), not an "
                     "installed package: graded code is your own")
         return f"{top} is not an installed package (found at {places[0]}): graded code may import installed packages only"
+
+    def _not_audited(self, place: str) -> str:
+        """The reason a file in the submission's folder that the audit did not read is refused, by what it is."""
+        where = os.path.relpath(place, self.folder)
+        if place.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES)):
+            return (f"{where} is a compiled extension module: graded code runs only Python source the grader "
+                    "has read and audited")
+        if place.endswith(tuple(importlib.machinery.BYTECODE_SUFFIXES)):
+            return (f"{where} is compiled bytecode (.pyc): graded code runs only Python source the grader has "
+                    "read and audited (submit the .py it was compiled from)")
+        if os.path.isdir(place):
+            return (f"{where} is a folder without an __init__.py: the grader audits packages (folders with an "
+                    "__init__.py) and modules beside the submission that it imports by name")
+        return (f"{where} is a file beside the submission that the grader did not audit (only modules the "
+                "submission imports by name, with an import statement, from its own folder, are audited and may "
+                "be imported; an import that sys.path or a package's __path__ sends elsewhere is refused)")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.audit import parse
+from autograder.imports import local_sources
 
 
 class SubmissionError(Exception):
@@ -26,6 +27,9 @@ class Submission:
     kind: str                                     # "notebook" | "python"
     cells: list = field(default_factory=list)     # for each source line (1-based): (cell number, line) or None
     defined: set = field(default_factory=set)     # top-level names the code defines
+    # {real path: text} of the modules beside it that it imports (autograder.imports.local_sources), read
+    # once: what the audit judges is what the worker runs
+    helpers: dict = field(default_factory=dict)
 
     def where(self, lineno: int | None) -> str:
         if lineno is None:
@@ -135,6 +139,7 @@ def load(path) -> Submission:
     except SyntaxError as exc:
         raise SubmissionError(f"syntax error in {path.name} at {sub.where(exc.lineno)}: {exc.msg}") from None
     sub.defined = _top_level_names(tree)
+    sub.helpers = local_sources(sub.source, sub.path.parent)
     return sub
 
 

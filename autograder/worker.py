@@ -382,10 +382,10 @@ def load_entry(job: dict):
     source_file = job["source_file"]
     watch = legality.KernelsRefWatch().install()
     legality.CourseTools.install()  # before the submission takes any name from measure
-    from autograder.imports import ImportGuard
+    from autograder.imports import ImportGuard, seen
 
     # after the watch (which notes a kernels_ref import before the guard refuses it)
-    ImportGuard(source_file, job["submission_dir"], job.get("local_modules", ())).install(position=1)
+    ImportGuard(source_file, job["submission_dir"], job.get("audited")).install(position=1)
     sys.path.insert(0, job["submission_dir"])
     import types
 
@@ -398,7 +398,9 @@ def load_entry(job: dict):
     saved_builtins = dict(builtins.__dict__)
     try:
         with open(source_file, encoding="utf-8") as fh:
-            code = compile(fh.read(), source_file, "exec")
+            text = fh.read()
+        seen(source_file, text)  # Triton reads its kernels' source as compiled here, whatever a coding line says
+        code = compile(text, source_file, "exec")
         with legality.ThreadGuard.armed_for():
             exec(code, module.__dict__)
     except BaseException as exc:  # noqa: BLE001  (sys.exit at import is the learner's, not ours)

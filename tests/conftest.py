@@ -24,6 +24,8 @@ WORKER_TESTS: dict[str, set[str] | str] = {
         "test_a_forbidden_call_no_graded_call_runs_is_a_note_and_costs_nothing",
         "test_a_launch_made_from_a_grid_callable_is_counted",
         "test_a_module_beside_the_submission_is_audited_as_the_submission",
+        "test_an_output_of_the_learners_own_class_is_refused_before_it_can_compute",
+        "test_bytecode_beside_the_submission_costs_the_points_and_the_message_names_the_file",
         "test_a_public_style_fused_loss_keeps_every_correctness_point",
         "test_honest_idioms_keep_every_correctness_point",
         "test_forged_replies_at_import_score_zero_and_the_writes_are_named",

@@ -8,6 +8,9 @@ and their behaviour already give them away.
 """
 from __future__ import annotations
 
+import contextlib
+import re
+
 import pytest
 
 from _autograder_helpers import SUBMISSIONS, graded, text
@@ -240,7 +243,7 @@ def test_an_import_laundered_through_a_course_function_is_refused_while_learner_
     source.write_text("")
     guard = ImportGuard(str(source), str(tmp_path))
     laundered = functools.partial(guard.find_spec, "kernels_ref")
-    assert wall_clock(laundered)[1] is None                    # the grader's own: not judged
+    assert wall_clock(laundered)[1] is not None                # the grader's own: found, not refused
     with ThreadGuard.armed_for(), pytest.raises(ImportRefused, match="course's repository"):
         wall_clock(laundered)
     with ThreadGuard.armed_for():
@@ -261,6 +264,142 @@ def test_imports_from_outside_the_installed_packages_are_refused(name, why):
     ex = escape(name)
     assert ex["score"] == 0 and not ex["correct"]
     assert why in text(ex) and "(at line 10)" in text(ex), text(ex)
+
+
+def _write(folder, files: dict) -> None:
+    for name, text in files.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def _compiled(folder, name: str, text: str, to: str, unchecked: bool = False) -> None:
+    """Bytecode of ``text`` (a scratch file ``name``) written to ``to``, as a learner could ship it."""
+    import py_compile
+
+    scratch = folder / name
+    scratch.write_text(text)
+    mode = py_compile.PycInvalidationMode.UNCHECKED_HASH if unchecked else None
+    py_compile.compile(str(scratch), cfile=str(folder / to), doraise=True, invalidation_mode=mode)
+    scratch.unlink()
+
+
+@contextlib.contextmanager
+def _guarded_imports(folder, submission: str):
+    """The worker's import guard over ``folder`` (the submission's), handed what the grader audited there."""
+    import importlib
+    import sys
+
+    from autograder.imports import ImportGuard, local_sources
+
+    (folder / "submission.py").write_text(submission)
+    audited = local_sources(submission, folder)
+    guard = ImportGuard(str(folder / "submission.py"), str(folder), audited).install()
+    saved_path, before = list(sys.path), set(sys.modules)
+    sys.path.insert(0, str(folder))
+    importlib.invalidate_caches()
+    try:
+        yield guard
+    finally:
+        sys.meta_path.remove(guard)
+        sys.path[:] = saved_path
+        for name in set(sys.modules) - before:
+            del sys.modules[name]
+
+
+def test_a_module_beside_the_submission_runs_the_text_the_audit_read(tmp_path):
+    # its __pycache__ holds bytecode of other source that Python would never check (UNCHECKED_HASH), and the
+    # file changes after the audit: the module runs the audited text, which is also what inspect reads
+    import importlib
+    import inspect
+
+    _write(tmp_path, {"fasthelp/__init__.py": "", "fasthelp/rows.py": "def value():\n    return 'audited'\n"})
+    _compiled(tmp_path, "other.py", "def value():\n    return 'bytecode'\n",
+              "fasthelp/__pycache__/" + importlib.util.cache_from_source("rows.py").split("/")[-1], unchecked=True)
+    with _guarded_imports(tmp_path, "from fasthelp import rows\n"):
+        (tmp_path / "fasthelp" / "rows.py").write_text("def value():\n    return 'rewritten'\n")
+        rows = importlib.import_module("fasthelp.rows")
+        assert rows.value() == "audited"
+        assert "'audited'" in inspect.getsource(rows.value)  # what Triton reads a kernel's source from
+        assert rows.__file__ == str((tmp_path / "fasthelp" / "rows.py").resolve())
+
+
+def test_a_coding_line_cannot_decode_a_module_beside_the_submission_into_other_code(tmp_path):
+    # the submission's own codec would turn "#@ " comments into code: the worker compiles the UTF-8 text
+    # the audit read, and the audit refuses the declaration, naming the file and line
+    import codecs
+    import importlib
+
+    from autograder.grading import helper_violations
+    from autograder.specs import get
+    from autograder.submission import load
+
+    def search(name):
+        if name != "l3hide":
+            return None
+        return codecs.CodecInfo(lambda t, e="strict": (t.encode(), len(t)),
+                                lambda b, e="strict": (bytes(b).decode().replace("#@ ", ""), len(b)), name="l3hide")
+
+    helper = "# -*- coding: l3hide -*-\nVALUE = 'audited'\n#@ VALUE = 'decoded'\n"
+    _write(tmp_path, {"rowhelp.py": helper, "plain.py": "# -*- coding: latin-1 -*-\nVALUE = 1\n"})
+    codecs.register(search)
+    try:
+        with _guarded_imports(tmp_path, "import rowhelp\nimport plain\n"):
+            assert importlib.import_module("rowhelp").VALUE == "audited"
+    finally:
+        codecs.unregister(search)
+    found = helper_violations(get("softmax"), load(tmp_path / "submission.py"))
+    assert len(found) == 1 and found[0].startswith("rowhelp.py, line 1: declares its source encoding as 'l3hide'"), found
+    # the submission's own file alike (Triton would read its kernels through the codec); UTF-8 declared is fine
+    from autograder.grading import static_violations
+
+    for cookie, bad in (("#!/usr/bin/env python\n# vim: set fileencoding=l3hide :\n", True), ("# coding: utf-8\n", False)):
+        (tmp_path / "own.py").write_text(cookie + "def softmax(x):\n    return x\n")
+        own = static_violations(get("softmax"), load(tmp_path / "own.py")).violations
+        assert any(v.startswith("line 2: declares its source encoding as 'l3hide'") for v in own) == bad, own
+
+
+@pytest.mark.parametrize("kind", ["sourceless bytecode", "extension module", "sys.path", "package __path__"])
+def test_code_beside_the_submission_the_audit_never_read_is_refused_whoever_imports_it(tmp_path, kind):
+    # refused by what the file is, and also when a library (here a course function) asks for it: a lazy
+    # import outside the learner's call must not run an unaudited file either
+    import functools
+    import importlib
+
+    from autograder.imports import ImportRefused
+    from measure.timer import wall_clock
+
+    submission, wanted, why = {
+        "sourceless bytecode": ("from fastops import rows\n", "fastops.rows", "fastops/rows.pyc is compiled bytecode"),
+        "extension module": ("from fastext import rows\n", "fastext.rows",
+                             "fastext/rows" + importlib.machinery.EXTENSION_SUFFIXES[0] + " is a compiled extension"),
+        "sys.path": ("import rowops\n", "rowops", "vendor/rowops.py is a file beside the submission that the grader did not audit"),
+        "package __path__": ("import pkg\n", "pkg.rowops", "vendor/rowops.py is a file beside the submission that the grader did not audit"),
+    }[kind]
+    _write(tmp_path, {"fastops/__init__.py": "", "fastext/__init__.py": "", "rowops.py": "VALUE = 1\n",
+                      "vendor/rowops.py": "VALUE = 2\n", "pkg/__init__.py": ""})
+    _compiled(tmp_path, "payload.py", "VALUE = 3\n", "fastops/rows.pyc")
+    (tmp_path / "fastext" / ("rows" + importlib.machinery.EXTENSION_SUFFIXES[0])).write_bytes(b"\x7fELF not loaded")
+    with _guarded_imports(tmp_path, submission):
+        if kind == "sys.path":
+            import sys
+
+            sys.path.insert(0, str(tmp_path / "vendor"))
+        if kind == "package __path__":
+            importlib.import_module("pkg").__path__.insert(0, str(tmp_path / "vendor"))
+        with pytest.raises(ImportRefused, match=re.escape(why)):
+            wall_clock(functools.partial(importlib.import_module, wanted))
+
+
+def test_bytecode_beside_the_submission_costs_the_points_and_the_message_names_the_file(tmp_path):
+    from autograder.grading import grade_submission
+
+    good = (SUBMISSIONS / "good_triton.py").read_text()
+    _write(tmp_path, {"fastops/__init__.py": "", "sub.py": "from fastops import rows  # noqa: F401\n" + good})
+    _compiled(tmp_path, "payload.py", "import torch\nrows = torch.softmax\n", "fastops/rows.pyc")
+    ex = grade_submission(tmp_path / "sub.py", ["softmax"], quick=True, timeout=120.0)["exercises"][0]
+    assert ex["score"] == 0 and not ex["correct"]
+    assert "fastops/rows.pyc is compiled bytecode" in text(ex) and "(at line 1)" in text(ex), text(ex)
 
 
 # --------------------------------------------------------------------- size rules and what runs
