@@ -21,25 +21,75 @@ import traceback
 from autograder import protocol
 
 
-def ship(obj):
-    """A copy of an output safe to load with weights_only=True (tensors on the CPU, plain values)."""
+# Plain values an entry point may return beside tensors (the measuring exercises' numbers and words).
+_PLAIN_VALUES = (type(None), bool, int, float, str)
+
+
+def _numpy_scalars() -> frozenset:
+    """numpy's own scalar types (np.float64 from a median, np.int64 from a sum), where numpy is loaded."""
+    numpy = sys.modules.get("numpy")
+    if numpy is None:
+        return frozenset()
+    return frozenset(t for t in numpy.sctypeDict.values() if isinstance(t, type) and issubclass(t, numpy.generic))
+
+
+def type_name(obj) -> str:
+    """The name of ``obj``'s class, read without running any code of that class or of its metaclass."""
+    return type.__dict__["__name__"].__get__(type(obj))
+
+
+def not_plain(obj, depth: int = 0) -> str | None:
+    """None when ``obj`` is plain data, else the class that is not: exactly a tensor, a tuple or list of plain
+    data, None, a bool, int, float or str, or a numpy scalar. Decided by ``type(x) is`` alone, so no method of
+    a learner's class (an ``__iter__``, ``__len__``, ``__getitem__``, ``__eq__``, a ``__class__`` property)
+    runs: outputs are read after the call, outside the operator recorder, and must hold no code."""
     import torch
 
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().to("cpu", copy=True)
-    if isinstance(obj, (tuple, list)):
-        return [ship(o) for o in obj] if isinstance(obj, list) else tuple(ship(o) for o in obj)
-    if isinstance(obj, dict) and all(isinstance(k, str) for k in obj):
-        return {k: ship(v) for k, v in obj.items()}  # e.g. transformer_block's params, shipped back
-    if obj is None or isinstance(obj, (bool, int, float, str)):
-        return obj
-    import numbers
+    kind = type(obj)
+    if kind is torch.Tensor or kind in _PLAIN_VALUES or kind in _numpy_scalars():
+        return None
+    if (kind is tuple or kind is list) and depth < 8:
+        return next((why for why in (not_plain(o, depth + 1) for o in obj) if why is not None), None)
+    return type_name(obj)
 
-    if isinstance(obj, numbers.Integral):
-        return int(obj)
-    if isinstance(obj, numbers.Real):
-        return float(obj)
-    return {"__unsupported__": type(obj).__name__}
+
+def ship(obj):
+    """A copy of an output or an argument safe to load with weights_only=True (tensors on the CPU, plain
+    values), made by exact types and unbound methods alone: whatever the learner's code left in it (a
+    subclass, an object of its own, an instance attribute named ``detach``) runs nothing here."""
+    import torch
+
+    kind = type(obj)
+    if kind is torch.Tensor:
+        return torch.Tensor.to(torch.Tensor.detach(obj), "cpu", copy=True)
+    if kind is tuple or kind is list:
+        return kind(ship(o) for o in obj)
+    if kind is dict and all(type(k) is str for k in obj):
+        return {k: ship(v) for k, v in dict.items(obj)}  # e.g. transformer_block's params, shipped back
+    if kind in _PLAIN_VALUES:
+        return obj
+    if kind in _numpy_scalars():
+        return obj.item()  # numpy's own conversion to a Python number
+    return {"__unsupported__": type_name(obj)}
+
+
+# The refusal of an output that is not plain data (a recorded call's error, named like an exception).
+OUTPUT_REFUSED = "OutputRefused"
+# Refused outputs stay referenced until the worker exits: their finalizers (__del__) are learner code too.
+_REFUSED: list = []
+
+
+def refuse_unplain(done, out):
+    """``out`` when it is plain data; else None, with ``done`` marked failed by the reason."""
+    why = not_plain(out) if done.ok else None
+    if why is None:
+        return out
+    _REFUSED.append(out)
+    done.ok = False
+    done.error = (f"{OUTPUT_REFUSED}: returned a {why} where the exercise returns plain tensors (or a plain "
+                  "tuple or list of them): the grader reads no subclass or object of your own, so that none of "
+                  "your code runs after your function has returned (return tuple(...) of the tensors)")
+    return None
 
 
 def describe_error(exc: BaseException, source_file: str | None) -> str:
@@ -161,7 +211,7 @@ class Worker:
     """The code under test and the state the requests act on (argument slots, the last output)."""
 
     def __init__(self, fn, source_file: str | None, poison: bool, harness=None, prepare=None, fresh=None,
-                 folder: str | None = None, course_tools: frozenset | None = None):
+                 folder: str | None = None, course_tools: frozenset | None = None, trusted: bool = False):
         import course
         import torch
 
@@ -173,6 +223,7 @@ class Worker:
         # fresh(bases, seed) -> args: a timed call's fresh values (Performance.fresh_args; None: jittered_args).
         self.harness, self.prepare, self.fresh = harness, prepare, fresh
         self.course_tools = course_tools  # the course's functions a checked call may run (None: any)
+        self.trusted = trusted  # a baseline: its outputs (torch's own tuple types too) are never refused
         self.on_gpu = course.ON_GPU
         self.device = course.DEVICE
         self.slots: dict[int, tuple] = {}
@@ -248,10 +299,14 @@ class Worker:
         outs, done = [], protocol.CallDone(ok=True)
         try:
             with self.legality.ThreadGuard.armed_for():
-                self._call_each(slots, outs, empty)
+                try:
+                    self._call_each(slots, outs, empty)
+                except BaseException as exc:  # noqa: BLE001
+                    done.ok, done.error = False, describe_error(exc, self.source_file)  # armed: its __str__ is code
             self._sync()
         except BaseException as exc:  # noqa: BLE001
             done.ok, done.error = False, describe_error(exc, self.source_file)
+        outs = outs if self.trusted else [refuse_unplain(done, out) for out in outs]
         self.last = list(zip(outs, slots))
         return done
 
@@ -275,18 +330,22 @@ class Worker:
         out = None
         try:
             with rec, AutotunePin.pinned(config) as used, self.legality.ThreadGuard.armed_for(rec), self._tools(rec):
-                if empty:
-                    out = None
-                elif self.harness is None:
-                    out = self.fn(*args)
-                else:
-                    out, done.measured = self.harness(self.fn, args)
+                try:
+                    if empty:
+                        out = None
+                    elif self.harness is None:
+                        out = self.fn(*args)
+                    else:
+                        out, done.measured = self.harness(self.fn, args)
+                except BaseException as exc:  # noqa: BLE001  (sys.exit inside the call is the learner's, not ours)
+                    # described here, recorded and armed: an exception's __str__ may be the learner's code too
+                    done.ok, done.error = False, describe_error(exc, self.source_file)
             self._sync()
-        except BaseException as exc:  # noqa: BLE001  (sys.exit inside the call is the learner's, not ours)
+        except BaseException as exc:  # noqa: BLE001  (the device's own error, found when waiting for it)
             done.ok, done.error = False, describe_error(exc, self.source_file)
         done.ops, done.largest, done.launches = rec.records(), list(rec.largest), self.legality.launches()
         done.autotune = list(dict.fromkeys(used))
-        self.last = [(out, args)]
+        self.last = [(out if self.trusted else refuse_unplain(done, out), args)]
         return done
 
     # ---------------------------------------------------------------- helpers
@@ -438,7 +497,8 @@ def make_worker(fn, job: dict) -> Worker:
     spec = get(job["exercise"])
     fresh = spec.performance.fresh_args if spec.performance else None
     if job["code"] == "baseline":
-        worker = Worker(fn, None, poison=job.get("poison", True), prepare=spec.performance.baseline_args, fresh=fresh)
+        worker = Worker(fn, None, poison=job.get("poison", True), prepare=spec.performance.baseline_args, fresh=fresh,
+                        trusted=True)
     else:
         worker = Worker(fn, job.get("source_file"), poison=job.get("poison", True), harness=spec.harness, fresh=fresh,
                         folder=job.get("submission_dir"), course_tools=spec.course_tools)

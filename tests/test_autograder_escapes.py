@@ -402,6 +402,45 @@ def test_bytecode_beside_the_submission_costs_the_points_and_the_message_names_t
     assert "fastops/rows.pyc is compiled bytecode" in text(ex) and "(at line 1)" in text(ex), text(ex)
 
 
+# --------------------------------------------------------------------- work done after the call
+
+def test_an_output_of_the_learners_own_class_is_refused_before_it_can_compute():
+    # a tuple subclass whose __iter__ computes the answer when the grader walks it (after the recorded call)
+    ex = graded("escape_lazy_tuple.py", ("layer_norm_fwd",))["layer_norm_fwd"]
+    assert ex["score"] == 0 and not ex["correct"]
+    assert "OutputRefused: returned a _Later where the exercise returns plain tensors" in text(ex), text(ex)
+
+
+def test_the_worker_reads_outputs_and_arguments_by_exact_type_running_none_of_their_code():
+    # what the worker walks after a call (outputs to ship, an argument dict the learner's code could fill)
+    import numpy as np
+    import torch
+
+    from autograder.argtree import map_tensors, tensors
+    from autograder.worker import not_plain, ship
+
+    def ran(*_a, **_k):
+        raise AssertionError("learner code ran")
+
+    class Trap(tuple):
+        __iter__ = __len__ = __getitem__ = __eq__ = __hash__ = __bool__ = ran
+
+    class Sneaky:
+        __class__ = property(ran)  # what isinstance() reads
+
+    t = torch.arange(3.0)
+    t.detach = t.to = ran  # instance attributes win over methods: an unbound call reads past them
+    assert not_plain([t, (1, 2.0, "s", None, True), np.float64(0.5)]) is None
+    assert not_plain((t, Trap((t,)))) == "Trap" and not_plain(Sneaky()) == "Sneaky"
+    assert not_plain(torch.nn.Parameter(t.clone())) == "Parameter"
+    args = {"w": t, "trap": Trap((t,)), "sneaky": Sneaky(), "n": np.int64(4)}
+    shipped = ship(args)
+    assert torch.equal(shipped["w"], t) and shipped["n"] == 4 and type(shipped["n"]) is int
+    assert shipped["trap"] == {"__unsupported__": "Trap"} and shipped["sneaky"] == {"__unsupported__": "Sneaky"}
+    assert [id(x) for x in tensors(args)] == [id(t)]
+    assert map_tensors(lambda x: 1, args)["sneaky"] is args["sneaky"]
+
+
 # --------------------------------------------------------------------- size rules and what runs
 
 def test_logits_written_through_out_count_against_the_size_rule():

@@ -16,8 +16,9 @@ one subprocess per submission, sequentially (the GPU is never shared while timin
 4. legality (docs/GUARANTEES.md, 2; ``--only legality``, about 3 minutes on an H100): operators run by a
    pre-run hook or a heuristic, torch.softmax itself as a pre-run hook, a launch from a grid callable, the
    course's measuring tools as benchmark and peak_memory_bytes, a module beside the submission, imports from
-   the repository or by a computed name, logits written through ``out=`` and a branch only the timed
-   workload takes all score 0; a public-style fused loss stays correct. ``--only legality-solutions``
+   the repository or by a computed name, a helper module that is bytecode alone, an output of the
+   learner's own class that computes when walked, logits written through ``out=`` and a branch only the
+   timed workload takes all score 0; a public-style fused loss stays correct. ``--only legality-solutions``
    (about 5 minutes): the solutions of 05-09 stay correct (and their performance is shown).
 
 Prints one line per grade as it finishes, the repeat-run spread, what was expected and whether it
@@ -263,9 +264,10 @@ def notebook_from_source(source: str) -> dict:
 # timed workload takes must score 0 on the GPU; honest code keeps its points.
 LEGALITY_ESCAPES = ("escape_hook_computes", "escape_heuristic_computes", "escape_grid_launches",
                     "escape_library_hook", "escape_helper_module", "escape_imports_repository",
-                    "escape_unaudited_module", "escape_only_when_timed")
+                    "escape_unaudited_module", "escape_only_when_timed", "escape_lazy_tuple",
+                    "bytecode_beside")
 # escapes of exercises other than softmax: file stem -> the exercises it answers
-OTHER_EXERCISES = {"escape_course_tools": ["benchmark", "peak_memory_bytes"]}
+OTHER_EXERCISES = {"escape_course_tools": ["benchmark", "peak_memory_bytes"], "escape_lazy_tuple": ["layer_norm_fwd"]}
 TIMED_ONLY = ("escape_only_when_timed",)
 LEGALITY_SOLUTIONS = (("05_layer_norm", ["layer_norm_fwd", "layer_norm_bwd", "layer_norm_gelu"]),
                       ("06_matmul_fused_mlp", ["matmul", "linear_bias_gelu"]),
@@ -275,10 +277,28 @@ LEGALITY_SOLUTIONS = (("05_layer_norm", ["layer_norm_fwd", "layer_norm_bwd", "la
 GROUPS = ("core", "legality", "legality-solutions")
 
 
-def legality_plan() -> list:
+def bytecode_beside(out: Path) -> Path:
+    """The correct softmax importing a helper package whose module is bytecode alone (``fastops/rows.pyc``,
+    compiled here from a torch.softmax): the worker must refuse to run it (class 2, code beside the submission)."""
+    import py_compile
+
+    folder = out / "bytecode_beside"
+    (folder / "fastops").mkdir(parents=True, exist_ok=True)
+    (folder / "fastops" / "__init__.py").write_text("")
+    payload = folder / "payload.py"
+    payload.write_text("import torch\nrows = torch.softmax\n")
+    py_compile.compile(str(payload), cfile=str(folder / "fastops" / "rows.pyc"), doraise=True)
+    payload.unlink()
+    sub = folder / "sub.py"
+    sub.write_text("from fastops import rows  # noqa: F401\n" + (SUBMISSIONS / "good_triton.py").read_text())
+    return sub
+
+
+def legality_plan(out: Path) -> list:
     return [
         *[Grade(stem, SUBMISSIONS / f"{stem}.py", exercises, {e: "zero" for e in exercises}, group="legality")
           for stem, exercises in OTHER_EXERCISES.items()],
+        Grade("bytecode_beside", bytecode_beside(out), ["softmax"], {"softmax": "zero"}, group="legality"),
         Grade("lce_logits_through_out", SUBMISSIONS / "lce_logits_through_out.py", ["linear_cross_entropy"],
               {"linear_cross_entropy": "zero"}, group="legality"),
         Grade("liger_style_lce", SUBMISSIONS / "liger_style_lce.py", ["linear_cross_entropy"],
@@ -305,7 +325,7 @@ def plan(out: Path, hang_timeout: float) -> list:
         *[Grade(p.stem, p, ["softmax"], {"softmax": "zero_on_gpu" if p.stem in TIMED_ONLY else "zero"},
                 group="legality" if p.stem in LEGALITY_ESCAPES else "core")
           for p in sorted(SUBMISSIONS.glob("escape_*.py")) if p.stem not in OTHER_EXERCISES],
-        *legality_plan(),
+        *legality_plan(out),
         *[Grade(f"solution_{nb}", ROOT / "solutions" / nb / f"{nb}.ipynb", exercises,
                 {e: "fast" for e in exercises})
           for nb, exercises in (("03_triton_basics", ["vector_add", "bias_gelu"]),
