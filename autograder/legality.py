@@ -39,7 +39,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from measure.memory import written_outputs
+from measure.memory import Provenance, written_outputs
 
 
 class _LaunchState(threading.local):
@@ -206,9 +206,11 @@ class OpRecorder(TorchDispatchMode):
     """Records (operator, submission line) -> count for every aten op a call runs, and the calls that take
     values out of torch (``LEAVES_TORCH``)."""
 
-    def __init__(self, source_file: str | None, folder: str | None = None):
+    def __init__(self, source_file: str | None, folder: str | None = None, inputs=None):
         super().__init__()
         self.source_file = source_file
+        # given the call's inputs: a write into storage no operator allocated counts for the size rules
+        self._provenance = Provenance(inputs) if inputs is not None else None
         # the submission's folder: an operator run by a module beside it is named by that file and line
         self.folder = os.path.realpath(folder) + os.sep if folder else None
         self._beside: dict[str, str | None] = {}
@@ -234,14 +236,20 @@ class OpRecorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        if _interpreter_plumbing(sys._getframe(1)):
-            return out
         name = func.overloadpacket.__name__
+        # Storage no operator allocated (torch.frombuffer, a file, a storage built by hand), written into: it
+        # holds all it can hold, whoever writes (the interpreter's copy of a kernel's output too).
+        foreign = max((t.untyped_storage().nbytes() // t.element_size() for t, _ in
+                       self._provenance.foreign_writes(func, args, kwargs, out)), default=0) if self._provenance else 0
+        if _interpreter_plumbing(sys._getframe(1)):
+            if foreign > self.largest[0]:
+                self.largest = [foreign, name, self._line_from(sys._getframe(1))]
+            return out
         line = self.note(name, sys._getframe(1))
         # Memory exercises forbid materializing a large intermediate (the full logits, a dequantized
         # weight): note the largest tensor any operator hands back, whatever the operator is: fresh storage,
         # and results written through out= or grown by resize_ (a view materializes nothing).
-        numel = max((t.numel() for t in written_outputs(func, args, kwargs, out)), default=0)
+        numel = max(foreign, max((t.numel() for t in written_outputs(func, args, kwargs, out)), default=0))
         if numel > self.largest[0]:
             self.largest = [numel, name, line]
         return out

@@ -324,7 +324,7 @@ class Worker:
     def call(self, args: tuple, empty: bool = False, config: int | None = None) -> protocol.CallDone:
         """A checked call: under the operator recorder and the launch counter (to name lines in feedback),
         autotuned kernels pinned to their config number ``config`` (``AutotunePin``) unless it is None."""
-        rec = self.legality.OpRecorder(self.source_file, self.folder)
+        rec = self.legality.OpRecorder(self.source_file, self.folder, inputs=args)
         self.legality.reset_launches()
         done = protocol.CallDone(ok=True)
         out = None

@@ -14,6 +14,11 @@ fresh) with its size in bytes, and after every operator adds up the storages sti
 Counted from the operators' outputs, so the numbers are the same on every run and every device, and an
 allocator's caching or rounding plays no part; storage an operator uses only inside itself (a matmul's
 workspace) is not seen. The grader measures ``checkpointed_mlp`` with it; notebook 08 uses all three.
+
+Given the call's ``inputs`` (``MemoryMeter(inputs=args)``, as the grader's harnesses do), it also counts
+storage that no operator allocated once an operator writes into it (``Provenance``): a tensor over a Python
+buffer (``torch.frombuffer``), a file, numpy memory, a storage built by hand and ``set_``, one kept from
+before the call: memory it holds all the same.
 """
 from __future__ import annotations
 
@@ -124,10 +129,10 @@ def fresh_outputs(args, kwargs, out):
 _GROWING = frozenset({"resize_", "resize_as_"})
 
 
-def written_arguments(func, args, kwargs) -> list:
+def written_arguments(func, args, kwargs, in_place: bool = False) -> list:
     """The tensors an operator writes its result into among its arguments (``out=``) or grows (``resize_``),
     from its schema: results that are not fresh storage but hold what the operator made. (An in-place
-    operator on a tensor that exists writes no more than that tensor already held.)"""
+    operator on a tensor that exists writes no more than that tensor already held: ``in_place`` adds them.)"""
     schema = getattr(func, "_schema", None)
     if schema is None:
         return []
@@ -135,10 +140,45 @@ def written_arguments(func, args, kwargs) -> list:
     kwargs = kwargs or {}
     written = []
     for i, arg in enumerate(schema.arguments):
-        if arg.alias_info is not None and arg.alias_info.is_write and (arg.is_out or growing):
+        if arg.alias_info is not None and arg.alias_info.is_write and (arg.is_out or growing or in_place):
             value = args[i] if i < len(args) and not arg.kwarg_only else kwargs.get(arg.name)
             written.extend(tensors_in(value))
     return written
+
+
+class Provenance:
+    """Which storages a span's operators allocated. Any other storage an operator writes into (in place,
+    ``out=``, ``set_``) and that is not one of the span's ``inputs`` is foreign: no operator allocated it (a
+    tensor over a Python buffer, a file or numpy memory, a storage built by hand, one kept from before the
+    span), so no count of operators' outputs saw it, yet it holds what was written."""
+
+    def __init__(self, inputs=()):
+        self._known: dict = {}  # StorageWeakRef -> itself (equal keys of a dead storage are stale)
+        for t in tensors_in(inputs):
+            self._learn(t)
+
+    def _learn(self, t: torch.Tensor):
+        for part in _dense_parts(t):
+            key = _storage_key(part)
+            if key is not None:
+                self._known[key] = key
+
+    def _is_known(self, key) -> bool:
+        seen = self._known.get(key)
+        return seen is not None and not seen.expired()  # a dead storage's address may be a new one's
+
+    def foreign_writes(self, func, args, kwargs, out) -> list:
+        """[(tensor, key)]: the foreign storages this operator wrote into, each once (then it is known)."""
+        for t, key in fresh_outputs(args, kwargs, out):
+            self._known[key] = key
+        found = []
+        for t in written_arguments(func, args, kwargs, in_place=True):
+            for part in _dense_parts(t):
+                key = _storage_key(part)
+                if key is not None and not self._is_known(key):
+                    self._known[key] = key
+                    found.append((part, key))
+        return found
 
 
 def written_outputs(func, args, kwargs, out) -> list:
@@ -150,15 +190,20 @@ def written_outputs(func, args, kwargs, out) -> list:
 class MemoryMeter(TorchDispatchMode):
     """Bytes of storage that torch operators allocated while the meter was on, alive now and at peak."""
 
-    def __init__(self):
+    def __init__(self, inputs=None):
         super().__init__()
         self._live: dict = {}  # StorageWeakRef -> bytes
         self.peak = 0
+        # with the call's inputs: foreign storage written by an operator counts too (module docstring)
+        self._provenance = Provenance(inputs) if inputs is not None else None
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         self._prune()  # before adding: an expired entry must not shadow a new storage
-        for t, key in fresh_outputs(args, kwargs, out):
+        found = list(fresh_outputs(args, kwargs, out))
+        if self._provenance is not None:
+            found += self._provenance.foreign_writes(func, args, kwargs, out)
+        for t, key in found:
             if key not in self._live:
                 self._live[key] = t.untyped_storage().nbytes()
         self.peak = max(self.peak, self._total())

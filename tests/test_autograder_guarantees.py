@@ -349,6 +349,23 @@ def test_the_recorder_counts_results_written_through_out_and_resize():
     assert rec.largest[:2] == [300 * 8, "zeros"]
 
 
+def test_the_recorder_counts_storage_no_operator_allocated_as_what_a_write_into_it_made():
+    # a float copy of a whole weight in a tensor over a Python buffer, filled in place (copy_ writes, it
+    # allocates nothing): the whole buffer counts; in-place writes into the call's inputs and what its own
+    # operators made do not
+    from autograder import legality
+
+    w = torch.randint(-127, 128, (300, 8), dtype=torch.int8)
+    rec = legality.OpRecorder(None, inputs=(w,))
+    with rec:
+        w.add_(0)
+        small = torch.zeros(10)
+        small.add_(1)
+        deq = torch.frombuffer(bytearray(w.numel() * 4), dtype=torch.float32).view(w.shape)
+        deq[:1].copy_(w[:1])                      # one row written: the whole buffer holds what it can
+    assert rec.largest[:2] == [300 * 8, "copy_"]
+
+
 def test_values_handed_to_numpy_are_a_violation_named_with_the_line_except_where_numbers_are_the_answer(tmp_path):
     from autograder import legality, specs
 

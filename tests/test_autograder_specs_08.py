@@ -67,6 +67,20 @@ def test_materializing_the_dequantized_weight_is_a_violation_naming_the_line():
         "stream it in chunks" in v for v in q["violations"]), q["violations"]
 
 
+def test_memory_no_operator_allocated_is_counted_once_written():
+    # h kept in a tensor over a Python bytearray (torch.frombuffer), the dequantized weight likewise: both
+    # are filled by copy_, an operator that writes into storage it did not allocate
+    res = graded("later/foreign_memory_08.py", EXERCISES, 300.0)
+    ckpt = res["checkpointed_mlp"]
+    assert ckpt["correct"] and ckpt["score"] * ckpt["points"] <= 8, text(ckpt)
+    assert ckpt["performance"]["memory"]["held_bytes"] > ckpt["performance"]["memory"]["held_limit_bytes"]
+    assert any(f.startswith("memory: holds") and "2 points withheld" in f for f in ckpt["feedback"]), text(ckpt)
+    q = res["int8_weight_linear"]
+    assert q["score"] == 0 and not q["correct"]
+    assert any("aten.copy_ at line 42" in v and "must never hold more than" in v for v in q["violations"]), \
+        q["violations"]
+
+
 def test_plain_eager_autograd_is_a_violation(tmp_path):
     from autograder.grading import grade_submission
     from autograder.report import to_json, write_json_atomic

@@ -230,6 +230,22 @@ def test_the_meter_counts_a_sparse_copy_by_its_indices_and_values():
     del kept
 
 
+def test_given_the_inputs_the_meter_counts_storage_no_operator_allocated_once_written():
+    # a tensor over a Python buffer, a storage built by hand: no operator allocates them, the writes show them;
+    # the inputs written in place are the caller's, and without inputs the meter counts operators' outputs only
+    x = torch.randn(64, 16)
+    for meter in (MemoryMeter(inputs=(x,)), MemoryMeter()):
+        with meter:
+            kept = torch.frombuffer(bytearray(x.numel() * 4), dtype=torch.float32).view(x.shape)
+            kept.copy_(x)
+            built = torch.empty(0).set_(torch.UntypedStorage(8000))
+            built.zero_()
+            x.mul_(1.0)
+            seen = meter.held(None)
+        assert seen == (x.numel() * 4 + 8000 if meter._provenance is not None else 0), seen
+    del kept, built
+
+
 def test_results_written_through_out_and_resize_count_as_what_the_operator_made():
     from measure.memory import written_outputs
 

@@ -169,7 +169,7 @@ def loss_and_grads(fn, args):
     loss.backward(g), both under a MemoryMeter; ((loss, dx, dweight), {held_bytes, peak_bytes})."""
     x, weight, targets, grad_loss = args
     xl, wl = x.detach().requires_grad_(), weight.detach().requires_grad_()
-    with MemoryMeter() as meter:
+    with MemoryMeter(inputs=args) as meter:  # storage no operator allocated counts once written
         loss = fn(xl, wl, targets)
         if not isinstance(loss, torch.Tensor):
             raise TypeError(f"returned {type(loss).__name__}; expected the loss as a 0-d tensor")
@@ -296,7 +296,7 @@ def forward_backward(fn, args):
     MemoryMeter; ((y, dx, dw1, db1, dw2, db2), {held_bytes, peak_bytes})."""
     *inputs, dy = args
     leaves = [t.detach().requires_grad_() for t in inputs]
-    with MemoryMeter() as meter:
+    with MemoryMeter(inputs=args) as meter:  # storage no operator allocated counts once written
         y = fn(*leaves)
         if not isinstance(y, torch.Tensor):
             raise TypeError(f"returned {type(y).__name__}; expected the output tensor y")
