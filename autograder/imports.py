@@ -10,13 +10,14 @@ the repository's own folders (``tests/``, ``tools/``, ``kernels_ref/``). Two hal
 - ``ImportGuard`` (worker): a meta-path finder. A module whose file lies in the submission's folder runs
   exactly the text the audit read, compiled by the guard (``AuditedSource``): never a ``.pyc`` (a
   ``__pycache__`` entry is never consulted), never an extension module, never a file the audit did not read
-  (one a changed ``sys.path`` or a package's ``__path__`` leads to), whoever asks for it. Any other import
-  the learner's code asks for (the submission's file, a module beside it, code it built) of a module outside
-  the installed packages and the course's own (``course``, ``measure``, ``autograder``) is refused too. An
-  import of the repository made by the grader's or a library's own code is not the learner's and passes,
-  except while the learner's code runs (its import and its calls): then every import is judged, whatever
-  frame asks (a course function handed ``import_module`` cannot launder one). Which code asked is read from
-  the stack (the frame that runs the import statement).
+  (one a changed ``sys.path`` or a package's ``__path__`` leads to), whoever asks for it. A module outside
+  the installed packages, the course's own (``course``, ``measure``, ``autograder``) and the repository is
+  refused too, whoever asks (a library's lazy import must not find a file the learner's code wrote and put
+  on ``sys.path``). The repository's other folders (``tests/``, ``tools/``, ``kernels_ref/``) are refused
+  to the learner's code (the submission's file, a module beside it, code it built); an import of them made
+  by the grader's or a library's own code passes, except while the learner's code runs (its import and its
+  calls): then every import is judged, whatever frame asks (a course function handed ``import_module``
+  cannot launder one). Which code asked is read from the stack (the frame that runs the import statement).
 """
 from __future__ import annotations
 

@@ -391,6 +391,24 @@ def test_code_beside_the_submission_the_audit_never_read_is_refused_whoever_impo
             wall_clock(functools.partial(importlib.import_module, wanted))
 
 
+def test_a_module_the_learner_wrote_elsewhere_is_refused_even_to_a_library(tmp_path):
+    # a file written to a scratch folder and put first on sys.path, found by a library's (here a course
+    # function's) lazy import after the call: it is no installed package, whoever asks
+    import functools
+    import importlib
+    import sys
+
+    from autograder.imports import ImportRefused
+    from measure.timer import wall_clock
+
+    (tmp_path / "sub").mkdir()
+    _write(tmp_path, {"scratch/l3_lazy_dependency.py": "VALUE = 1\n"})
+    with _guarded_imports(tmp_path / "sub", "import torch\n"):
+        sys.path.insert(0, str(tmp_path / "scratch"))
+        with pytest.raises(ImportRefused, match="l3_lazy_dependency is not an installed package"):
+            wall_clock(functools.partial(importlib.import_module, "l3_lazy_dependency"))
+
+
 def test_bytecode_beside_the_submission_costs_the_points_and_the_message_names_the_file(tmp_path):
     from autograder.grading import grade_submission
 
