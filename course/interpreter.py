@@ -19,6 +19,12 @@ interpreter off after that and before it imports Triton (tests/_sm90_compile.py 
 - ``float_arguments_as_fp32()``: a Python float kernel argument reached the kernel as a Python float, so
   ``eps.to(tl.float32)``, valid on a GPU (where it is an fp32 scalar), raised. Patched to an fp32 scalar.
 
+- ``libdevice_in_numpy()``: ``triton.language.extra.libdevice`` holds stubs that the compiler swaps for the
+  GPU's math library; the interpreter called the stub itself, which returns None (an honest Liger-style
+  GELU with ``libdevice.tanh`` failed every case on the CPU, with an error about ``None``). Patched: in an
+  interpreted kernel, libdevice's functions (however imported) compute with numpy in the argument's dtype;
+  one with no numpy version here raises an error that names it.
+
 ``launch_cpu_arguments_in_place()`` is applied at ``import course``, before ``course.bounds`` wraps the same
 launch (so that the bounds checks see the tensors the kernel gets): before a launch the interpreter
 "copies the arguments to the host" (for CPU tensors: the same storage) and after it copies them back,
@@ -30,6 +36,8 @@ after the launch.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 
@@ -37,7 +45,7 @@ import torch
 def patch_interpreter() -> bool:
     """Every patch below; whether all are in place (False when this Triton's interpreter is laid out
     differently: then it keeps its own behaviour)."""
-    return all([round_interpreted_bf16(), compute_bf16_in_fp32(), float_arguments_as_fp32()])
+    return all([round_interpreted_bf16(), compute_bf16_in_fp32(), float_arguments_as_fp32(), libdevice_in_numpy()])
 
 
 def _interpreter():
@@ -210,4 +218,145 @@ def launch_cpu_arguments_in_place() -> bool:
 
     executor._init_args_hst, executor._restore_args_dev = init_args_hst, restore_args_dev
     executor._course_in_place = True
+    return True
+
+
+# libdevice's functions computed with numpy (rounding modes other than to nearest are not emulated: the
+# ``_rn`` spellings only). Each takes and returns values of the first floating argument's dtype.
+_NP_UNARY = {
+    "abs": np.abs, "fabs": np.abs, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "rint": np.rint,
+    "nearbyint": np.rint, "round": lambda x: np.trunc(x + np.copysign(x.dtype.type(0.5), x)),
+    "exp": np.exp, "exp2": np.exp2, "exp10": lambda x: np.power(x.dtype.type(10), x), "expm1": np.expm1,
+    "fast_expf": np.exp, "fast_exp10f": lambda x: np.power(x.dtype.type(10), x),
+    "log": np.log, "log2": np.log2, "log10": np.log10, "log1p": np.log1p, "fast_logf": np.log,
+    "fast_log2f": np.log2, "fast_log10f": np.log10,
+    "sqrt": np.sqrt, "sqrt_rn": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x), "cbrt": np.cbrt,
+    "rcbrt": lambda x: 1 / np.cbrt(x), "rcp_rn": lambda x: 1 / x,
+    "sin": np.sin, "cos": np.cos, "tan": np.tan, "fast_sinf": np.sin, "fast_cosf": np.cos, "fast_tanf": np.tan,
+    "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh,
+    "tanh": np.tanh, "fast_tanhf": np.tanh, "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh,
+    "sinpi": lambda x: np.sin(np.pi * x), "cospi": lambda x: np.cos(np.pi * x),
+    "erf": np.vectorize(math.erf, otypes=[np.float64]), "erfc": np.vectorize(math.erfc, otypes=[np.float64]),
+    "lgamma": np.vectorize(math.lgamma, otypes=[np.float64]), "tgamma": np.vectorize(math.gamma, otypes=[np.float64]),
+    "saturatef": lambda x: np.clip(x, 0, 1),
+}
+_NP_BINARY = {
+    "pow": np.power, "powf": np.power, "fast_powf": np.power, "fmax": np.fmax, "fmin": np.fmin,
+    "fmod": np.fmod, "remainder": np.remainder, "atan2": np.arctan2, "hypot": np.hypot,
+    "copysign": np.copysign, "fdim": lambda x, y: np.maximum(x - y, 0), "add_rn": np.add,
+    "sub_rn": np.subtract, "mul_rn": np.multiply, "div_rn": np.divide, "fast_dividef": np.divide,
+}
+_NP_PREDICATES = {"isnan": np.isnan, "isinf": np.isinf, "isfinited": np.isfinite, "finitef": np.isfinite,
+                  "signbit": np.signbit}
+_LIBDEVICE_MODULES = ("triton.language.extra.libdevice", "triton.language.extra.cuda.libdevice",
+                      "triton.language.extra.hip.libdevice")
+
+
+class LibdeviceUnavailable(NotImplementedError):
+    """A libdevice function with no numpy version under the interpreter."""
+
+
+def _libdevice_function(tl, interpreter, name):
+    """libdevice's ``name`` for interpreted kernels: numpy on the arguments' values, in their dtype."""
+    handle = interpreter.TensorHandle
+
+    def values(arg, like):
+        if isinstance(arg, tl.tensor):
+            if arg.dtype == tl.bfloat16:
+                return _from_bf16_bits(arg.handle.data)
+            return arg.handle.data
+        dtype = like.handle.data.dtype if like is not None and like.dtype != tl.bfloat16 else np.float32
+        return np.asarray(arg, dtype=dtype)
+
+    def wrap(data, like):
+        if like is None:
+            return tl.tensor(handle(np.asarray(data, np.float32).reshape(-1), tl.float32), tl.float32)
+        if like.dtype == tl.bfloat16:
+            return tl.tensor(handle(_to_bf16_bits(np.asarray(data, np.float32)), tl.bfloat16), like.type)
+        return tl.tensor(handle(np.asarray(data).astype(like.handle.data.dtype), like.dtype), like.type)
+
+    def fn(*args, **_kwargs):
+        like = next((a for a in args if isinstance(a, tl.tensor) and a.dtype.is_floating()), None)
+        arrays = [values(a, like) for a in args]
+        with np.errstate(all="ignore"):
+            if name in _NP_PREDICATES:
+                out = _NP_PREDICATES[name](arrays[0])
+                return tl.tensor(handle(out, tl.int1), tl.block_type(tl.int1, list(out.shape)) if out.ndim else tl.int1)
+            if name in _NP_UNARY and len(arrays) == 1:
+                return wrap(_NP_UNARY[name](arrays[0]), like)
+            if name in _NP_BINARY and len(arrays) == 2:
+                return wrap(_NP_BINARY[name](*arrays), like)
+            if name == "fma" and len(arrays) == 3:
+                return wrap(arrays[0] * arrays[1] + arrays[2], like)
+        known = ", ".join(sorted({*_NP_UNARY, *_NP_BINARY, *_NP_PREDICATES, "fma"}))
+        raise LibdeviceUnavailable(
+            f"libdevice.{name} has no version under the Triton interpreter (this CPU run): the course computes "
+            f"these libdevice functions with numpy here: {known}. On a GPU it compiles; on the CPU use one of "
+            f"these or a tl function")
+
+    fn.__name__ = fn.__qualname__ = name
+    fn._course_libdevice = True
+    return fn
+
+
+def _is_libdevice(obj) -> bool:
+    return getattr(obj, "__module__", None) in _LIBDEVICE_MODULES and callable(obj) and not isinstance(obj, type)
+
+
+def libdevice_in_numpy() -> bool:
+    """Interpreted kernels call libdevice's functions (module docstring): at every kernel's entry, the
+    libdevice functions its globals name (``from ...libdevice import tanh``) and those of the libdevice
+    modules (``libdevice.tanh``, ``tl.extra.libdevice.tanh``) are swapped for numpy ones, and restored
+    with the rest of the interpreter's patches."""
+    import importlib
+
+    tl, interpreter = _interpreter()
+    patch_lang = getattr(interpreter, "_patch_lang", None)
+    if patch_lang is None:
+        return False
+    if getattr(patch_lang, "_course_libdevice", False):
+        return True
+    modules = []
+    for name in _LIBDEVICE_MODULES:
+        try:
+            modules.append(importlib.import_module(name))
+        except ImportError:
+            pass
+    table = {}
+
+    def numpy_version(obj):
+        return table.setdefault(obj.__name__, _libdevice_function(tl, interpreter, obj.__name__))
+
+    class _Globals:
+        """A module's globals as attributes, so the interpreter's patch scope restores them too."""
+
+        def __init__(self, namespace):
+            object.__setattr__(self, "namespace", namespace)
+
+        def __getattr__(self, name):
+            try:
+                return self.namespace[name]
+            except KeyError:
+                raise AttributeError(name) from None
+
+        def __setattr__(self, name, value):
+            self.namespace[name] = value
+
+        def __delattr__(self, name):
+            del self.namespace[name]
+
+    def patched(fn):
+        scope = patch_lang(fn)
+        namespace = _Globals(fn.__globals__)
+        for name, value in list(fn.__globals__.items()):
+            if _is_libdevice(value):
+                scope.set_attr(namespace, name, numpy_version(value))
+        for module in modules:
+            for name, value in list(vars(module).items()):
+                if _is_libdevice(value):
+                    scope.set_attr(module, name, numpy_version(value))
+        return scope
+
+    patched._course_libdevice = True
+    interpreter._patch_lang = patched
     return True

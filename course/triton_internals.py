@@ -51,6 +51,7 @@ INTERNALS: dict[str, tuple[str, str]] = {
     "ReduceOps.sum": ("triton.runtime.interpreter.ReduceOps.sum", "course.interpreter (bf16 sums)"),
     "ReduceOps.min_max": ("triton.runtime.interpreter.ReduceOps.min_max", "course.interpreter (bf16 max, min)"),
     "_implicit_cvt": ("triton.runtime.interpreter._implicit_cvt", "course.interpreter (float arguments)"),
+    "_patch_lang": ("triton.runtime.interpreter._patch_lang", "course.interpreter (libdevice under the interpreter)"),
     "InterpreterBuilder.create_masked_load": ("triton.runtime.interpreter.InterpreterBuilder.create_masked_load",
                                               "course.bounds"),
     "GridExecutor._init_args_hst": ("triton.runtime.interpreter.GridExecutor._init_args_hst",

@@ -11,6 +11,8 @@ import course
 import autograder  # noqa: F401  (applies the interpreter patches, as every notebook and worker does)
 import triton
 import triton.language as tl
+from triton.language.extra import libdevice
+from triton.language.extra.libdevice import tanh
 
 pytestmark = pytest.mark.skipif(not course.INTERPRET, reason="the patches are for the Triton interpreter")
 
@@ -48,6 +50,45 @@ def _scale_by(x_ptr, out_ptr, eps, n, BLOCK: tl.constexpr):
     r = tl.arange(0, BLOCK)
     x = tl.load(x_ptr + r, mask=r < n)
     tl.store(out_ptr + r, x * eps.to(tl.float32), mask=r < n)
+
+
+@triton.jit
+def _libdevice_gelu(x_ptr, y_ptr, e_ptr, n, BLOCK: tl.constexpr):  # Liger-Kernel's spelling: tanh imported by name
+    r = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + r, mask=r < n, other=0.0).to(tl.float32)
+    y = 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+    tl.store(y_ptr + r, y.to(y_ptr.dtype.element_ty), mask=r < n)
+    tl.store(e_ptr + r, libdevice.pow(libdevice.exp(x), 2.0), mask=r < n)
+
+
+@triton.jit
+def _libdevice_unknown(x_ptr, n, BLOCK: tl.constexpr):
+    r = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + r, mask=r < n)
+    tl.store(x_ptr + r, libdevice.j0(x), mask=r < n)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, BF16])
+def test_libdevice_functions_compute_under_the_interpreter(dtype):
+    # without the patch libdevice.tanh is Triton's stub, which returns None under the interpreter
+    x = torch.randn(37).to(dtype)
+    y, e = torch.empty_like(x), torch.empty(37)
+    _libdevice_gelu[(1,)](x, y, e, 37, BLOCK=64)
+    ref = torch.nn.functional.gelu(x.double(), approximate="tanh")
+    tol = 1e-6 if dtype == torch.float32 else 1e-2
+    assert torch.allclose(y.double(), ref, atol=tol, rtol=tol)
+    assert torch.allclose(e.double(), torch.exp(2 * x.double()), rtol=1e-5)
+    assert tanh.__module__ == "triton.language.extra.libdevice" and libdevice.exp.__module__ == tanh.__module__
+
+
+def test_a_libdevice_function_with_no_interpreter_version_names_itself():
+    from course.interpreter import LibdeviceUnavailable
+
+    with pytest.raises(Exception) as info:
+        _libdevice_unknown[(1,)](torch.randn(8), 8, BLOCK=8)
+    chain = [info.value, info.value.__cause__, info.value.__context__]
+    assert any(isinstance(e, LibdeviceUnavailable) and "libdevice.j0" in str(e) and "GPU" in str(e) for e in chain) \
+        or "libdevice.j0 has no version under the Triton interpreter" in str(info.value), repr(info.value)
 
 
 def test_bf16_add_as_on_a_gpu():
