@@ -38,6 +38,13 @@ Rules (``RULES`` holds the list):
   (``entry``), outside Triton kernels. ``forbidden_calls_for(spec)`` derives them from a spec's
   ``rules`` (``allowed_ops``, ``why``).
 
+- kernel-library: a Triton library function that does the exercise's work inside a kernel (``tl.softmax``
+  where the exercise teaches the softmax), from the spec's ``Rules.kernel_library``: no operator records
+  what a kernel calls, so the source decides;
+- escape, inside ``@triton.jit`` functions: a call of anything Triton does not compile (a plain Python
+  helper, numpy, a module-level object's method) and a value's ``.handle``: on a GPU they do not compile,
+  under the interpreter they run outside the kernel, on the host's copy of the data.
+
 The audit reads source: it cannot see code the submission builds at run time, which is why building code
 at run time is itself a finding. Code in ``@triton.jit`` functions is Triton's language (``a @ b`` there
 is ``tl.dot``) and is not checked for torch operators.
@@ -64,7 +71,7 @@ class Finding:
 
 
 RULES = ("grader-import", "reference-import", "forbidden-import", "process", "patching", "dynamic-code",
-         "escape", "grader-state", "feature", "file-write", "forbidden-call", "kept-state")
+         "escape", "grader-state", "feature", "file-write", "forbidden-call", "kept-state", "kernel-library")
 
 _KEPT = ("keeps results between calls: every call must compute its own answer (the grader gives each call "
          "fresh values; a cache can only hide a slow kernel or return an answer for other values)")
@@ -97,6 +104,10 @@ _FEATURE_METHODS = {"record_stream": "streams", "wait_stream": "streams"}
 _FEATURE_GUARDS = frozenset({"torch.compiler.disable", "torch.compiler.is_compiling",
                              "torch.compiler.is_dynamo_compiling", "torch._dynamo.disable",
                              "torch._dynamo.is_compiling"})
+# PyTorch's documented way to launch one's own Triton kernel as an operator (torch.library.triton_op, the
+# launch through wrap_triton): the operator's Python is the submission's, audited here, and the operator
+# recorder runs it under itself (autograder.legality), so its operators and launches are seen.
+_FEATURE_GUARDS |= {"torch.library.triton_op", "torch.library.wrap_triton"}
 
 # Modules a graded exercise may not import, with the reason in plain words.
 _REACHES_IN = "can reach into the running process and change the grader's own objects"
@@ -283,6 +294,45 @@ def forbidden_calls_for(spec) -> dict[str, str]:
     return out
 
 
+def kernel_names(source: str) -> set[str]:
+    """The functions of ``source`` decorated by Triton (``@triton.jit``, ``@triton.constexpr_function``...)."""
+    tree = parse(source)
+    scopes = _Scopes(tree)
+    return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and _triton_decorated(n, scopes)}
+
+
+def course_kernels() -> frozenset:
+    """The Triton functions of the course's package (``course.triton_compat.dot``), which a learner's
+    kernels may call like their own: dotted names, read from the course's source."""
+    global _COURSE_KERNELS
+    if _COURSE_KERNELS is None:
+        from pathlib import Path
+
+        folder = Path(__file__).resolve().parents[1] / "course"
+        _COURSE_KERNELS = frozenset(f"course.{path.stem}.{name}" for path in sorted(folder.glob("*.py"))
+                                    for name in kernel_names(path.read_text(encoding="utf-8")))
+    return _COURSE_KERNELS
+
+
+_COURSE_KERNELS = None
+
+
+def _triton_decorated(node, scopes) -> bool:
+    return any(p.startswith("triton.") for d in node.decorator_list
+               for p in scopes.paths(d.func if isinstance(d, ast.Call) else d, scopes.module))
+
+
+# What a Triton kernel may call besides Triton's own functions and the kernels of the submission: the
+# Python builtins Triton's compiler implements (triton/compiler/code_generator.py, builtin_namespace).
+_KERNEL_BUILTINS = frozenset(f"builtins.{n}" for n in ("len", "list", "range", "float", "int", "isinstance",
+                                                       "getattr", "hasattr", "print", "min", "max"))
+_KERNEL_PYTHON = ("a Triton kernel may call only Triton functions (@triton.jit, triton.language), the "
+                  "builtins Triton compiles (range, min, max, ...) and its values' methods: on a GPU nothing "
+                  "else compiles, and under the interpreter (the CPU) other Python runs on the host's copy of "
+                  "the data, outside the kernel")
+
+
 # CPython 3.11 keeps the AST converter's recursion count per interpreter and resets it from the calling
 # thread's stack depth, so two threads parsing at once can fail with "SystemError: AST constructor recursion
 # depth mismatch" (python/cpython#106905). The grader audits exercises side by side in threads: every parse
@@ -297,13 +347,17 @@ def parse(source: str, filename: str = "<unknown>") -> ast.Module:
 
 
 def audit(source: str, *, allow: Iterable[str] = frozenset(), forbidden_calls: Iterable[str] | Mapping = frozenset(),
-          entry: str | None = None) -> list[Finding]:
+          entry: str | None = None, kernels_beside: Iterable[str] = frozenset(),
+          kernel_library: Mapping = {}) -> list[Finding]:
     """Findings for ``source`` (which must parse: ``submission.load`` guarantees it), sorted by line.
 
     ``allow``: feature names from ``FEATURES`` the exercise allows. ``forbidden_calls``: python spellings
     or aten names (a mapping gives each its reason), e.g. ``forbidden_calls_for(spec)``. ``entry``: the
     exercise's entry point; forbidden calls are then reported only in code it can reach (the functions
     and classes it names, transitively), so another exercise's code in the same notebook does not count.
+    ``kernels_beside``: dotted names of the Triton functions of modules beside the submission
+    (``kernel_names``), which its kernels may call. ``kernel_library``: {dotted path of a Triton library
+    function: why} for those that do the exercise's work inside a kernel (``Rules.kernel_library``).
     """
     unknown = set(allow) - set(FEATURES)
     if unknown:
@@ -319,6 +373,7 @@ def audit(source: str, *, allow: Iterable[str] = frozenset(), forbidden_calls: I
     scopes.entry = entry  # called by the grader with tensors: its parameters are never configuration
     reachable = _reachable(tree, entry) if (entry and forbidden_calls) else None
     auditor = _Auditor(scopes, frozenset(allow), forbidden_calls, reachable)
+    auditor.kernels_beside, auditor.kernel_library = frozenset(kernels_beside), dict(kernel_library)
     auditor.visit(tree)
     seen, out = set(), []
     for f in sorted(auditor.findings, key=lambda f: f.line):  # stable: the first report of a line wins
@@ -790,8 +845,9 @@ class _Auditor(ast.NodeVisitor):
         self.own_methods = {f.name for c in ast.walk(scopes.module.node) if isinstance(c, ast.ClassDef)
                             for f in c.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
         self.kernels = {n.name for n in ast.walk(scopes.module.node) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-                        and any(p.startswith("triton.") for d in n.decorator_list
-                                for p in scopes.paths(d.func if isinstance(d, ast.Call) else d, scopes.module))}
+                        and _triton_decorated(n, scopes)}
+        self.kernels_beside: frozenset = frozenset()
+        self.kernel_library: dict = {}
 
     # -- helpers
     def _pure(self, expr) -> bool:
@@ -951,6 +1007,10 @@ class _Auditor(ast.NodeVisitor):
 
     def _check_dunder(self, node):
         attr = node.attr
+        if self.kernel_depth > 0 and attr == "handle":
+            self.report(node, "escape", f"uses {self.text(node)} in the Triton kernel {self.stack[-1].node.name}: "
+                        "a value's handle is Triton's own representation of it (under the interpreter, the "
+                        "host's copy of the data), not the language: a kernel computes with Triton's functions")
         if isinstance(node.ctx, ast.Load):
             self._check_method(node)
         parent = self.parents.get(id(node))
@@ -1141,6 +1201,8 @@ class _Auditor(ast.NodeVisitor):
 
     def visit_Call(self, node):
         self._check_kept_call(node)
+        if self.kernel_depth > 0:
+            self._check_kernel_call(node)
         fn = self.paths(node.func)
         args = node.args
         if fn & {"builtins.getattr", "builtins.__import__", "importlib.import_module"}:
@@ -1176,6 +1238,45 @@ class _Auditor(ast.NodeVisitor):
         elif isinstance(node.func, ast.Attribute) and node.func.attr == "open" and not self.external(node.func.value):
             self._check_open(node, 0)                       # Path(...).open("w")
         self.generic_visit(node)
+
+    # -- what a Triton kernel calls
+    def _check_kernel_call(self, node):
+        """A call in a Triton kernel: a Triton library function that does the exercise's work is refused,
+        and so is anything Triton does not compile (a plain Python helper, numpy, a method of a module-level
+        object): deny by default."""
+        func, kernel = node.func, self.stack[-1].node.name
+        paths = self.paths(func)
+        library = sorted(p for p in paths if p in self.kernel_library)
+        if (not library and isinstance(func, ast.Attribute) and self._kernel_value(func.value)
+                and any(p.rsplit(".", 1)[1] == func.attr for p in self.kernel_library)):
+            library = [next(p for p in self.kernel_library if p.rsplit(".", 1)[1] == func.attr)]  # x.softmax()
+        if library and (self.reachable is None or self.reach_depth > 0):  # a kernel the entry point can reach
+            self.report(node, "kernel-library", f"calls {self.text(func)} in the Triton kernel {kernel}: "
+                        f"{self.kernel_library[library[0]]}")
+            return
+        if self._kernel_value(func) or all(self._compiled(p, func) for p in paths):
+            return
+        if paths and all(_is_external(p) for p in paths) and all(isinstance(a, ast.Constant) for a in node.args):
+            return  # math.log2(2.0): arithmetic on constants, done when the kernel compiles
+        self.report(node, "escape", f"calls {self.text(func)} in the Triton kernel {kernel}: {_KERNEL_PYTHON}")
+
+    def _kernel_value(self, expr) -> bool:
+        """Whether ``expr`` is reached from a value of the kernel (a parameter, a local, a call's result):
+        its methods are the value's (``x.to(...)``, ``ptr.dtype.element_ty``), a constexpr parameter is a
+        kernel passed in. Not through ``.handle``, the value's representation under the interpreter."""
+        while isinstance(expr, (ast.Attribute, ast.Subscript)):
+            if isinstance(expr, ast.Attribute) and expr.attr == "handle":
+                return False
+            expr = expr.value
+        if isinstance(expr, ast.Name):
+            return expr.id in self.stack[-1].bindings
+        return True  # what an expression computes (a call's result, itself checked; e / s; a literal)
+
+    def _compiled(self, path: str, func) -> bool:
+        if (path.startswith("triton.") or path in _KERNEL_BUILTINS or path in self.kernels_beside
+                or path in course_kernels()):
+            return True
+        return path == _OWN and isinstance(func, ast.Name) and func.id in self.kernels
 
     def _check_method(self, node):
         """Methods that write files or use streams, on whatever object (``Path(p).write_text``)."""

@@ -395,7 +395,7 @@ def static_violations(spec, sub: Submission) -> StaticFindings:
     from autograder import audit, determinism
 
     found = audit.audit(sub.source, allow=spec.rules.features, forbidden_calls=audit.forbidden_calls_for(spec),
-                        entry=spec.entry)
+                        entry=spec.entry, kernels_beside=kernels_beside(sub), kernel_library=spec.rules.kernel_library)
     now = [f for f in found if f.rule not in RUN_TIME_RULES]
     later = [(f.line, f.describe(sub.where)) for f in found if f.rule in RUN_TIME_RULES]
     own = encoding_violations(sub.source, sub.where) if sub.kind == "python" else []  # a notebook's cells have none
@@ -417,13 +417,14 @@ def helper_violations(spec, sub: Submission) -> list[str]:
     the submission's own."""
     from autograder import audit
 
-    out = []
+    out, beside = [], kernels_beside(sub)
     for path, source in sub.helpers.items():
         name = os.path.relpath(path, sub.path.parent)
         try:
             if source is None:
                 raise UnicodeError("not UTF-8 text")
-            found = audit.audit(source, allow=spec.rules.features)
+            found = audit.audit(source, allow=spec.rules.features, kernels_beside=beside,
+                                kernel_library=spec.rules.kernel_library)
         except (UnicodeError, SyntaxError, ValueError) as exc:
             out.append(f"{name}: the grader could not read it ({type(exc).__name__}); a module the "
                        "submission imports must be readable Python, in UTF-8")
@@ -437,6 +438,22 @@ def encoding_violations(source: str, where) -> list[str]:
     """A coding declaration that would make Python read other text than the grader audited."""
     problem = encoding_problem(source)
     return [] if problem is None else [f"{where(problem[0])}: {problem[1]}"]
+
+
+def kernels_beside(sub: Submission) -> frozenset:
+    """Dotted names of the Triton functions of the modules beside the submission that it imports (a kernel
+    may call them: ``from helpers import load_row``); an unreadable module is reported by its audit."""
+    from autograder import audit
+
+    folder, names = os.path.realpath(sub.path.parent), set()
+    for path, source in sub.helpers.items():
+        module = ".".join(Path(os.path.relpath(path, folder)).with_suffix("").parts)
+        module = module[:-len(".__init__")] if module.endswith(".__init__") else module
+        try:
+            names.update(f"{module}.{name}" for name in audit.kernel_names(source or ""))
+        except (SyntaxError, ValueError):
+            pass
+    return frozenset(names)
 
 
 def _failure_feedback(spec, verdicts) -> list[str]:

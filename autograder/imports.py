@@ -127,12 +127,25 @@ def encoding_problem(text: str) -> tuple[int, str] | None:
                   "not as the UTF-8 text the grader read and audited (save it as UTF-8 without the coding line)")
 
 
-def _library_roots() -> tuple[str, ...]:
+def _installed_roots() -> tuple[str, ...]:
+    """Where the standard library and the installed packages live (torch and Triton wherever they are
+    installed) and the course's own packages: code there is not the learner's. Each folder as Python names
+    it and as it really is, ending in a separator."""
+    import importlib.util
+    import site
+
     paths = sysconfig.get_paths()
     roots = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
+    roots.update(site.getsitepackages())
     roots.update(p for p in sys.path if p and ("site-packages" in p or "dist-packages" in p))
+    roots.update(os.path.dirname(importlib.util.find_spec(name).origin) for name in ("torch", "triton"))
     roots.update(str(REPOSITORY / p) for p in COURSE_PACKAGES)
-    return tuple(os.path.realpath(r) + os.sep for r in roots if r)
+    return tuple(sorted({os.path.join(real(r), "") for r in roots if r
+                         for real in (os.path.abspath, os.path.realpath)}))
+
+
+# Computed once, when the grader starts: before a submission's folder joins sys.path.
+INSTALLED = _installed_roots()
 
 
 class ImportRefused(ImportError):
@@ -181,7 +194,7 @@ class ImportGuard:
         self.folder = os.path.realpath(submission_dir) + os.sep
         # {real path: text}: the files beside the submission the grader audited (``local_sources``)
         self.audited = {os.path.realpath(p): t for p, t in (audited or {}).items() if t is not None}
-        self.libraries = _library_roots()
+        self.libraries = INSTALLED
         paths = sysconfig.get_paths()
         self.stdlib = tuple(os.path.realpath(paths[k]) + os.sep for k in ("stdlib", "platstdlib") if k in paths)
         self.grader = tuple(str(REPOSITORY / p) + os.sep for p in COURSE_PACKAGES)

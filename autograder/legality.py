@@ -39,6 +39,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from autograder.imports import INSTALLED
 from measure.memory import Provenance, written_outputs
 
 
@@ -166,45 +167,113 @@ def launches() -> int:
     return STATE.launches
 
 
-# Tensor methods that hand a tensor's values to another library (numpy, Python lists, DLPack): what is
-# computed there no operator records, so deny by default counts each as an operator of its own.
-LEAVES_TORCH = {"numpy": "Tensor.numpy", "tolist": "Tensor.tolist", "__array__": "Tensor.__array__",
-                "__dlpack__": "Tensor.__dlpack__", "to_dlpack": "torch.utils.dlpack.to_dlpack",
-                "untyped_storage": "Tensor.untyped_storage", "storage": "Tensor.storage",
-                "_typed_storage": "Tensor._typed_storage",
-                "__cuda_array_interface__": "Tensor.__cuda_array_interface__",
-                # a Python function run on each value (no operator records what it computes)
-                "apply_": "Tensor.apply_", "map_": "Tensor.map_", "map2_": "Tensor.map2_"}
-_LEAVE_WHY = ("hands the tensor's values to another library (numpy, Python lists), where the grader cannot "
-              "see what is computed: the exercise's work must be done by torch operators it allows and your "
-              "own kernels")
+# The recorded name of a call that takes a tensor's values out of torch: this prefix, a colon, the call
+# ("Tensor.tolist"). What is computed from such values no operator records.
+LEAVES_TORCH = "leaves_torch"
+_LEAVE_WHY = ("hands the tensor's values out of torch (as text, Python numbers or lists, a numpy array, a "
+              "storage or a pointer to its memory), where the grader cannot see what is computed with them: "
+              "the exercise's work must be done by the torch operators it allows and your own kernels "
+              "(printing a tensor counts too: print its shape, or print outside the graded function)")
 
-
+# Calls that read a tensor's header (shape, layout, dtype, device, identity, its autograd hooks), never its
+# element values. Deny by default: any other call that answers with something other than tensors hands
+# values out, unless an operator the recorder saw read them (``item``, ``float(t)``, ``f"{t:.3f}"``: judged
+# as that operator).
+_HEADER = frozenset({
+    "size", "stride", "dim", "ndimension", "numel", "nelement", "element_size", "storage_offset", "data_ptr",
+    "get_device", "type", "dim_order", "sparse_dim", "dense_dim", "has_names", "_is_view", "__len__",
+    "__hash__", "__sizeof__", "__dir__", "__dlpack_device__", "__iter__", "__reversed__",
+    "register_hook", "register_post_accumulate_grad_hook", "retain_grad", "requires_grad_",
+    "result_type", "can_cast", "promote_types"})
+# Answers that describe a tensor and can hold none of its values.
+_HEADER_TYPES = (torch.dtype, torch.device, torch.layout, torch.memory_format, torch.Size, type(None))
+_ONE_VALUE = (bool, int, float, complex, str)
 _CUDA_ARRAY_INTERFACE = torch.Tensor.__dict__.get("__cuda_array_interface__")
 
 
+def _only_tensors(out) -> bool:
+    if isinstance(out, (tuple, list)):
+        return all(_only_tensors(o) for o in out)
+    return isinstance(out, torch.Tensor) or out is None
+
+
+def _exit_name(func) -> str:
+    """How a call that took values out of torch is named in feedback: ``Tensor.tolist``, ``torch.x``."""
+    name = getattr(func, "__name__", None) or type(func).__name__
+    if name == "__get__":  # a property (its getter names it): Tensor.__cuda_array_interface__
+        prop = func.__self__
+        return f"Tensor.{getattr(prop, '__name__', None) or getattr(getattr(prop, 'fget', None), '__name__', '?')}"
+    if getattr(torch.Tensor, name, None) is not None:
+        return f"Tensor.{name}"
+    return f"{getattr(func, '__module__', None) or 'torch'}.{name}"
+
+
+def hands_values_out(func, args, kwargs, out, operators_ran: bool) -> bool:
+    """Whether a call (seen by ``__torch_function__``) took a tensor's element values out of torch: it
+    answered with something other than tensors, or ran a Python function of the caller's on the values
+    (``apply_``, ``map_``), and it is not a read of the tensor's header. Decided from what the call did."""
+    name = getattr(func, "__name__", "")
+    if name == "__get__":  # a property: shape, dtype, grad, T...; the one that hands out memory is not
+        return getattr(func, "__self__", None) is _CUDA_ARRAY_INTERFACE
+    if name in _HEADER or (name.startswith("is_") and isinstance(out, bool)):
+        return False
+    values = list(args) + list((kwargs or {}).values())
+    if any(callable(v) and not isinstance(v, (type, torch.Tensor)) for v in values):
+        return True  # a Python function run on each value (Tensor.apply_, map_, map2_)
+    if _only_tensors(out) or isinstance(out, _HEADER_TYPES):
+        return False
+    return not (operators_ran and isinstance(out, _ONE_VALUE))
+
+
 class _Exits(TorchFunctionMode):
-    """The function-level half of the recorder: notes the calls that take values out of torch."""
+    """The function-level half of the recorder: notes the calls that take values out of torch
+    (``hands_values_out``) made by anyone but the grader and the interpreter (``_asked_by``)."""
 
     def __init__(self, recorder):
         super().__init__()
         self.recorder = recorder
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        name = getattr(func, "__name__", "")
-        if name == "__get__" and getattr(func, "__self__", None) is _CUDA_ARRAY_INTERFACE:
-            name = "__cuda_array_interface__"  # a property: what CuPy, Numba and PyCUDA read device memory by
-        # only the learner's own calls: the interpreter's bounds check reads storages too, for every launch
-        if name in LEAVES_TORCH:
-            caller = _outside_torch(sys._getframe(1))
-            if caller is not None and self.recorder.is_learners(caller.f_code.co_filename):
-                self.recorder.note(name, caller)
-        return func(*args, **(kwargs or {}))
+        if getattr(func, "__self__", None) is _CUDA_ARRAY_INTERFACE:  # a pointer to device memory: noted
+            self._note(func, sys._getframe(1))                        # before it is read (it raises on a CPU)
+            return func(*args, **(kwargs or {}))
+        before = self.recorder.operators
+        out = func(*args, **(kwargs or {}))
+        if hands_values_out(func, args, kwargs, out, self.recorder.operators != before):
+            self._note(func, sys._getframe(1))
+        return out
+
+    def _note(self, func, frame) -> None:
+        if _asked_by(frame) == LEARNER:
+            self.recorder.note(f"{LEAVES_TORCH}:{_exit_name(func)}", frame)
+
+
+def operator_name(func) -> str:
+    """An aten operator by its name (``softmax``: what an exercise's rules list), any other by its namespace
+    too (``mylib::softmax``): a learner's own operator is never taken for torch's."""
+    name = func.overloadpacket.__name__
+    return name if func.namespace == "aten" else f"{func.namespace}::{name}"
+
+
+def _python_operator(func, args, kwargs):
+    """The Python function an operator runs, if it is one defined with ``torch.library.custom_op`` or
+    ``triton_op`` (PyTorch's documented way to launch one's own Triton kernel): the recorder runs it under
+    itself, so each operator and launch inside is seen as if called directly. None for torch's own."""
+    if func.namespace in ("aten", "prims"):
+        return None
+    from torch._library.custom_ops import OPDEFS
+
+    opdef = OPDEFS.get(f"{func.namespace}::{func.overloadpacket.__name__}")
+    if opdef is None:
+        return None
+    devices = [a.device.type for a in (*args, *(kwargs or {}).values()) if isinstance(a, torch.Tensor)]
+    backends = getattr(opdef, "_backend_fns", {})
+    return backends.get(devices[0] if devices else None) or backends.get(None) or getattr(opdef, "_init_fn", None)
 
 
 class OpRecorder(TorchDispatchMode):
     """Records (operator, submission line) -> count for every aten op a call runs, and the calls that take
-    values out of torch (``LEAVES_TORCH``)."""
+    values out of torch (``hands_values_out``)."""
 
     def __init__(self, source_file: str | None, folder: str | None = None, inputs=None):
         super().__init__()
@@ -216,6 +285,7 @@ class OpRecorder(TorchDispatchMode):
         self._beside: dict[str, str | None] = {}
         self.ops: dict = {}
         self.largest = [0, None, None]  # [elements, operator, line] of the largest tensor an op produced
+        self.operators = 0  # operators run so far (plumbing included): what read a value, if one did
         self._exits = _Exits(self)
 
     def __enter__(self):
@@ -235,8 +305,13 @@ class OpRecorder(TorchDispatchMode):
         return line
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        python = _python_operator(func, args, kwargs)
+        if python is not None:
+            with self:  # an operator written in Python (torch.library.triton_op, custom_op): its code is seen
+                return python(*args, **(kwargs or {}))
+        self.operators += 1
         out = func(*args, **(kwargs or {}))
-        name = func.overloadpacket.__name__
+        name = operator_name(func)
         # Storage no operator allocated (torch.frombuffer, a file, a storage built by hand), written into: it
         # holds all it can hold, whoever writes (the interpreter's copy of a kernel's output too).
         foreign = max((t.untyped_storage().nbytes() // t.element_size() for t, _ in
@@ -304,31 +379,51 @@ def _package_dir(name: str) -> str:
 # one of these folders, never because its path merely contains "/torch/" or "site-packages": a learner can
 # name a folder beside the submission that way (mylib/torch/work.py), and its frames must stay theirs.
 _TORCH_DIR = _package_dir("torch")
-_INTERPRETER = os.path.join(_package_dir("triton"), "runtime", "interpreter.py")
-_LIBRARY_DIRS = tuple(sorted({_TORCH_DIR, _package_dir("triton"), os.path.join(_REPOSITORY, "autograder") + os.sep,
-                              *(os.path.join(p, "") for p in site.getsitepackages()),
-                              *(os.path.join(sysconfig.get_paths()[k], "") for k in ("purelib", "platlib"))}))
+_TRITON_DIR = _package_dir("triton")
+_INTERPRETER = os.path.join(_TRITON_DIR, "runtime", "interpreter.py")
+_LIBRARY_DIRS = INSTALLED
+# Frames passed over when looking for the code that asked for an operator or a value: torch's own, this
+# file's (the recorder's function-level half calls on to torch), the memory meter's, and Python's frozen
+# import machinery (the code that imports is further out).
+_PASSED = (__file__, _METER)
+# The grader's call of the learner's function: what lies further out is the grader's, never the learner's.
+_WORKER = os.path.join(_REPOSITORY, "autograder", "worker.py")
+# Code that works on the learner's behalf only inside a launch: Triton's and the course's own.
+_PLUMBING_DIRS = (_TRITON_DIR, *_COURSE_PACKAGES)
+
+LEARNER, INTERPRETER, GRADER = "learner", "interpreter", "grader"
 
 
-def _outside_torch(frame):
-    """The nearest frame outside torch's Python, this file (the recorder's own function-level half calls
-    on to torch) and the memory meter: the code that asked for the operator."""
-    while frame is not None and (frame.f_code.co_filename.startswith(_TORCH_DIR)
-                                 or frame.f_code.co_filename in (__file__, _METER)):
+def _asked_by(frame) -> str:
+    """Whose work an operator (or a value taken out of torch) is, from the stack above it:
+
+    - ``INTERPRETER``: the Triton interpreter's own, inside a launch (copying a launch's tensors to the
+      host and back, emulating a cast, the course's bounds check), on the CPU only;
+    - ``LEARNER``: any other code's: the submission, a module beside it, and whatever it called: the
+      standard library (``functools.singledispatch``, ``json``) or another library;
+    - ``GRADER``: the grader's own (a harness, the memory meter), with nothing else between it and the
+      worker's call of the learner's function.
+
+    Walking out from the operator, torch's frames are passed over, and so are Triton's and the course's:
+    code of theirs that the learner's code calls directly (``triton.testing``, a course helper) works on
+    its behalf, unless the interpreter is met first. The first other frame decides."""
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if name == _INTERPRETER:
+            return INTERPRETER
+        if name == _WORKER:
+            return GRADER
+        if not (name.startswith((_TORCH_DIR, "<frozen")) or name in _PASSED or name.startswith(_PLUMBING_DIRS)):
+            return LEARNER
         frame = frame.f_back
-    return frame
+    return GRADER
 
 
 def _interpreter_plumbing(frame) -> bool:
-    """Whether an operator is the CPU interpreter's own (copying a launch's tensors to the host and back,
-    emulating a cast): the code nearest it outside torch is the interpreter or the course's patches of it.
-    Code the interpreter calls on the learner's behalf (hooks, grid callables) is the learner's frame, and
-    on a GPU, where the grade is made, no interpreter runs."""
-    frame = _outside_torch(frame)
-    if frame is None:
-        return False
-    name = frame.f_code.co_filename
-    return name == _INTERPRETER or name.startswith(_COURSE)
+    """Whether an operator is the CPU interpreter's own work inside a launch (``_asked_by``). Code the
+    interpreter calls on the learner's behalf (a kernel's body, hooks, grid callables) is the learner's,
+    and on a GPU, where the grade is made, no interpreter runs."""
+    return _asked_by(frame) == INTERPRETER
 
 
 def _is_library(filename: str) -> bool:
@@ -441,7 +536,6 @@ _MEASURE = os.path.join(_REPOSITORY, "measure") + os.sep
 # size rules use measure.memory; learner code cannot import the grader), but for the worker's call of the
 # entry point itself (an entry point that is a course tool, ``peak_memory_bytes = peak_bytes``, runs there).
 _TOOL_CALLERS = (_MEASURE, os.path.join(_REPOSITORY, "autograder") + os.sep)
-_WORKER = os.path.join(_REPOSITORY, "autograder", "worker.py")
 
 
 class CourseTools:
@@ -636,7 +730,8 @@ def judge(spec, ops_records, launch_counts, used_kernels_ref: bool, where, large
     over = [c for c in largest if c[3] is not None and c[0] > c[3]]
     if over:
         numel, op, line, limit = max(over, key=lambda c: c[0])
-        violations.append(f"aten.{op} at {where(line)} produced a tensor of {numel:,} elements; this exercise "
+        named = op if "::" in str(op) else f"aten.{op}"
+        violations.append(f"{named} at {where(line)} produced a tensor of {numel:,} elements; this exercise "
                           f"must never hold more than {limit:,} at once ({spec.rules.intermediate_advice})")
     if used_kernels_ref:
         violations.append("imports kernels_ref (the course's reference kernels): the exercise must be your own code")
@@ -656,14 +751,14 @@ def judge(spec, ops_records, launch_counts, used_kernels_ref: bool, where, large
         if op.startswith(LAUNCH_CALLBACK + ":"):
             violations.append(f"gives Triton {op.split(':', 1)[1]} at {where(line)}: {_CALLBACK_WHY}")
             continue
-        if op in LEAVES_TORCH:
+        if op.startswith(LEAVES_TORCH + ":"):
             if not values_may_leave:
-                violations.append(f"calls {LEAVES_TORCH[op]} at {where(line)}: it {_LEAVE_WHY}")
+                violations.append(f"calls {op.split(':', 1)[1]} at {where(line)}: it {_LEAVE_WHY}")
             continue
         if rules.allowed_ops is None or op in rules.allowed_ops:
             continue
         why = rules.why.get(op, "it is not among the operators this exercise allows")
-        violations.append(f"calls torch operator aten.{op} at {where(line)}: {why}")
+        violations.append(f"calls torch operator {op if '::' in op else 'aten.' + op} at {where(line)}: {why}")
     counts = [c for c in launch_counts if c is not None]
     if rules.min_launches and counts and min(counts) < rules.min_launches:
         violations.append(f"launched {min(counts)} Triton kernel(s) in a call; the exercise asks for your own "

@@ -452,7 +452,7 @@ def test_each_cheat_is_reported_under_its_rule(rule, snippet):
 
 
 def test_every_rule_has_cheats_and_a_plain_message():
-    assert set(CHEATS) | {"feature", "forbidden-call", "kept-state"} == set(RULES)
+    assert set(CHEATS) | {"feature", "forbidden-call", "kept-state", "kernel-library"} == set(RULES)
     msg = audit("import torch\nE = torch.cuda.Event\nE.elapsed_time = None")[0]
     assert msg.line == 3 and "E.elapsed_time" in msg.message and "torch.cuda.Event" in msg.message
 
@@ -806,3 +806,75 @@ def test_spellings_of_allowed_primitives_are_allowed_in_the_primitive_exercises(
     from autograder.specs.base import PRIMITIVE_OPS
 
     assert _ops_of(PRIMITIVES[name]) <= PRIMITIVE_OPS
+
+
+_KERNEL_CALLS = '''
+import math
+import numpy as np
+import torch
+import triton
+import triton.language as tl
+from triton.language.extra import libdevice
+from triton.language.extra.libdevice import tanh
+from course.triton_compat import dot
+from helpers import load_row
+
+_SINK = []
+
+
+def _rows(x):
+    return x
+
+
+@triton.jit
+def _scale(x, s):
+    return x * s
+
+
+@triton.jit
+def kernel(x_ptr, y_ptr, n, FN: tl.constexpr, BLOCK: tl.constexpr):
+    r = tl.arange(0, BLOCK)
+    x = load_row(x_ptr, r, n).to(tl.float32)
+    y = _scale(tanh(x) + libdevice.exp(x), math.log2(2.0)) + (x + 1).to(tl.float32)
+    for i in range(min(BLOCK, 4)):
+        y += FN(x)
+    y = dot(y, y, y) + tl.max(y, 0) + x_ptr.dtype.element_ty.primitive_bitwidth
+    y = _rows(y)
+    y = np.exp(y)
+    _SINK.append(y)
+    y = y.handle.data
+    tl.store(y_ptr + r, y, mask=r < n)
+'''
+
+
+def test_a_kernel_may_call_only_what_triton_compiles():
+    """In a @triton.jit body: Triton's functions (triton.language, libdevice, the course's and the helper
+    modules' kernels), the builtins Triton compiles, the values' methods and a kernel passed as a constexpr
+    are fine; a plain Python helper, numpy, a module-level object's method and a value's handle (the host
+    array under the interpreter) are not: on a GPU they do not compile, on the CPU they run outside the kernel."""
+    found = audit(_KERNEL_CALLS, kernels_beside={"helpers.load_row"})
+    lines = _KERNEL_CALLS.splitlines()
+    flagged = {lines[f.line - 1].strip() for f in found if "in the Triton kernel kernel" in f.message}
+    assert flagged == {"y = _rows(y)", "y = np.exp(y)", "_SINK.append(y)", "y = y.handle.data"}, flagged
+    assert all(f.rule == "escape" for f in found if "in the Triton kernel" in f.message)
+    # a helper module's kernel is known by name only when the grader says so (the modules beside it)
+    assert any("calls load_row in the Triton kernel" in f.message for f in audit(_KERNEL_CALLS))
+
+
+def test_a_triton_library_function_doing_the_exercise_is_refused_in_its_kernels_only():
+    src = textwrap.dedent('''
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def kernel(x_ptr, y_ptr, BLOCK: tl.constexpr):
+            r = tl.arange(0, BLOCK)
+            x = tl.load(x_ptr + r)
+            y = tl.softmax(x)
+            tl.store(y_ptr + r, y + x.softmax())
+        ''')
+    for exercise in ("softmax", "online_softmax", "flash_attention_fwd", "paged_decode_attention"):
+        found = audit(src, kernel_library=specs.get(exercise).rules.kernel_library)
+        said = [f.message for f in found if f.rule == "kernel-library"]
+        assert len(said) == 2 and all("Triton's library softmax" in m and "max, exp and sum" in m for m in said), said
+    assert not audit(src, kernel_library=specs.get("matmul").rules.kernel_library)

@@ -490,12 +490,34 @@ def test_a_public_style_fused_loss_keeps_every_correctness_point():
 
 
 @pytest.mark.parametrize("name, exercise", [("honest_softmax_idioms.py", "softmax"),
-                                            ("honest_attention_idioms.py", "naive_attention")])
+                                            ("honest_attention_idioms.py", "naive_attention"),
+                                            ("honest_triton_op_softmax.py", "softmax"),
+                                            ("honest_libdevice_bias_gelu.py", "bias_gelu")])
 def test_honest_idioms_keep_every_correctness_point(name, exercise):
     # a table of compiled kernels, a configuration table filled in a helper, x.new_zeros (softmax);
-    # scores.new_full, ~mask and exp2 (naive attention): the way public and tutorial code is written
+    # scores.new_full, ~mask and exp2 (naive attention): the way public and tutorial code is written;
+    # PyTorch's torch.library.triton_op + wrap_triton; Liger-Kernel's libdevice.tanh (on the CPU too)
     ex = graded(name, (exercise,))[exercise]
     assert ex["correct"] and not ex["violations"], text(ex)
+
+
+def test_values_that_leave_torch_as_text_or_through_the_standard_library_score_zero_and_are_named():
+    # str(x) at full precision (no operator runs: torch formats with the dispatch modes off) on odd row
+    # counts, functools.singledispatch(Tensor.tolist) (a standard-library frame calls torch) on the others
+    ex = escape("values_leave_as_text")
+    assert ex["score"] == 0 and not ex["correct"]
+    found = "\n".join(ex["violations"])
+    assert "calls Tensor.__repr__ at line 35" in found and "calls Tensor.tolist at line 44" in found, found
+
+
+def test_python_in_a_kernel_and_a_library_softmax_in_its_place_score_zero_and_are_named():
+    # a @triton.jit body that calls a plain Python helper (numpy on the interpreter's host array: it would
+    # not compile on a GPU), and tl.softmax where the exercise asks for the max, exp and sum
+    ex = escape("python_in_kernel")
+    assert ex["score"] == 0 and not ex["correct"]
+    found = "\n".join(ex["violations"])
+    assert "line 24: calls _rows in the Triton kernel _kernel" in found, found
+    assert "line 26: calls tl.softmax in the Triton kernel _kernel" in found and "Triton's library softmax" in found
 
 
 def test_a_folder_beside_the_submission_named_like_a_library_is_still_the_learners(tmp_path):
@@ -515,7 +537,7 @@ def test_a_folder_beside_the_submission_named_like_a_library_is_still_the_learne
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         frame = module.here()
-        assert legality._outside_torch(frame) is frame, rel
+        assert legality._asked_by(frame) == legality.LEARNER, rel
         assert not legality._is_library(str(path)), rel
         assert not legality._interpreter_plumbing(frame), rel
     torch_frame = sys.modules["torch"].__file__

@@ -371,7 +371,7 @@ def test_values_handed_to_numpy_are_a_violation_named_with_the_line_except_where
 
     records = recorded(tmp_path, "import numpy as np\ndef f(x):\n    a = np.asarray(x)\n    return x.tolist()\n",
                        torch.ones(3))
-    assert ["__array__", 3, 1] in records and ["tolist", 4, 1] in records
+    assert ["leaves_torch:Tensor.__array__", 3, 1] in records and ["leaves_torch:Tensor.tolist", 4, 1] in records
     where = lambda line: f"line {line}"  # noqa: E731
     found = legality.judge(specs.get("checkpointed_mlp"), records, [], False, where)  # any torch op allowed
     assert any("Tensor.__array__ at line 3" in v for v in found) and any("Tensor.tolist at line 4" in v for v in found)
@@ -383,9 +383,92 @@ def test_a_python_function_run_on_each_value_is_named_like_values_handed_to_nump
 
     src = "def f(x):\n    y = x.clone()\n    y.apply_(lambda v: v * 2)\n    return y.map_(x, lambda a, b: a + b)\n"
     records = recorded(tmp_path, src, torch.ones(3))
-    assert ["apply_", 3, 1] in records and ["map_", 4, 1] in records
+    assert ["leaves_torch:Tensor.apply_", 3, 1] in records and ["leaves_torch:Tensor.map_", 4, 1] in records
     found = legality.judge(specs.get("checkpointed_mlp"), records, [], False, lambda line: f"line {line}")
     assert any("Tensor.apply_ at line 3" in v for v in found) and any("Tensor.map_ at line 4" in v for v in found)
+
+
+def test_values_taken_out_through_the_standard_library_or_as_text_are_seen(tmp_path):
+    """A standard-library frame between the learner and torch is the learner's (functools.singledispatch,
+    json's default=), and text is a way out like any other (str, repr, format with full precision: torch
+    formats with the dispatch modes off, so no operator shows): each call is named with the learner's line."""
+    from autograder import legality, specs
+
+    src = ("import functools, json\nimport torch\n"
+           "def f(x):\n"
+           "    a = functools.singledispatch(torch.Tensor.tolist)(x)\n"
+           "    b = json.dumps(x, default=torch.Tensor.tolist)\n"
+           "    torch.set_printoptions(precision=17)\n"
+           "    c = str(x)\n"
+           "    d = f'{x}'\n"
+           "    torch.set_printoptions(profile='default')\n"
+           "    return x.clone()\n")
+    records = recorded(tmp_path, src, torch.randn(3, 4))
+    for name, line in (("tolist", 4), ("tolist", 5), ("__repr__", 7), ("__format__", 8)):
+        assert [f"leaves_torch:Tensor.{name}", line, 1] in records, (name, records)
+    found = legality.judge(specs.get("softmax"), records, [1], False, lambda line: f"line {line}")
+    assert any("Tensor.__repr__ at line 7" in v and "printing a tensor counts" in v for v in found), found
+
+
+def test_reading_a_tensors_header_or_a_value_through_an_operator_is_not_a_way_out(tmp_path):
+    """Shapes, strides, dtypes, pointers and hooks describe a tensor (no values leave); a number read by an
+    operator (item, float, a formatted scalar) is judged as that operator, _local_scalar_dense."""
+    src = ("import torch\n"
+           "def f(x):\n"
+           "    meta = (x.shape, x.stride(), x.dtype, x.device, x.numel(), x.dim(), x.is_contiguous(), len(x),\n"
+           "            x.data_ptr(), x.element_size(), x.storage_offset(), x.is_floating_point(), x.type(), hash(x))\n"
+           "    rows = [r for r in x]\n"
+           "    return float(x[0, 0]), f'{x[0, 1]:.3f}', x[1, 1].item(), meta, rows\n")
+    records = recorded(tmp_path, src, torch.randn(3, 4))
+    assert not [r for r in records if r[0].startswith("leaves_torch:")], records
+    assert ["_local_scalar_dense", 6, 3] in records, records
+
+
+def test_the_interpreter_and_the_grader_take_values_out_on_their_own_behalf_only():
+    """Walking out from a call: the interpreter met first is plumbing; the grader's or Triton's code called
+    by the learner (a course helper, triton.testing) works on the learner's behalf; with nothing else
+    between it and the worker's call of the learner's function, it is the grader's."""
+    from autograder import legality
+
+    def module(filename, source):
+        ns = {}
+        exec(compile(source, filename, "exec"), ns)
+        return ns
+
+    here = "import sys\ndef here():\n    return sys._getframe()\n"
+    call = "def call(g):\n    return g()\n"
+    course = module(legality._COURSE + "helper.py", here)["here"]
+    testing = module(legality._TRITON_DIR + "testing.py", here)["here"]
+    interpreter = module(legality._INTERPRETER, call)["call"]
+    worker = module(legality._WORKER, call)["call"]
+    assert legality._asked_by(course()) == legality.LEARNER       # called by this test: the learner's code
+    assert legality._asked_by(testing()) == legality.LEARNER
+    assert legality._asked_by(interpreter(course)) == legality.INTERPRETER
+    assert legality._asked_by(worker(course)) == legality.GRADER
+    assert legality._asked_by(worker(lambda: interpreter(course))) == legality.INTERPRETER
+
+
+def test_an_operator_written_in_python_is_recorded_inside_and_others_by_their_namespace(tmp_path):
+    """A torch.library.custom_op (or triton_op) runs the learner's Python: the recorder runs it under itself,
+    so the operators inside are seen with their lines. An operator whose code it cannot run (a Library
+    implementation) is named with its namespace, never taken for aten's operator of the same name."""
+    from autograder import legality, specs
+
+    src = ("import torch\n"
+           "@torch.library.custom_op('course_rec::softmax', mutates_args=())\n"
+           "def _mine(x: torch.Tensor) -> torch.Tensor:\n"
+           "    return torch.softmax(x, -1)\n"
+           "_lib = torch.library.Library('course_rec2', 'DEF')\n"
+           "_lib.define('softmax(Tensor x) -> Tensor')\n"
+           "_lib.impl('softmax', lambda x: x.exp(), 'CPU')\n"
+           "def f(x):\n"
+           "    return _mine(x), torch.ops.course_rec2.softmax(x)\n")
+    records = recorded(tmp_path, src, torch.randn(2, 3))
+    assert ["softmax", 4, 1] in records and ["course_rec2::softmax", 9, 1] in records, records
+    assert not [r for r in records if r[0] in ("course_rec::softmax", "exp")], records
+    found = legality.judge(specs.get("softmax"), records, [1], False, lambda line: f"line {line}")
+    assert any("aten.softmax at line 4" in v for v in found), found
+    assert any("calls torch operator course_rec2::softmax at line 9" in v for v in found), found
 
 
 def test_launches_are_counted_where_they_are_made(tmp_path):
@@ -415,4 +498,4 @@ def test_device_memory_handed_to_another_library_is_recorded(tmp_path):
     # the recorder has seen the learner ask for it)
     source = ("def f(x):\n    try:\n        return x.__cuda_array_interface__\n"
               "    except (AttributeError, RuntimeError):\n        return None\n")
-    assert ["__cuda_array_interface__", 3, 1] in recorded(tmp_path, source, torch.ones(3))
+    assert ["leaves_torch:Tensor.__cuda_array_interface__", 3, 1] in recorded(tmp_path, source, torch.ones(3))

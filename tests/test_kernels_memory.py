@@ -309,4 +309,4 @@ def test_the_course_packages_own_calls_are_never_the_learners():
     rec = legality.OpRecorder(None)
     with rec:
         bias_gelu(x, b)  # a bf16 store: the interpreter's rounding goes through numpy
-    assert not {name for name, _ in rec.ops} & set(legality.LEAVES_TORCH), rec.ops
+    assert not [name for name, _ in rec.ops if name.startswith(legality.LEAVES_TORCH + ":")], rec.ops

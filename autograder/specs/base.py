@@ -84,13 +84,25 @@ class Rules:
     # name; None: any. A measuring exercise (00, 02) asks for the learner's own measurement: the course's
     # tools, which the grader measures with, answer it for them (``autograder.legality.CourseTools``).
     course_tools: frozenset | None = None
+    # Triton's library functions that do this exercise's work inside a kernel: {dotted path: why}. A
+    # kernel that calls one is refused, as torch's operator is outside it (autograder.audit).
+    kernel_library: dict = field(default_factory=dict)
 
 
 def triton_rules(why: dict, *, max_launches: int | None = 1, extra_ops=frozenset(),
-                 max_intermediate=None, intermediate_advice: str = "stream it in chunks") -> Rules:
+                 max_intermediate=None, intermediate_advice: str = "stream it in chunks",
+                 kernel_library: dict | None = None) -> Rules:
     """A Triton exercise: at least one launch of the learner's kernel, torch only for plumbing."""
     return Rules(TRITON_ALLOWED | frozenset(extra_ops), why, 1, max_launches, max_intermediate,
-                 intermediate_advice=intermediate_advice)
+                 intermediate_advice=intermediate_advice, kernel_library=dict(kernel_library or {}))
+
+
+# Triton's own softmax (triton.language.standard: tl.softmax, and the tensor method x.softmax()) does in one
+# call the max, exp and sum of a row that the softmax exercises (04, and the online softmax of 07 and 10)
+# teach: inside their kernels it is refused, as torch.softmax is outside them.
+TL_SOFTMAX = {path: ("tl.softmax is Triton's library softmax: this exercise asks you to write the row's max, "
+                     "exp and sum yourself (the notebook's steps)")
+              for path in ("triton.language.softmax", "triton.language.standard.softmax")}
 
 
 def torch_rules(why: dict, *, extra_ops=frozenset()) -> Rules:

@@ -4,7 +4,8 @@ from __future__ import annotations
 import torch
 
 from autograder.specs._cases import row_cases
-from autograder.specs.base import TRITON, Case, Exercise, triton_rules, Performance, float_dtypes, pick_shapes, rand
+from autograder.specs.base import (TL_SOFTMAX, TRITON, Case, Exercise, triton_rules, Performance, float_dtypes,
+                                   pick_shapes, rand)
 from measure import reference
 
 NOTEBOOK = "04_fused_softmax"
@@ -52,7 +53,7 @@ EXERCISES = [
     Exercise(
         id="softmax", notebook=NOTEBOOK, entry="softmax", signature="softmax(x) -> y",
         correctness_points=7, performance_points=3, cases=_cases_fits_block, reference=reference.softmax,
-        kind=TRITON, rules=triton_rules(WHY),
+        kind=TRITON, rules=triton_rules(WHY, kernel_library=TL_SOFTMAX),
         performance=Performance(
             inputs=lambda g, dev: (rand(g, (16384, 4096), torch.float32, device=dev),),
             baseline=eager_softmax, baseline_name="torch.softmax (eager)", nbytes=softmax_bytes_moved,
@@ -66,7 +67,7 @@ EXERCISES = [
     Exercise(
         id="online_softmax", notebook=NOTEBOOK, entry="online_softmax", signature="online_softmax(x) -> y",
         correctness_points=7, performance_points=3, cases=_cases_long_rows, reference=reference.softmax,
-        kind=TRITON, rules=triton_rules(WHY),
+        kind=TRITON, rules=triton_rules(WHY, kernel_library=TL_SOFTMAX),
         performance=Performance(
             inputs=lambda g, dev: (rand(g, (4096, 32768), torch.float32, device=dev),),
             baseline=eager_softmax, baseline_name="torch.softmax (eager)", nbytes=softmax_bytes_moved,

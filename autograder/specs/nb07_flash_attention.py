@@ -10,7 +10,8 @@ from __future__ import annotations
 import torch
 
 from autograder.specs._cases import dtype_name, family_of
-from autograder.specs.base import TRITON, Case, Exercise, as64, triton_rules, Performance, float_dtypes, pick_shapes, rand
+from autograder.specs.base import (TL_SOFTMAX, TRITON, Case, Exercise, as64, triton_rules, Performance, float_dtypes,
+                                   pick_shapes, rand)
 from autograder.specs.nb06_matmul_fused_mlp import TF32_TOLERANCES
 from autograder.symptoms import at_the_tail
 from measure import reference
@@ -371,7 +372,7 @@ EXERCISES = [
         signature="flash_attention_fwd(q, k, v, causal, sm_scale) -> (o, lse)",
         correctness_points=7, performance_points=3, cases=_fwd_cases, reference=fwd_reference,
         out_dtypes=lambda a: (a[0].dtype, torch.float32), tolerances=FWD_TOLERANCES,
-        kind=TRITON, rules=triton_rules(WHY), timeout_s=300.0,
+        kind=TRITON, rules=triton_rules(WHY, kernel_library=TL_SOFTMAX), timeout_s=300.0,
         performance=Performance(
             inputs=_fwd_perf_inputs, baseline=_sdpa_flash, baseline_name="SDPA, flash backend",
             nbytes=_fwd_bytes, flops=_attention_flops, naive=naive_attention_fwd,

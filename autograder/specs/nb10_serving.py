@@ -39,8 +39,8 @@ import torch
 
 from autograder.fresh import arg_seed, jittered
 from autograder.specs._cases import HINT_STRIDE, dtype_name, family_of, row_strided
-from autograder.specs.base import (TOLERANCES, TRITON, TRITON_ALLOWED, Case, Exercise, Performance, float_dtypes,
-                                   pick_shapes, rand, triton_rules)
+from autograder.specs.base import (TL_SOFTMAX, TOLERANCES, TRITON, TRITON_ALLOWED, Case, Exercise, Performance,
+                                   float_dtypes, pick_shapes, rand, triton_rules)
 from autograder.specs.nb06_matmul_fused_mlp import TF32_TOLERANCES
 from measure import reference
 
@@ -380,7 +380,7 @@ EXERCISES = [
         correctness_points=7, performance_points=3, cases=_paged_cases, reference=reference.paged_decode_attention,
         tolerances=PAGED_TOLERANCES, kind=TRITON, timeout_s=300.0,
         # max: a launcher that sizes its key loop by int(seq_lens.max()), as vLLM's do (none of attention's work)
-        rules=triton_rules(WHY_PAGED, max_launches=2, extra_ops={"max"}),
+        rules=triton_rules(WHY_PAGED, max_launches=2, extra_ops={"max"}, kernel_library=TL_SOFTMAX),
         performance=Performance(
             inputs=_paged_perf_inputs, baseline=gather_sdpa, fresh=paged_fresh,
             baseline_name="gather the pages, then SDPA with a length mask", nbytes=_paged_bytes, naive=gather_sdpa,
