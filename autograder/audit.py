@@ -1203,6 +1203,7 @@ class _Auditor(ast.NodeVisitor):
         self._check_kept_call(node)
         if self.kernel_depth > 0:
             self._check_kernel_call(node)
+        self._check_kernel_arguments(node)
         fn = self.paths(node.func)
         args = node.args
         if fn & {"builtins.getattr", "builtins.__import__", "importlib.import_module"}:
@@ -1259,6 +1260,20 @@ class _Auditor(ast.NodeVisitor):
         if paths and all(_is_external(p) for p in paths) and all(isinstance(a, ast.Constant) for a in node.args):
             return  # math.log2(2.0): arithmetic on constants, done when the kernel compiles
         self.report(node, "escape", f"calls {self.text(func)} in the Triton kernel {kernel}: {_KERNEL_PYTHON}")
+
+    def _check_kernel_arguments(self, node):
+        """``kernel[grid](..., FN=helper)``: a plain Python function (or lambda) of the submission handed to
+        its Triton kernel, which would call it like one of its own (a constexpr argument)."""
+        func = node.func
+        if not (isinstance(func, ast.Subscript) and isinstance(func.value, ast.Name) and func.value.id in self.kernels
+                and _OWN in self.paths(func.value)):
+            return
+        for arg in [*node.args, *(k.value for k in node.keywords)]:
+            plain = isinstance(arg, ast.Lambda) or (isinstance(arg, ast.Name) and arg.id not in self.kernels
+                                                    and self.paths(arg) == {_OWN})
+            if plain:
+                self.report(arg, "escape", f"passes {self.text(arg)} to the Triton kernel {func.value.id}: "
+                            f"{_KERNEL_PYTHON}")
 
     def _kernel_value(self, expr) -> bool:
         """Whether ``expr`` is reached from a value of the kernel (a parameter, a local, a call's result):

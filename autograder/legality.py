@@ -184,7 +184,8 @@ _HEADER = frozenset({
     "get_device", "type", "dim_order", "sparse_dim", "dense_dim", "has_names", "_is_view", "__len__",
     "__hash__", "__sizeof__", "__dir__", "__dlpack_device__", "__iter__", "__reversed__",
     "register_hook", "register_post_accumulate_grad_hook", "retain_grad", "requires_grad_",
-    "result_type", "can_cast", "promote_types"})
+    "result_type", "can_cast", "promote_types",
+    "__eq__", "__ne__"})  # with a tensor they answer a tensor; with None (`bias == None`) a bool from identity
 # Answers that describe a tensor and can hold none of its values.
 _HEADER_TYPES = (torch.dtype, torch.device, torch.layout, torch.memory_format, torch.Size, type(None))
 _ONE_VALUE = (bool, int, float, complex, str)

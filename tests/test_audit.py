@@ -859,6 +859,10 @@ def test_a_kernel_may_call_only_what_triton_compiles():
     assert all(f.rule == "escape" for f in found if "in the Triton kernel" in f.message)
     # a helper module's kernel is known by name only when the grader says so (the modules beside it)
     assert any("calls load_row in the Triton kernel" in f.message for f in audit(_KERNEL_CALLS))
+    # ... and a plain function handed to a kernel as a constexpr argument, which it would call
+    launch = _KERNEL_CALLS + "\n\ndef run(x, y):\n    kernel[(1,)](x, y, 4, _rows, 8)\n    kernel[(1,)](x, y, 4, FN=_scale, BLOCK=8)\n"
+    passed = [f.message for f in audit(launch, kernels_beside={"helpers.load_row"}) if f.message.startswith("passes")]
+    assert len(passed) == 1 and passed[0].startswith("passes _rows to the Triton kernel kernel"), passed
 
 
 def test_a_triton_library_function_doing_the_exercise_is_refused_in_its_kernels_only():

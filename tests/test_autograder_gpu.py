@@ -462,6 +462,8 @@ def test_the_legality_group_grades_every_escape_class_and_the_solutions(tmp_path
         assert set(legality[label].expect.values()) == {"zero_on_gpu" if label in gac.TIMED_ONLY else "zero"}, label
         assert legality[label].path.is_file(), label
     assert legality["liger_style_lce"].expect == {"linear_cross_entropy": "correct"}
+    assert legality["honest_triton_op_softmax"].expect == {"softmax": "correct"}    # PyTorch's documented way
+    assert legality["honest_libdevice_bias_gelu"].expect == {"bias_gelu": "correct"}  # Liger's libdevice.tanh
     # an escape of other exercises is graded on those (the course's tools as benchmark, peak_memory_bytes)
     assert legality["escape_course_tools"].expect == {"benchmark": "zero", "peak_memory_bytes": "zero"}
     assert legality["escape_lazy_tuple"].expect == {"layer_norm_fwd": "zero"}

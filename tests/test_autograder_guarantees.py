@@ -416,12 +416,13 @@ def test_reading_a_tensors_header_or_a_value_through_an_operator_is_not_a_way_ou
     src = ("import torch\n"
            "def f(x):\n"
            "    meta = (x.shape, x.stride(), x.dtype, x.device, x.numel(), x.dim(), x.is_contiguous(), len(x),\n"
-           "            x.data_ptr(), x.element_size(), x.storage_offset(), x.is_floating_point(), x.type(), hash(x))\n"
+           "            x.data_ptr(), x.element_size(), x.storage_offset(), x.is_floating_point(), x.type(), hash(x),\n"
+           "            x == None, x.nbytes, x.T, x.grad, x.is_leaf)\n"
            "    rows = [r for r in x]\n"
            "    return float(x[0, 0]), f'{x[0, 1]:.3f}', x[1, 1].item(), meta, rows\n")
     records = recorded(tmp_path, src, torch.randn(3, 4))
     assert not [r for r in records if r[0].startswith("leaves_torch:")], records
-    assert ["_local_scalar_dense", 6, 3] in records, records
+    assert ["_local_scalar_dense", 7, 3] in records, records
 
 
 def test_the_interpreter_and_the_grader_take_values_out_on_their_own_behalf_only():

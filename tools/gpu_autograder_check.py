@@ -17,8 +17,10 @@ one subprocess per submission, sequentially (the GPU is never shared while timin
    pre-run hook or a heuristic, torch.softmax itself as a pre-run hook, a launch from a grid callable, the
    course's measuring tools as benchmark and peak_memory_bytes, a module beside the submission, imports from
    the repository or by a computed name, a helper module that is bytecode alone, an output of the
-   learner's own class that computes when walked, logits written through ``out=`` and a branch only the
-   timed workload takes all score 0; a public-style fused loss stays correct. ``--only legality-solutions``
+   learner's own class that computes when walked, logits written through ``out=``, a branch only the
+   timed workload takes, values taken out of torch as text or through functools, Python called from a
+   kernel and tl.softmax in place of the exercise all score 0; a public-style fused loss, a triton_op
+   softmax and a libdevice GELU stay correct. ``--only legality-solutions``
    (about 5 minutes): the solutions of 05-09 stay correct (and their performance is shown).
 
 Prints one line per grade as it finishes, the repeat-run spread, what was expected and whether it
@@ -265,7 +267,7 @@ def notebook_from_source(source: str) -> dict:
 LEGALITY_ESCAPES = ("escape_hook_computes", "escape_heuristic_computes", "escape_grid_launches",
                     "escape_library_hook", "escape_helper_module", "escape_imports_repository",
                     "escape_unaudited_module", "escape_only_when_timed", "escape_lazy_tuple",
-                    "bytecode_beside")
+                    "bytecode_beside", "escape_values_leave_as_text", "escape_python_in_kernel")
 # escapes of exercises other than softmax: file stem -> the exercises it answers
 OTHER_EXERCISES = {"escape_course_tools": ["benchmark", "peak_memory_bytes"], "escape_lazy_tuple": ["layer_norm_fwd"]}
 TIMED_ONLY = ("escape_only_when_timed",)
@@ -303,6 +305,11 @@ def legality_plan(out: Path) -> list:
               {"linear_cross_entropy": "zero"}, group="legality"),
         Grade("liger_style_lce", SUBMISSIONS / "liger_style_lce.py", ["linear_cross_entropy"],
               {"linear_cross_entropy": "correct"}, group="legality"),
+        # PyTorch's triton_op + wrap_triton, Liger-Kernel's libdevice.tanh: honest, compiled on the GPU
+        Grade("honest_triton_op_softmax", SUBMISSIONS / "honest_triton_op_softmax.py", ["softmax"],
+              {"softmax": "correct"}, group="legality"),
+        Grade("honest_libdevice_bias_gelu", SUBMISSIONS / "honest_libdevice_bias_gelu.py", ["bias_gelu"],
+              {"bias_gelu": "correct"}, group="legality"),
         *[Grade(f"solution_{nb}", ROOT / "solutions" / nb / f"{nb}.ipynb", exercises,
                 {e: "correct" for e in exercises}, group="legality-solutions")
           for nb, exercises in LEGALITY_SOLUTIONS],
