@@ -249,6 +249,16 @@ class _Exits(TorchFunctionMode):
             self.recorder.note(f"{LEAVES_TORCH}:{_exit_name(func)}", frame)
 
 
+def _fewest_values(inputs) -> int | None:
+    """The fewest elements of a floating-point tensor among a call's inputs (2 at least), or None."""
+    if inputs is None:
+        return None
+    from autograder.argtree import tensors
+
+    sizes = [t.numel() for t in tensors(inputs) if t.is_floating_point() and t.numel() >= 2]
+    return min(sizes) if sizes else None
+
+
 def operator_name(func) -> str:
     """An aten operator by its name (``softmax``: what an exercise's rules list), any other by its namespace
     too (``mylib::softmax``): a learner's own operator is never taken for torch's."""
@@ -288,6 +298,9 @@ class OpRecorder(TorchDispatchMode):
         self.largest = [0, None, None]  # [elements, operator, line] of the largest tensor an op produced
         self.operators = 0  # operators run so far (plumbing included): what read a value, if one did
         self._exits = _Exits(self)
+        # Numbers read one at a time (item, float(t), int(t)): a launcher reads a few (a size, a maximum);
+        # reading as many as a floating-point input holds takes its values out of torch as tolist does.
+        self._scalars, self._scalar_bound = 0, _fewest_values(inputs)
 
     def __enter__(self):
         self._exits.__enter__()
@@ -321,6 +334,11 @@ class OpRecorder(TorchDispatchMode):
             if foreign > self.largest[0]:
                 self.largest = [foreign, name, self._line_from(sys._getframe(1))]
             return out
+        if name == "_local_scalar_dense" and self._scalar_bound and _asked_by(sys._getframe(1)) == LEARNER:
+            self._scalars += 1
+            if self._scalars == self._scalar_bound:
+                self.note(f"{LEAVES_TORCH}:Tensor.item (or float(), int()) on an input's worth of values, one at a "
+                          "time", sys._getframe(1))
         line = self.note(name, sys._getframe(1))
         # Memory exercises forbid materializing a large intermediate (the full logits, a dequantized
         # weight): note the largest tensor any operator hands back, whatever the operator is: fresh storage,

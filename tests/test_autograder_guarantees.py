@@ -425,6 +425,33 @@ def test_reading_a_tensors_header_or_a_value_through_an_operator_is_not_a_way_ou
     assert ["_local_scalar_dense", 7, 3] in records, records
 
 
+def test_values_read_one_at_a_time_are_seen_once_a_whole_input_has_been_read(tmp_path):
+    """item(), float(t), int(t) are the operator _local_scalar_dense, which a launcher may run to read a size or
+    a maximum; reading as many numbers as a floating-point input holds takes that input out of torch."""
+    from autograder import legality
+
+    src = ("def f(x, w, lengths):\n"
+           "    longest = int(lengths.max())\n"
+           "    scale = float(w[0])\n"
+           "    return [[float(v) for v in row] for row in x], longest, scale\n")
+    path = tmp_path / "sub.py"
+    path.write_text(src)
+    ns = {}
+    exec(compile(src, str(path), "exec"), ns)
+    args = (torch.randn(3, 5), torch.randn(4), torch.tensor([3, 9, 2]))
+    rec = legality.OpRecorder(str(path), inputs=args)
+    with rec:
+        ns["f"](*args)
+    leaves = [r for r in rec.records() if r[0].startswith("leaves_torch:")]
+    # w holds the fewest values (4): the fourth number read, in the loop over x, is where they leave
+    assert leaves == [["leaves_torch:Tensor.item (or float(), int()) on an input's worth of values, one at a time",
+                       4, 1]], leaves
+    honest = legality.OpRecorder(str(path), inputs=args)
+    with honest:
+        ns["f"](torch.randn(0, 5), *args[1:])  # no rows: the size and the maximum alone
+    assert not [r for r in honest.records() if r[0].startswith("leaves_torch:")], honest.records()
+
+
 def test_the_interpreter_and_the_grader_take_values_out_on_their_own_behalf_only():
     """Walking out from a call: the interpreter met first is plumbing; the grader's or Triton's code called
     by the learner (a course helper, triton.testing) works on the learner's behalf; with nothing else
