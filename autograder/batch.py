@@ -154,7 +154,7 @@ class ClassRun:
             return "todo"  # its grading failed, or the grader changed since
         if saved.get("fingerprint") != gradebook.submission_fingerprint(self.coursedir, self.assignment, student):
             return "todo"  # submitted again since
-        return "done" if gradebook.recorded(self.coursedir, self.assignment, student) else "unrecorded"
+        return "done" if gradebook.recorded(self.coursedir, self.assignment, student, self.layout) else "unrecorded"
 
     def tasks(self, quick=None, timeout=None, jobs=None, execute=True) -> list[dict]:
         if not self.todo:

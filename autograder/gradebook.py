@@ -579,15 +579,19 @@ def record(coursedir, outcome: dict, layout: dict[str, dict[str, str]]) -> dict[
     return scores
 
 
-def recorded(coursedir, assignment: str, student: str) -> bool:
-    """Whether the gradebook holds a submission of ``assignment`` by ``student``."""
+def recorded(coursedir, assignment: str, student: str, layout: dict | None = None) -> bool:
+    """Whether the gradebook holds a submission of ``assignment`` by ``student``; with the assignment's
+    ``layout``, one whose every hidden grading cell has its score. (nbgrader commits a new submission, with
+    no scores, before ``record`` writes them: a process killed in between leaves a submission that is not a
+    grade, and the next run must record it again.)"""
     from nbgrader.api import Gradebook, MissingEntry
 
     if coursedir.db_url.startswith("sqlite:///") and not _sqlite_path(coursedir.db_url).exists():
         return False
     with Gradebook(coursedir.db_url, coursedir.course_id) as gb:
         try:
-            gb.find_submission(assignment, student)
+            submission = gb.find_submission(assignment, student)
         except MissingEntry:
             return False
-    return True
+        return all(grade.auto_score is not None for nb in submission.notebooks for grade in nb.grades
+                   if grade.name in (layout or {}).get(nb.name, {}))

@@ -116,6 +116,22 @@ def test_record_takes_hidden_cell_scores_from_the_trusted_result_not_the_kernel(
     assert grades["softmax-hidden"] == (3.0, False) and grades["online-hidden"] == (0.0, False)
     assert total == pytest.approx(5.0)  # a cell that is not ours keeps nbgrader's own verdict
     assert gradebook.recorded(coursedir, "hw", "mallory") and not gradebook.recorded(coursedir, "hw", "bob")
+    assert gradebook.recorded(coursedir, "hw", "mallory", layout)
+
+
+def test_a_submission_nbgrader_created_without_our_scores_is_not_recorded(tmp_path, _assignment_gradebook):
+    """A run killed between nbgrader's commit of a new submission and the scores ``record`` writes leaves a
+    submission with no scores: the next run records it again instead of skipping it as graded."""
+    from nbgrader.api import Gradebook
+
+    coursedir, layout = _course_with_assignment(tmp_path, _assignment_gradebook)
+    with Gradebook(coursedir.db_url) as gb:
+        gb.update_or_create_student("ben")
+        gb.update_or_create_submission("hw", "ben")  # what nbgrader commits first
+    assert not gradebook.recorded(coursedir, "hw", "ben", layout)
+    outcome = {"assignment": "hw", "student": "ben", "nbgrader": None, "notebooks": {"hw": _result("softmax", 1.0, 10)}}
+    gradebook.record(coursedir, outcome, layout)
+    assert gradebook.recorded(coursedir, "hw", "ben", layout)
 
 
 def test_record_keeps_a_manual_score_and_flags_it_for_review(tmp_path, _assignment_gradebook):
