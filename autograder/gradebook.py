@@ -536,8 +536,8 @@ def record(coursedir, outcome: dict, layout: dict[str, dict[str, str]]) -> dict[
     is the trusted one. The submission's time is ``nbgrader collect``'s timestamp.txt (read by
     ``grade_task`` whatever nbgrader made of the notebook). Manual scores already given stay (and flag
     the cell for review, as nbgrader does); so does every cell ``autograder.review`` flags (tampering,
-    violations, a crash, a suspicious speedup; every cell of an unreadable notebook). One transaction:
-    a grade is recorded whole or not at all.
+    violations, a crash, a suspicious speedup; every cell of an unreadable notebook). The scores go in one
+    commit; nbgrader commits a new submission before it, with no scores, which ``recorded`` does not count.
     """
     import warnings
 
@@ -579,11 +579,11 @@ def record(coursedir, outcome: dict, layout: dict[str, dict[str, str]]) -> dict[
     return scores
 
 
-def recorded(coursedir, assignment: str, student: str, layout: dict | None = None) -> bool:
-    """Whether the gradebook holds a submission of ``assignment`` by ``student``; with the assignment's
-    ``layout``, one whose every hidden grading cell has its score. (nbgrader commits a new submission, with
-    no scores, before ``record`` writes them: a process killed in between leaves a submission that is not a
-    grade, and the next run must record it again.)"""
+def recorded(coursedir, assignment: str, student: str, layout: dict[str, dict[str, str]]) -> bool:
+    """Whether the gradebook holds a submission of ``assignment`` by ``student`` whose every hidden grading
+    cell of ``layout`` has its score. (nbgrader commits a new submission, with no scores, before ``record``
+    writes them: a process killed in between leaves a submission that is not a grade, and the next run must
+    record it again.)"""
     from nbgrader.api import Gradebook, MissingEntry
 
     if coursedir.db_url.startswith("sqlite:///") and not _sqlite_path(coursedir.db_url).exists():
@@ -594,4 +594,4 @@ def recorded(coursedir, assignment: str, student: str, layout: dict | None = Non
         except MissingEntry:
             return False
         return all(grade.auto_score is not None for nb in submission.notebooks for grade in nb.grades
-                   if grade.name in (layout or {}).get(nb.name, {}))
+                   if grade.name in layout.get(nb.name, {}))

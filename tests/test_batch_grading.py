@@ -115,8 +115,7 @@ def test_record_takes_hidden_cell_scores_from_the_trusted_result_not_the_kernel(
     grades, total = _scores(coursedir, "mallory")
     assert grades["softmax-hidden"] == (3.0, False) and grades["online-hidden"] == (0.0, False)
     assert total == pytest.approx(5.0)  # a cell that is not ours keeps nbgrader's own verdict
-    assert gradebook.recorded(coursedir, "hw", "mallory") and not gradebook.recorded(coursedir, "hw", "bob")
-    assert gradebook.recorded(coursedir, "hw", "mallory", layout)
+    assert gradebook.recorded(coursedir, "hw", "mallory", layout) and not gradebook.recorded(coursedir, "hw", "bob", layout)
 
 
 def test_a_submission_nbgrader_created_without_our_scores_is_not_recorded(tmp_path, _assignment_gradebook):
@@ -323,7 +322,7 @@ def test_dask_tasks_are_recorded_as_they_finish_and_a_failing_one_costs_only_its
 
     from autograder import batch
 
-    coursedir, _ = _mini_course(tmp_path, _assignment_gradebook, ["ann", "bob", "cy"])
+    coursedir, layout = _mini_course(tmp_path, _assignment_gradebook, ["ann", "bob", "cy"])
 
     def fake_grade_task(task):  # stands in for the grading (in-process workers see this patch)
         if task["student"] == "bob":
@@ -339,7 +338,7 @@ def test_dask_tasks_are_recorded_as_they_finish_and_a_failing_one_costs_only_its
     assert failed == [("bob", "RuntimeError: worker lost")]
     assert _scores(coursedir, "cy")[1] == pytest.approx(5.0)
     assert batch.ClassRun(tmp_path, "hw").todo == ["bob"]  # the next run grades only what is missing
-    assert not gradebook.recorded(coursedir, "hw", "bob")  # a grading that failed is no grade
+    assert not gradebook.recorded(coursedir, "hw", "bob", layout)  # a grading that failed is no grade
     from autograder import class_report
 
     bob = [r for r in class_report.rows(run.results_dir) if r["student"] == "bob"]
