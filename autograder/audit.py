@@ -54,6 +54,8 @@ from __future__ import annotations
 import ast
 import builtins
 import fnmatch
+import functools
+import os
 import threading
 from dataclasses import dataclass
 from typing import Iterable, Mapping
@@ -71,7 +73,8 @@ class Finding:
 
 
 RULES = ("grader-import", "reference-import", "forbidden-import", "process", "patching", "dynamic-code",
-         "escape", "grader-state", "feature", "file-write", "forbidden-call", "kept-state", "kernel-library")
+         "escape", "grader-state", "feature", "file-write", "forbidden-call", "kept-state", "kernel-library",
+         "outside-torch")
 
 _KEPT = ("keeps results between calls: every call must compute its own answer (the grader gives each call "
          "fresh values; a cache can only hide a slow kernel or return an answer for other values)")
@@ -194,6 +197,30 @@ _PATH_RULES: dict[str, tuple[str, str]] = {
         "torch.profiler.tensorboard_trace_handler", "pathlib.Path.write_text", "pathlib.Path.write_bytes",
         "pathlib.Path.touch")},
 }
+# Functions that run code given as a string or load it from a file the audit never read, wherever they live
+# (a path that reaches the same object is the same function: ``canonical``).
+_RUNS_STRINGS = "runs code given as a string, which the audit cannot read"
+_PATH_RULES.update({
+    **{p: ("dynamic-code", _RUNS_STRINGS) for p in (
+        "cProfile.run", "cProfile.runctx", "profile.run", "profile.runctx", "pdb.run", "pdb.runeval", "pdb.runctx",
+        "doctest.run_docstring_examples", "doctest.testmod", "doctest.testfile", "doctest.DocTestRunner",
+        "trace.Trace")},
+    **{p: ("dynamic-code", "evaluates annotations written as strings (eval): code the audit cannot read") for p in (
+        "typing.get_type_hints", "typing.ForwardRef", "typing._eval_type")},
+    **{p: ("dynamic-code", "loads and runs a module from a file, past the import statements the audit reads")
+       for p in ("torch.hub._import_module", "torch.hub.load", "torch.hub._load_local")},
+    **{p: ("process", "builds and loads native code") for p in ("triton.runtime.build",)},
+})
+# timeit runs its statements as code when they are strings (a function of the learner's is fine):
+# path -> the positions and names of its statement arguments.
+_STATEMENT_RUNNERS = {"timeit.timeit": ((0, "stmt"), (1, "setup")), "timeit.repeat": ((0, "stmt"), (1, "setup")),
+                      "timeit.Timer": ((0, "stmt"), (1, "setup"))}
+# Numeric libraries that compute outside torch: graded code of an exercise about tensors may use them for
+# configuration only (``np.log2(N)``), never on values (``np.asarray(obj)`` over a tensor's memory).
+NUMERIC_LIBRARIES = ("numpy", "scipy", "numexpr", "pandas")
+_NUMERIC_WHY = ("computes outside torch, where the grader cannot see what is computed: an exercise about tensors "
+                "is done with torch's allowed operators and your own Triton kernels (numpy may build "
+                "configuration from sizes, not touch values)")
 # importlib: reading what is installed (a version check) is fine; everything else loads or reloads modules.
 _IMPORTLIB_READS = ("importlib.metadata", "importlib.util.find_spec")
 _IMPORTLIB_WHY = "imports and reloads modules by computed names, which the audit cannot see"
@@ -348,7 +375,7 @@ def parse(source: str, filename: str = "<unknown>") -> ast.Module:
 
 def audit(source: str, *, allow: Iterable[str] = frozenset(), forbidden_calls: Iterable[str] | Mapping = frozenset(),
           entry: str | None = None, kernels_beside: Iterable[str] = frozenset(),
-          kernel_library: Mapping = {}) -> list[Finding]:
+          kernel_library: Mapping = {}, outside_torch: bool = False) -> list[Finding]:
     """Findings for ``source`` (which must parse: ``submission.load`` guarantees it), sorted by line.
 
     ``allow``: feature names from ``FEATURES`` the exercise allows. ``forbidden_calls``: python spellings
@@ -358,6 +385,8 @@ def audit(source: str, *, allow: Iterable[str] = frozenset(), forbidden_calls: I
     ``kernels_beside``: dotted names of the Triton functions of modules beside the submission
     (``kernel_names``), which its kernels may call. ``kernel_library``: {dotted path of a Triton library
     function: why} for those that do the exercise's work inside a kernel (``Rules.kernel_library``).
+    ``outside_torch``: the exercise is about tensors, so a numeric library outside torch (``NUMERIC_LIBRARIES``)
+    may not work on values in graded code (rule outside-torch).
     """
     unknown = set(allow) - set(FEATURES)
     if unknown:
@@ -374,6 +403,7 @@ def audit(source: str, *, allow: Iterable[str] = frozenset(), forbidden_calls: I
     reachable = _reachable(tree, entry) if (entry and forbidden_calls) else None
     auditor = _Auditor(scopes, frozenset(allow), forbidden_calls, reachable)
     auditor.kernels_beside, auditor.kernel_library = frozenset(kernels_beside), dict(kernel_library)
+    auditor.outside_torch = outside_torch
     auditor.visit(tree)
     seen, out = set(), []
     for f in sorted(auditor.findings, key=lambda f: f.line):  # stable: the first report of a line wins
@@ -386,6 +416,106 @@ def audit(source: str, *, allow: Iterable[str] = frozenset(), forbidden_calls: I
 def violations(findings: Iterable[Finding], where=None) -> list[str]:
     """Findings as the grader's violation strings ('cell 7, line 3: ...')."""
     return [f.describe(where) for f in findings]
+
+
+# ------------------------------------------------------------------------------------------ what a path is
+
+# Modules never imported to resolve a path: those that act when imported, and those refused anyway.
+_NOT_IMPORTED = frozenset({"antigravity", "this", "idlelib", "turtle", "turtledemo", "tkinter", "__main__",
+                           "__hello__", "__phello__"})
+_UNRESOLVED = object()
+_RESOLVE_LOCK = threading.RLock()
+
+
+def _installed_module(top: str):
+    """The installed module ``top`` (imported here if it is not yet), or None: a module that is not installed
+    (the learner's own, one beside the submission, the repository's) is never imported by the grader."""
+    import importlib
+    import importlib.util
+    import sys
+
+    if top in sys.modules:
+        return sys.modules[top]
+    if top in _NOT_IMPORTED or top in FORBIDDEN_MODULES or not top.isidentifier():
+        return None
+    from autograder.imports import INSTALLED
+
+    try:
+        spec = importlib.util.find_spec(top)
+        where = spec.origin if spec is not None and spec.has_location else None
+        if where is None and spec is not None and spec.submodule_search_locations:
+            where = next(iter(spec.submodule_search_locations))
+        if where is None or not os.path.realpath(where).startswith(INSTALLED):
+            return None
+        return importlib.import_module(top)
+    except Exception:  # noqa: BLE001  (an installed module that cannot be imported here: judged by its spelling)
+        return None
+
+
+def _walk(path: str):
+    """(canonical path, object or _UNRESOLVED) of a dotted path: the installed module it starts from is
+    imported and walked, each module met renamed by what it is (``torch.os`` is ``os``, ``torch.builtins``
+    ``builtins``). The walk goes through modules and classes only; the rest is kept as spelled."""
+    import importlib
+    import types
+
+    parts = path.split(".")
+    obj = _installed_module(parts[0])
+    if obj is None:
+        return path, _UNRESOLVED
+    canon = obj.__name__.split(".") if isinstance(obj, types.ModuleType) else [parts[0]]
+    for i, attr in enumerate(parts[1:], start=1):
+        if not isinstance(obj, (types.ModuleType, type)):
+            return ".".join(canon + parts[i:]), _UNRESOLVED
+        try:
+            nxt = getattr(obj, attr)
+        except Exception:  # noqa: BLE001
+            nxt = _UNRESOLVED
+            if isinstance(obj, types.ModuleType):
+                try:  # a submodule not imported yet (torch.hub before anyone asked for it)
+                    nxt = importlib.import_module(f"{obj.__name__}.{attr}") if _installed_module(parts[0]) else nxt
+                except Exception:  # noqa: BLE001
+                    pass
+        if nxt is _UNRESOLVED:
+            return ".".join(canon + parts[i:]), _UNRESOLVED
+        canon = nxt.__name__.split(".") if isinstance(nxt, types.ModuleType) else canon + [attr]
+        obj = nxt
+    return ".".join(canon), obj
+
+
+_KNOWN: dict | None = None  # id(object) -> (the path a rule names it by, the object)
+
+
+def _known() -> dict:
+    """The objects the rules name, by identity: a path that reaches one of them is judged as its rule's path
+    (``torch.serialization.load`` is ``torch.load``, ``torch.builtins.exec`` is ``builtins.exec``)."""
+    global _KNOWN
+    if _KNOWN is None:
+        import types
+
+        known = {}
+        rule_paths = [*_PATH_RULES, *_UNPICKLERS, *_OPENERS, *_STATEMENT_RUNNERS, "importlib.import_module",
+                      *(f"builtins.{n}" for n in _DYNAMIC_BUILTINS)]
+        for path in rule_paths:
+            _, obj = _walk(path)
+            # functions and classes only: a bound method or a value is a new object at every lookup
+            if isinstance(obj, (types.FunctionType, types.BuiltinFunctionType, type)):
+                known.setdefault(id(obj), (path, obj))
+        _KNOWN = known
+    return _KNOWN
+
+
+@functools.lru_cache(maxsize=4096)
+def canonical(path: str) -> str:
+    """What a dotted path IS, as a dotted path: the object it reaches in the installed packages, named as the
+    rules name it (``torch.os.fork`` -> ``os.fork``, ``torch.serialization.load`` -> ``torch.load``); paths
+    that reach nothing installed (the learner's own modules) are kept as spelled."""
+    if path.startswith("<"):
+        return path
+    with _RESOLVE_LOCK:
+        spelled, obj = _walk(path)
+        hit = _known().get(id(obj)) if obj is not _UNRESOLVED else None
+    return hit[0] if hit is not None and hit[1] is obj else spelled
 
 
 # ------------------------------------------------------------------------------------------ name resolution
@@ -591,14 +721,14 @@ class _Scopes:
     def paths(self, expr, scope) -> set:
         """What ``expr`` may evaluate to: external dotted paths, or _OWN / _LOCAL."""
         if isinstance(expr, ast.Name):
-            return set(self.lookup(expr.id, scope))
+            return {canonical(p) if _is_external(p) else p for p in self.lookup(expr.id, scope)}
         if isinstance(expr, ast.Attribute):
             out = set()
             for p in self.paths(expr.value, scope):
                 if p == "<type>":
                     out.add(p)                      # type(x).attr: still the class
                 elif _is_external(p):
-                    out.add(f"{p}.{expr.attr}")
+                    out.add(canonical(f"{p}.{expr.attr}"))
                 else:                               # an attribute of the learner's own object or a value
                     out.add(_LOCAL)
                     out.update(self.attr_paths.get(expr.attr, ()))
@@ -629,9 +759,9 @@ class _Scopes:
         if "builtins.getattr" in fn and len(args) >= 2:
             base = {p for p in self.paths(args[0], scope) if _is_external(p)}
             name = args[1].value if isinstance(args[1], ast.Constant) else "<dynamic>"
-            return {f"{p}.{name}" for p in base} or {_LOCAL}
+            return {canonical(f"{p}.{name}") for p in base} or {_LOCAL}
         if fn & {"builtins.__import__", "importlib.import_module"} and args and isinstance(args[0], ast.Constant):
-            return {str(args[0].value)}
+            return {canonical(str(args[0].value))}
         if "builtins.type" in fn and len(args) == 1:
             return {"<type>"}
         if fn & _PASSTHROUGH_CALLS and args:
@@ -693,7 +823,8 @@ def _pure(scopes: "_Scopes", expr, scope, depth: int = 0) -> bool:
         if isinstance(expr.func, ast.Attribute) and expr.func.attr in _LAYOUT_METHODS:
             return args
         fn = scopes.paths(expr.func, scope)
-        if fn and all(p in _PURE_BUILTINS or p.startswith(("triton.", "math.")) or p == _OWN for p in fn):
+        if fn and all(p in _PURE_BUILTINS or p.startswith(("triton.", "math.")) or p == _OWN
+                      or p.split(".")[0] in NUMERIC_LIBRARIES for p in fn):  # np.log2(N): arithmetic on sizes
             return args
         return False
     if isinstance(expr, ast.Name):
@@ -848,6 +979,7 @@ class _Auditor(ast.NodeVisitor):
                         and _triton_decorated(n, scopes)}
         self.kernels_beside: frozenset = frozenset()
         self.kernel_library: dict = {}
+        self.outside_torch = False
 
     # -- helpers
     def _pure(self, expr) -> bool:
@@ -956,6 +1088,8 @@ class _Auditor(ast.NodeVisitor):
 
     def _check_module(self, node, name, spelled):
         top = name.split(".")[0]
+        if top not in FORBIDDEN_MODULES and canonical(name).split(".")[0] in FORBIDDEN_MODULES:
+            top = canonical(name).split(".")[0]  # from torch import inspect: the module it IS
         if top == "autograder":
             self.report(node, "grader-import", f"{spelled}: imports the grader; graded code may only use "
                         "`from autograder import check`")
@@ -1028,8 +1162,21 @@ class _Auditor(ast.NodeVisitor):
             self.report(node, "escape", f"uses {self.text(node)}: an object's __dict__ can patch it behind the audit")
 
     def _check_path(self, node, path, spelled) -> bool:
-        """Report ``path`` if a rule covers it (or a prefix of it); True when reported."""
+        """Report ``path`` if a rule covers it (or a prefix of it), judged by what it is (``canonical``);
+        True when reported."""
+        path = canonical(path)
         parts = path.split(".")
+        if (parts[0] in FORBIDDEN_MODULES and not spelled.startswith(("import ", "from "))
+                and not (parts[0] == "builtins" and "." not in spelled)):
+            # a forbidden module reached as another module's attribute (torch.inspect, torch.builtins.exec);
+            # a built-in function named as such (len, open) is not reaching for the builtins module
+            self.report(node, "forbidden-import", f"uses {spelled}" + (f" ({path})" if path != spelled else "")
+                        + f": {parts[0]} {FORBIDDEN_MODULES[parts[0]]}")
+            return True
+        if parts[0] in NUMERIC_LIBRARIES and self._numeric_use(node, path):
+            self.report(node, "outside-torch", f"uses {spelled}" + (f" ({path})" if path != spelled else "")
+                        + f" in graded code: {parts[0]} {_NUMERIC_WHY}")
+            return True
         prefixes = [".".join(parts[:i]) for i in range(len(parts), 0, -1)]
         if path in _FEATURE_GUARDS:
             return False
@@ -1063,6 +1210,25 @@ class _Auditor(ast.NodeVisitor):
                 self._forbidden(node, name, f"uses {spelled}" + (f" ({path})" if path != spelled else ""))
                 return True
         return False
+
+    def _numeric_use(self, node, path) -> bool:
+        """Whether a numeric library's ``path`` is used on values in graded code: anywhere in code the entry
+        point runs (in a helper module: inside its functions) of an exercise about tensors, but for a
+        constant (``np.pi``), a type named as a dtype (``dtype=np.float32``) and a call on configuration
+        alone (``np.log2(N)``, ``np.prod(x.shape)``)."""
+        if not self.outside_torch or self.kernel_depth > 0:
+            return False
+        if self.reachable is None and len(self.stack) < 2:
+            return False  # a helper's module level: it runs at import, not in a graded call
+        if self.reachable is not None and self.reach_depth == 0:
+            return False
+        _, obj = _walk(path)
+        parent = self.parents.get(id(node))
+        if isinstance(parent, ast.Call) and parent.func is node:
+            return not all(self._pure(a) for a in [*parent.args, *(k.value for k in parent.keywords)])
+        if obj is not _UNRESOLVED and (not callable(obj) or isinstance(obj, type)):
+            return False
+        return True
 
     def _method_receiver_ok(self, receiver) -> bool:
         """Whether ``receiver.softmax(...)`` may be a tensor method: not the submission's own def/class and
@@ -1233,12 +1399,29 @@ class _Auditor(ast.NodeVisitor):
             if key is None or (given is not None and not (isinstance(given, ast.Constant) and given.value is safe)):
                 self.report(node, "dynamic-code", f"{self.text(node)}: unpickling runs arbitrary code the audit "
                             "cannot see" + (f" (leave {key}={safe})" if key else ""))
+        for p in sorted(fn & set(_STATEMENT_RUNNERS)):
+            self._check_statements(node, p)
         opener = next((_OPENERS[p] for p in fn if p in _OPENERS), None)
         if opener is not None:
             self._check_open(node, opener)
         elif isinstance(node.func, ast.Attribute) and node.func.attr == "open" and not self.external(node.func.value):
             self._check_open(node, 0)                       # Path(...).open("w")
         self.generic_visit(node)
+
+    def _check_statements(self, node, path):
+        """``timeit.timeit(stmt, setup)``: a statement that is not a function (a string, or anything that may
+        hold one) is compiled and run as code the audit cannot read."""
+        for index, name in _STATEMENT_RUNNERS[path]:
+            given = node.args[index] if len(node.args) > index else next(
+                (k.value for k in node.keywords if k.arg == name), None)
+            if given is None or isinstance(given, ast.Lambda):
+                continue
+            paths = self.paths(given)
+            if paths and _LOCAL not in paths:
+                continue  # a function of the learner's or a library's
+            self.report(node, "dynamic-code", f"{self.text(node)}: {path} compiles and runs {name} as code when it "
+                        "is a string, which the audit cannot read (pass a function: timeit.timeit(lambda: f(x)))")
+            return
 
     # -- what a Triton kernel calls
     def _check_kernel_call(self, node):

@@ -395,7 +395,8 @@ def static_violations(spec, sub: Submission) -> StaticFindings:
     from autograder import audit, determinism
 
     found = audit.audit(sub.source, allow=spec.rules.features, forbidden_calls=audit.forbidden_calls_for(spec),
-                        entry=spec.entry, kernels_beside=kernels_beside(sub), kernel_library=spec.rules.kernel_library)
+                        entry=spec.entry, kernels_beside=kernels_beside(sub), kernel_library=spec.rules.kernel_library,
+                        outside_torch=spec.judged_on_tensors)
     now = [f for f in found if f.rule not in RUN_TIME_RULES]
     later = [(f.line, f.describe(sub.where)) for f in found if f.rule in RUN_TIME_RULES]
     own = encoding_violations(sub.source, sub.where) if sub.kind == "python" else []  # a notebook's cells have none
@@ -424,7 +425,7 @@ def helper_violations(spec, sub: Submission) -> list[str]:
             if source is None:
                 raise UnicodeError("not UTF-8 text")
             found = audit.audit(source, allow=spec.rules.features, kernels_beside=beside,
-                                kernel_library=spec.rules.kernel_library)
+                                kernel_library=spec.rules.kernel_library, outside_torch=spec.judged_on_tensors)
         except (UnicodeError, SyntaxError, ValueError) as exc:
             out.append(f"{name}: the grader could not read it ({type(exc).__name__}); a module the "
                        "submission imports must be readable Python, in UTF-8")

@@ -741,6 +741,13 @@ _THREAD_WHY = ("graded code runs on the grader's thread only: the operator recor
                "see nothing another thread computes")
 
 
+# Operations the worker's audit hook refused (autograder.runtime_audit), recorded under this prefix.
+REFUSED = "refused"
+_REFUSED_WHY = ("refused while graded code ran: the grader sees only the work done in its worker, by code it "
+                "audited (no other processes, no code built or loaded at run time, no unpickling, no ctypes, no "
+                "reading the process's memory)")
+
+
 def judge(spec, ops_records, launch_counts, used_kernels_ref: bool, where, largest=()) -> list[str]:
     """Violations (plain words) from recorded ops, launches per call, kernels_ref use and, for exercises
     with ``max_intermediate``, the largest tensor an operator produced in each call: ``largest`` holds
@@ -766,6 +773,9 @@ def judge(spec, ops_records, launch_counts, used_kernels_ref: bool, where, large
             continue
         if op.startswith(COURSE_TOOL + ":"):
             violations.append(f"runs {op.split(':', 1)[1]} at {where(line)}: {_COURSE_TOOL_WHY}")
+            continue
+        if op.startswith(REFUSED + ":"):
+            violations.append(f"{op.split(':', 1)[1]} at {where(line)}: {_REFUSED_WHY}")
             continue
         if op.startswith(LAUNCH_CALLBACK + ":"):
             violations.append(f"gives Triton {op.split(':', 1)[1]} at {where(line)}: {_CALLBACK_WHY}")

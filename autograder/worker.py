@@ -325,6 +325,9 @@ class Worker:
         """A checked call: under the operator recorder and the launch counter (to name lines in feedback),
         autotuned kernels pinned to their config number ``config`` (``AutotunePin``) unless it is None."""
         rec = self.legality.OpRecorder(self.source_file, self.folder, inputs=args)
+        from autograder import runtime_audit
+
+        runtime_audit.charge_pending(rec)  # refused at import, in a finalizer or in an unrecorded call
         self.legality.reset_launches()
         done = protocol.CallDone(ok=True)
         out = None
@@ -442,7 +445,10 @@ def load_entry(job: dict):
     watch = legality.KernelsRefWatch().install()
     legality.CourseTools.install()  # before the submission takes any name from measure
     from autograder.imports import ImportGuard, seen
+    from autograder.runtime_audit import install
 
+    # from here on, for the life of the worker: no other processes, no code the grader did not audit
+    install([source_file, *(job.get("audited") or {})])
     # after the watch (which notes a kernels_ref import before the guard refuses it)
     ImportGuard(source_file, job["submission_dir"], job.get("audited")).install(position=1)
     sys.path.insert(0, job["submission_dir"])

@@ -41,6 +41,7 @@ WORKER_TESTS: dict[str, set[str] | str] = {
         "test_values_that_leave_torch_as_text_or_through_the_standard_library_score_zero_and_are_named",
         "test_python_in_a_kernel_and_a_library_softmax_in_its_place_score_zero_and_are_named"},
     "test_autograder_gpu": {"test_slow_and_deferred_submissions_are_graded_for_correctness"},
+    "test_runtime_audit": "*",
     "test_autograder_guarantees": {"test_a_hang_is_stopped_at_the_time_limit_and_other_exercises_are_graded",
         "test_a_second_call_wrong_without_a_cache_is_not_called_a_cache",
         "test_a_started_worker_is_stopped_whether_it_was_used_or_not",

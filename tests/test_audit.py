@@ -38,11 +38,27 @@ def test_honest_submissions_are_clean_for_every_exercise(path):
     source = load(path).source
     assert audit(source) == []
     for spec in specs.EXERCISES.values():
-        found = audit(source, forbidden_calls=forbidden_calls_for(spec), entry=spec.entry)
+        found = audit(source, forbidden_calls=forbidden_calls_for(spec), entry=spec.entry,
+                      outside_torch=spec.judged_on_tensors)
         assert found == [], f"{spec.id}: {found}"
 
 
 HONEST_SNIPPETS = {
+    "timing a function with timeit": """
+        import timeit
+        def softmax(x):
+            return x
+        seconds = timeit.timeit(lambda: softmax(1), number=3)
+        best = min(timeit.repeat(softmax, number=1, repeat=3))
+        t = timeit.Timer(stmt=softmax).timeit(1)
+    """,
+    "os and builtins used plainly": """
+        import os
+        import torch
+        def softmax(x):
+            here = os.path.join(os.path.dirname(__file__), "notes.txt")
+            return x if len(str(here)) else torch.empty_like(x)
+    """,
     "launcher kept away from torch.compile": """
         import torch
         from torch.compiler import disable
@@ -269,6 +285,62 @@ def test_allowed_features_are_clean():
     assert audit(source, allow=frozenset({"compile", "cuda_graphs", "streams", "jit"})) == []
 
 
+# ------------------------------------------------------------------------------------------ numpy in graded code
+
+NUMPY_ON_VALUES = [
+    # numpy over a tensor's memory (an own __array_interface__ object from data_ptr) computes unseen
+    "import numpy as np\nclass M:\n    def __init__(self, t):\n        self.t = t\ndef softmax(x):\n"
+    "    a = np.asarray(M(x))\n    return x",
+    "import numpy as np\ndef softmax(x):\n    e = np.exp(x)\n    return e",
+    "import numpy\ndef softmax(x):\n    return numpy.frombuffer(bytes(4), dtype=numpy.float32)",
+    "import numpy as np\nf = np.asarray\ndef softmax(x):\n    return f(x)",
+    "import functools, numpy as np\nf = functools.partial(np.asarray)\ndef softmax(x):\n    return f(x)",
+    "import numpy as np\ndef softmax(x):\n    return list(map(np.exp, [x]))",
+    "import torch\ndef softmax(x):\n    return torch.storage.np.asarray(x)",  # numpy reached through torch
+]
+NUMPY_CONFIGURATION = [
+    "import numpy as np\nimport torch\ndef softmax(x):\n    B = int(2 ** np.ceil(np.log2(x.shape[1])))\n"
+    "    n = np.prod(x.shape)\n    return torch.empty(x.shape, dtype=torch.float32) if n and B else x",
+    "import numpy as np\nimport torch\ndef softmax(x):\n    return torch.full(x.shape, np.pi, dtype=torch.float32)",
+    # inputs built with numpy outside the graded function
+    "import numpy as np\nimport torch\ndef softmax(x):\n    return x\nx = torch.from_numpy(np.random.rand(4, 8))\n"
+    "print(np.abs(softmax(x).numpy() - 1).max())",
+]
+
+
+@pytest.mark.parametrize("snippet", NUMPY_ON_VALUES)
+def test_numpy_on_values_in_graded_code_is_reported(snippet):
+    found = audit(snippet, entry="softmax", forbidden_calls=forbidden_calls_for(specs.get("softmax")),
+                  outside_torch=True)
+    assert "outside-torch" in {f.rule for f in found}, found
+    # the measuring exercises compute numbers: numpy is theirs to use
+    assert "outside-torch" not in {f.rule for f in audit(snippet, entry="softmax")}
+
+
+@pytest.mark.parametrize("snippet", NUMPY_CONFIGURATION)
+def test_numpy_on_configuration_or_outside_graded_code_is_not_reported(snippet):
+    assert audit(snippet, entry="softmax", forbidden_calls=forbidden_calls_for(specs.get("softmax")),
+                 outside_torch=True) == []
+
+
+def test_a_helper_module_may_use_numpy_at_import_but_not_in_its_functions():
+    table = "import numpy as np\nTABLE = np.asarray([1, 2, 4])\n"
+    assert audit(table, outside_torch=True) == []
+    assert {f.rule for f in audit(table + "def rows(x):\n    return np.exp(x)\n", outside_torch=True)} == {
+        "outside-torch"}
+
+
+def test_a_path_is_judged_by_the_object_it_reaches():
+    from autograder.audit import canonical
+
+    assert canonical("torch.os.fork") == "os.fork"
+    assert canonical("torch.builtins.exec") == "builtins.exec"
+    assert canonical("torch.serialization.load") == "torch.load"
+    assert canonical("torch.inspect.getclosurevars") == "inspect.getclosurevars"
+    assert canonical("torch.softmax") == "torch.softmax"
+    assert canonical("rowpkg.kern.softmax") == "rowpkg.kern.softmax"  # not installed: never imported, as spelled
+
+
 # ------------------------------------------------------------------------------------------ cheating code
 
 CHEATS = {
@@ -293,11 +365,20 @@ CHEATS = {
         "from ctypes import *", "from importlib import import_module", "import importlib\nimportlib.reload(m)",
         "import importlib.util as u\nu.spec_from_file_location('h', 'h.py')", "from multiprocessing import Process",
         "import pickle as p", "from unittest import mock",
+        # a forbidden module reached as an attribute of an allowed one is that module
+        "import torch\nfn = torch.inspect.getclosurevars", "import torch\ntorch.ctypes.CDLL('lib.so')",
+        "import torch\nm = torch.importlib.import_module('autog' + 'rader.probes')",
+        "import torch\nfrom torch import inspect as i", "import torch\ngetattr(torch, 'inspect').stack()",
+        "import torch\ntorch.builtins.exec('x = 1')",
     ],
     "process": [
         "import sys\nm = sys.modules['autograder']",
         "import logging\nm = logging.sys.modules['autog' + 'rader.legality']",
         "import os\ns = os.sys",
+        # os reached as torch.os is os: what it IS decides, not how it is spelled
+        "import torch\n_os = torch.os\npid = _os.fork()", "import torch\nr, w = torch.os.pipe()",
+        "import torch\ntorch.os.posix_spawn('/bin/sh', ['sh'], {})", "import torch\nfrom torch.os import system",
+        "import triton.runtime.build as b\nb._build('m', 'src.c', '/tmp', [], [], [])",
         "import sys\nsys.modules['torch'].softmax = None",
         "from sys import modules",
         "import sys\nsys.settrace(None)",
@@ -366,6 +447,12 @@ CHEATS = {
         "import triton\n@triton.jit\ndef k(x):\n    pass\nk.run = lambda *a, **kw: None",
     ],
     "dynamic-code": [
+        "import timeit\ntimeit.timeit('import torch', number=1)", "import timeit\nS = 'x'\ntimeit.Timer(stmt=S)",
+        "import timeit\ntimeit.repeat(lambda: 1, setup='import os')",
+        "import typing\ndef f(a: 'out.append(1)'):\n    pass\ntyping.get_type_hints(f, localns={})",
+        "import torch.hub\nm = torch.hub._import_module('h', 'h.py')",
+        "import torch\nm = torch.serialization.load(open('w.pt', 'rb'), weights_only=False)",
+        "import cProfile\ncProfile.run('import torch')",
         "import functools\nfunctools.partial(setattr, object)('note', None)",
         "get = getattr\nv = get(object, 'x')",
         "f = list(map(delattr, [object], ['x']))",
@@ -452,7 +539,7 @@ def test_each_cheat_is_reported_under_its_rule(rule, snippet):
 
 
 def test_every_rule_has_cheats_and_a_plain_message():
-    assert set(CHEATS) | {"feature", "forbidden-call", "kept-state", "kernel-library"} == set(RULES)
+    assert set(CHEATS) | {"feature", "forbidden-call", "kept-state", "kernel-library", "outside-torch"} == set(RULES)
     msg = audit("import torch\nE = torch.cuda.Event\nE.elapsed_time = None")[0]
     assert msg.line == 3 and "E.elapsed_time" in msg.message and "torch.cuda.Event" in msg.message
 

@@ -1,0 +1,290 @@
+"""What the worker refuses at run time, whoever spelled it and however it was reached (PEP 578 audit hooks).
+
+The static audit reads what the source names; a module reached as another one's attribute, a string run by
+a library, a file loaded without the import system or a library that starts a process on request are seen
+here instead, where they happen: CPython raises an audit event for each, and a hook added with
+``sys.addaudithook`` cannot be removed by the code that runs after it. ``install(audited)`` adds the hook
+once, in the worker, before the submission is imported; from then on, for the life of the process (the
+submission's import, its calls, and finalizers those calls leave behind, whenever they run):
+
+- starting a process (``os.fork``, ``forkpty``, ``posix_spawn``, ``exec*``, ``system``,
+  ``subprocess.Popen``) is refused unless Triton or torch asks (Triton runs its compilers, ptxas and the
+  launcher's C compiler, during a first launch on a GPU);
+- running code (``exec``, ``eval``, ``compile``) is refused unless it is a file the grader audited or an
+  installed module's file, or code an installed library builds for itself (Triton's launch binder, the
+  stdlib's dataclasses and namedtuples); a file beside the submission that the audit never read, a string
+  handed to ``timeit`` or ``typing.get_type_hints``, and the learner's own ``exec`` are refused;
+- unpickling anything that names a global (``pickle``, ``torch.load(weights_only=False)``), loading native
+  code or touching raw memory through ``ctypes`` (unless a library or the grader asks), opening a process's memory
+  (``/proc/self/mem``, ``/proc/<pid>/mem``, ``pagemap``, ``/dev/mem``), importing a module the audit
+  forbids (``autograder.audit.FORBIDDEN_MODULES``) from the learner's code, and adding another audit hook.
+
+Who asks is read from the stack (as ``autograder.legality`` reads it for operators): the first frame outside
+the standard library and Python's import machinery decides; installed code is what ``autograder.imports.
+INSTALLED`` names. A refusal raises ``RunTimeRefused`` where the operation was asked for and is recorded:
+in the operator recorder of the call that runs (``legality.judge`` turns it into a violation naming the
+line), or, when no recorded call runs (the import, a finalizer), in the next recorded call.
+"""
+from __future__ import annotations
+
+import os
+import re
+import site
+import sys
+import sysconfig
+import threading
+
+from autograder.imports import INSTALLED, REPOSITORY
+from autograder.legality import REFUSED  # a refusal is recorded as this prefix, a colon and what was refused
+
+
+class RunTimeRefused(PermissionError):
+    """An operation graded code may not perform, refused by the worker's audit hook."""
+
+
+_PROCESS = {"os.fork": "starts a process (os.fork)", "os.forkpty": "starts a process (os.forkpty)",
+            "os.posix_spawn": "starts a process (os.posix_spawn)", "os.exec": "replaces the process (os.exec*)",
+            "os.spawn": "starts a process (os.spawn*)", "os.system": "runs a shell command (os.system)",
+            "subprocess.Popen": "starts a process (subprocess)"}
+_CTYPES_WHY = "calls native code or reads raw memory through ctypes"
+_WHY = {
+    "process": "the grader sees only what runs in this process, under its recorder",
+    "code": "code built or loaded at run time is code the grader never read: graded code runs only the "
+            "source the grader audited",
+    "pickle": "unpickling runs whatever the data names (code the grader never read)",
+    "ctypes": "native code and raw memory are outside everything the grader can see",
+    "memory": "reading the process's memory by address takes values out of torch where nothing records it",
+    "import": "the audit forbids this module in graded code",
+    "hook": "audit hooks are the grader's",
+}
+# /proc/<pid or self>/(task/<tid>/)mem, pagemap, map_files: another way to read memory by address
+_PROCESS_MEMORY = re.compile(r"^/proc/(?:self|thread-self|\d+)(?:/task/\d+)?/(?:mem|pagemap|map_files(?:/.*)?)$"
+                             r"|^/dev/(?:k?mem|port)$")
+
+
+def _dirs(*paths) -> tuple[str, ...]:
+    return tuple(sorted({os.path.join(os.path.realpath(p), "") for p in paths if p}))
+
+
+def _package_dir(name: str) -> str:
+    import importlib.util
+
+    return os.path.join(os.path.dirname(os.path.realpath(importlib.util.find_spec(name).origin)), "")
+
+
+_paths = sysconfig.get_paths()
+_SITE = _dirs(*(_paths.get(k) for k in ("purelib", "platlib")), *site.getsitepackages(),
+              *(p for p in sys.path if p and ("site-packages" in p or "dist-packages" in p)))
+_STDLIB = _dirs(*(_paths.get(k) for k in ("stdlib", "platstdlib")))
+# The standard library's class builders: the text they compile is made from identifiers they check
+# (field names), never from a string the caller hands over.
+_BUILDERS = frozenset(os.path.join(_STDLIB[0], f) for f in ("dataclasses.py", os.path.join("collections", "__init__.py"))
+                      ) if _STDLIB else frozenset()
+_GRADER = os.path.join(str(REPOSITORY), "autograder", "")
+_TOOLCHAINS = (_package_dir("torch"), _package_dir("triton"))  # what may start processes: their compilers
+
+LEARNER, GRADER, LIBRARY = "learner", "grader", "library"
+_REAL: dict[str, str] = {}
+
+
+def _real(filename: str) -> str:
+    real = _REAL.get(filename)
+    if real is None:
+        real = _REAL[filename] = os.path.realpath(filename)
+    return real
+
+
+def _is_stdlib(real: str) -> bool:
+    return real.startswith(_STDLIB) and not real.startswith(_SITE)
+
+
+def asker(frame) -> tuple[str, str | None]:
+    """(who, file) for the code that asked for an operation, from the frame that made the call outwards: the
+    standard library and the import machinery are how it is done, not who asks (but for its class
+    builders), so the first other frame decides: the grader's own code, an installed library (``file`` is
+    its real path), or anything else, the learner's (its file, a module beside it, code built at run time)."""
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if name.startswith("<frozen"):
+            frame = frame.f_back
+            continue
+        if name.startswith("<"):
+            return LEARNER, None  # code built at run time
+        real = _real(name)
+        if real in _BUILDERS:
+            return LIBRARY, real
+        if not _is_stdlib(real):
+            if real.startswith(_GRADER):
+                return GRADER, real
+            return (LIBRARY if real.startswith(INSTALLED) else LEARNER), real
+        frame = frame.f_back
+    return GRADER, None  # nothing but the standard library: the worker's own start
+
+
+class _Hook:
+    """The worker's audit hook: see the module docstring."""
+
+    def __init__(self, audited):
+        self.audited = frozenset(os.path.realpath(p) for p in audited)
+        self.pending: list = []   # (what, frame) refused while no recorded call ran: charged to the next one
+        self.busy = threading.local()
+
+    def __call__(self, event, args):
+        if event not in _EVENTS or getattr(self.busy, "on", False):
+            return
+        self.busy.on = True  # what the judging itself does (realpath, imports) is not judged
+        try:
+            refused = _EVENTS[event](self, event, args, sys._getframe(1))
+        finally:
+            self.busy.on = False
+        if refused:
+            what, why = refused
+            self.record(what, sys._getframe(1))
+            raise RunTimeRefused(f"graded code may not do this: it {what} ({_WHY[why]})")
+
+    def record(self, what: str, frame) -> None:
+        legality = sys.modules.get("autograder.legality")
+        rec = legality.ThreadGuard.recorder if legality is not None else None
+        if rec is not None and legality.ThreadGuard.armed == threading.get_ident():
+            rec.note(f"{REFUSED}:{what}", frame)
+        else:
+            self.pending.append((what, frame))
+
+    def charge_pending(self, recorder) -> None:
+        """Record the refusals made while no recorded call ran (the import, a finalizer) in ``recorder``."""
+        pending, self.pending = self.pending, []
+        for what, frame in pending:
+            recorder.note(f"{REFUSED}:{what}", frame)
+
+    # -- the rules, one per kind of event: (what, why) when refused, None when allowed
+    def _process(self, event, args, frame):
+        who, real = asker(frame)
+        if who == LIBRARY and real.startswith(_TOOLCHAINS):
+            return None
+        return _PROCESS[event], "process"
+
+    def _code(self, event, args, frame):
+        if event == "exec":
+            code = args[0]
+            filename = getattr(code, "co_filename", None)
+        else:
+            filename = args[1] if len(args) > 1 else None
+        if filename == "<timeit-src>" and _timeit_template(event, args):
+            return None
+        if isinstance(filename, bytes):
+            filename = os.fsdecode(filename)
+        if isinstance(filename, str) and not filename.startswith("<"):
+            real = _real(filename)
+            if real in self.audited:
+                return None
+            if real.startswith(INSTALLED):  # an installed module's own code, when something imports it
+                top = _module_top(real)
+                if top in _forbidden() and event == "exec" and asker(frame)[0] == LEARNER:
+                    return f"imports {top}", "import"
+                return None
+            return f"runs the file {filename}, which the grader did not audit", "code"
+        who, _ = asker(frame)
+        if who == LIBRARY:
+            return None
+        return f"runs code built at run time ({'exec/eval' if event == 'exec' else 'compile'})", "code"
+
+    def _pickle(self, event, args, frame):
+        module, name = (list(args) + [None, None])[:2]
+        return f"unpickles data that names {module}.{name}", "pickle"
+
+    def _ctypes(self, event, args, frame):
+        if asker(frame)[0] != LEARNER:
+            return None  # torch's, Triton's, the grader's own (its frames read sockets into storages)
+        return f"{_CTYPES_WHY} ({event})", "ctypes"
+
+    def _open(self, event, args, frame):
+        path = args[0] if args else None
+        if isinstance(path, bytes):
+            path = os.fsdecode(path)
+        if not isinstance(path, str):
+            return None  # a descriptor: opened before, by a path judged then
+        if _PROCESS_MEMORY.match(os.path.normpath(path)) or _PROCESS_MEMORY.match(os.path.realpath(path)):
+            return f"opens {path} (the process's memory)", "memory"
+        return None
+
+    def _import(self, event, args, frame):
+        top = str(args[0]).split(".")[0] if args else ""
+        if top in _forbidden() and asker(frame)[0] == LEARNER:
+            return f"imports {args[0]}", "import"
+        return None
+
+    def _hook(self, event, args, frame):
+        return ("adds an audit hook", "hook") if asker(frame)[0] != GRADER else None
+
+
+def _forbidden() -> dict:
+    from autograder.audit import FORBIDDEN_MODULES
+
+    return FORBIDDEN_MODULES
+
+
+def _module_top(real: str) -> str:
+    """The top-level module an installed file belongs to (``.../python3.11/pickle.py`` -> ``pickle``)."""
+    for root in sorted(_SITE + _STDLIB, key=len, reverse=True):
+        if real.startswith(root):
+            first = real[len(root):].split(os.sep)[0]
+            return first.split(".")[0]
+    return ""
+
+
+def _names(code) -> set:
+    names, todo = set(), [code]
+    while todo:
+        c = todo.pop()
+        names.update(c.co_names, c.co_varnames)
+        todo.extend(k for k in c.co_consts if hasattr(k, "co_names"))
+    return names
+
+
+_TIMEIT: tuple | None = None
+
+
+def _timeit_template(event, args) -> bool:
+    """Whether timeit compiles or runs its own template around functions (``timeit.timeit(lambda: f(x))``),
+    holding no text of the caller's: built from identifiers timeit chooses, like a dataclass's methods."""
+    global _TIMEIT
+    if _TIMEIT is None:
+        import timeit
+
+        sources = {"pass", *(timeit.template.format(stmt="_stmt()", setup=setup, init=init + ", _stmt=_stmt")
+                             for setup, init in (("pass", ""), ("_setup()", ", _setup=_setup")))}
+        _TIMEIT = (frozenset(sources), frozenset().union(*(_names(compile(s, "<timeit-src>", "exec")) for s in sources)))
+    sources, names = _TIMEIT
+    if event == "exec":
+        return hasattr(args[0], "co_names") and _names(args[0]) <= names
+    source = args[0]
+    if isinstance(source, bytes):
+        source = source.decode("utf-8", "replace")
+    return source in sources
+
+
+_EVENTS = {**{e: _Hook._process for e in _PROCESS},
+           "exec": _Hook._code, "compile": _Hook._code,
+           "pickle.find_class": _Hook._pickle,
+           **{e: _Hook._ctypes for e in ("ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle", "ctypes.cdata",
+                                         "ctypes.cdata/buffer", "ctypes.string_at", "ctypes.wstring_at",
+                                         "ctypes.addressof", "ctypes.call_function", "ctypes.set_errno",
+                                         "ctypes.get_errno")},
+           "open": _Hook._open, "import": _Hook._import, "sys.addaudithook": _Hook._hook}
+
+HOOK: _Hook | None = None
+
+
+def install(audited=()) -> _Hook:
+    """Add the worker's audit hook (once per process); ``audited``: the files the grader read and audited
+    (the submission's and the modules beside it), which may be compiled and run."""
+    global HOOK
+    if HOOK is None:
+        HOOK = _Hook(audited)
+        sys.addaudithook(HOOK)
+    return HOOK
+
+
+def charge_pending(recorder) -> None:
+    if HOOK is not None:
+        HOOK.charge_pending(recorder)

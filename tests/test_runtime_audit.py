@@ -1,0 +1,115 @@
+"""What the worker refuses at run time (autograder/runtime_audit.py): processes, code the grader did not audit,
+unpickling, ctypes, the process's memory, however the learner's code reached them; what libraries do for
+themselves (dataclasses, Triton's compilers, torch.fx's generated code) still runs.
+
+Each check runs in a fresh interpreter with the hook installed (it cannot be removed), as the worker does.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from _autograder_helpers import graded
+
+ROOT = Path(__file__).resolve().parent.parent
+
+_DRIVER = """
+import sys
+sys.path.insert(0, {root!r})
+from autograder import runtime_audit
+path = sys.argv[1]
+runtime_audit.install([path])
+text = open(path).read()
+exec(compile(text, path, "exec"), {{"__name__": "learner", "__file__": path}})
+print("pending", len(runtime_audit.HOOK.pending))
+"""
+
+_LEARNER = '''
+import collections, dataclasses, importlib, os, pickle, sys, timeit, typing, weakref
+import torch, torch.fx, torch.hub
+
+def attempt(name, fn):
+    try:
+        fn()
+        print(name, "allowed")
+    except PermissionError as exc:
+        print(name, "refused", str(exc).replace("\\n", " "))
+    except Exception as exc:
+        print(name, "failed", type(exc).__name__, exc)
+
+def hinted(a: "int"):
+    pass
+
+def define_classes():
+    @dataclasses.dataclass
+    class Config:
+        block: int = 128
+    Point = collections.namedtuple("Point", "x y")
+    return Config(), Point(1, 2)
+
+class LeavesAProcess:
+    def __del__(self):
+        try:
+            torch.os.system("true")
+            print("finalizer allowed")
+        except PermissionError:
+            print("finalizer refused")
+
+def traced():
+    return torch.fx.symbolic_trace(lambda x: x + 1)(torch.ones(2))
+
+here = os.path.dirname(__file__)
+attempt("fork", lambda: torch.os.fork())
+attempt("posix_spawn", lambda: torch.os.posix_spawn("/bin/true", ["true"], {}))
+attempt("system", lambda: torch.os.system("true"))
+attempt("subprocess", lambda: torch.os.popen("true").read())
+attempt("exec", lambda: torch.builtins.exec("x = 1", {}))
+attempt("timeit string", lambda: timeit.timeit("pass", number=1))
+attempt("timeit function", lambda: timeit.timeit(lambda: None, number=1))
+attempt("type hints", lambda: typing.get_type_hints(hinted))
+attempt("file beside", lambda: torch.hub._import_module("beside", os.path.join(here, "beside.py")))
+attempt("pickle", lambda: pickle.loads(pickle.dumps(collections.OrderedDict())))
+attempt("ctypes", lambda: torch.ctypes.CDLL(None))
+attempt("proc mem", lambda: open("/proc/self/mem", "rb"))
+attempt("proc pid mem", lambda: open(f"/proc/{os.getpid()}/mem", "rb"))
+attempt("plain file", lambda: open(__file__, "rb").close())
+attempt("forbidden import", lambda: importlib.import_module("smtplib"))
+attempt("audit hook", lambda: sys.addaudithook(lambda event, a: print("hooked", event) if event == "os.getcwd" else None))
+attempt("classes", define_classes)
+attempt("library code", traced)
+LeavesAProcess()
+os.getcwd()  # a hook the learner added would see this
+'''
+
+REFUSED = ["fork", "posix_spawn", "system", "subprocess", "exec", "timeit string", "type hints", "file beside",
+           "pickle", "ctypes", "proc mem", "proc pid mem", "forbidden import"]
+ALLOWED = ["timeit function", "plain file", "classes", "library code"]
+
+
+def test_the_worker_refuses_what_it_cannot_see_and_lets_libraries_do_their_own_work(tmp_path):
+    (tmp_path / "learner.py").write_text(textwrap.dedent(_LEARNER))
+    (tmp_path / "beside.py").write_text("ran = True\n")
+    (tmp_path / "driver.py").write_text(_DRIVER.format(root=str(ROOT)))
+    run = subprocess.run([sys.executable, str(tmp_path / "driver.py"), str(tmp_path / "learner.py")],
+                         capture_output=True, text=True, timeout=300)
+    said = {line.split(" refused ")[0]: line for line in run.stdout.splitlines() if " refused " in line}
+    assert set(said) == set(REFUSED), run.stdout + run.stderr
+    assert all(f"{name} allowed" in run.stdout for name in ALLOWED), run.stdout + run.stderr
+    assert "finalizer refused" in run.stdout, run.stdout   # a finalizer is refused whenever it runs
+    assert "hooked" not in run.stdout                      # Python drops a hook the worker's refuses
+    # each refusal names what was refused and why
+    assert "starts a process (os.fork)" in said["fork"] and "process's memory" in said["proc mem"]
+    assert "which the grader did not audit" in said["file beside"] and "unpickles" in said["pickle"]
+    # nothing recorded them (no graded call ran): they wait for the next recorded call
+    pending = int(run.stdout.split("pending ")[-1])
+    assert pending >= len(REFUSED) + 2, run.stdout   # with the finalizer's and the audit hook's
+
+
+def test_a_process_started_through_an_alias_costs_the_points_and_both_layers_name_the_line():
+    ex = graded("escape_forks_through_an_alias.py", ("softmax",))["softmax"]
+    assert ex["score"] == 0 and not ex["correct"]
+    found = "\n".join(ex["violations"])
+    assert "uses _os.fork" in found                                       # the audit: torch.os is os
+    assert "starts a process (os.fork) at line 21: refused" in found, found   # the worker: what ran
