@@ -9,7 +9,8 @@ submission's import, its calls, and finalizers those calls leave behind, wheneve
 
 - starting a process (``os.fork``, ``forkpty``, ``posix_spawn``, ``exec*``, ``system``,
   ``subprocess.Popen``) is refused unless Triton or torch asks (Triton runs its compilers, ptxas and the
-  launcher's C compiler, during a first launch on a GPU);
+  launcher's C compiler, during a first launch on a GPU) or an installed library asks while it is being
+  imported (its own set-up, before any code of the learner's runs);
 - running code (``exec``, ``eval``, ``compile``) is refused unless it is a file the grader audited or an
   installed module's file, or code an installed library builds for itself (Triton's launch binder, the
   stdlib's dataclasses and namedtuples); a file beside the submission that the audit never read, a string
@@ -121,6 +122,24 @@ def asker(frame) -> tuple[str, str | None]:
     return GRADER, None  # nothing but the standard library: the worker's own start
 
 
+def _library_importing(frame) -> bool:
+    """Whether an installed library's own import runs this (matplotlib asking fontconfig for its fonts while
+    ``import matplotlib.pyplot`` runs): its module body is met before any code of the learner's."""
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not name.startswith("<frozen"):
+            if name.startswith("<"):
+                return False
+            real = _real(name)
+            if not _is_stdlib(real):
+                if not real.startswith(INSTALLED) or real.startswith(_GRADER):
+                    return False
+                if frame.f_code.co_name == "<module>":
+                    return True
+        frame = frame.f_back
+    return False
+
+
 class _Hook:
     """The worker's audit hook: see the module docstring."""
 
@@ -159,7 +178,7 @@ class _Hook:
     # -- the rules, one per kind of event: (what, why) when refused, None when allowed
     def _process(self, event, args, frame):
         who, real = asker(frame)
-        if who == LIBRARY and real.startswith(_TOOLCHAINS):
+        if who == LIBRARY and (real.startswith(_TOOLCHAINS) or _library_importing(frame)):
             return None
         return _PROCESS[event], "process"
 

@@ -41,7 +41,8 @@ def diagnose_error(error: str) -> Symptom:
     if "OutOfResources" in (error or ""):  # Triton: the tile needs more shared memory or registers than a SM has
         return Symptom("out-of-resources")
     kind = (error or "").split(":", 1)[0].strip().rsplit(".", 1)[-1]
-    if kind in ("ThreadRefused", "ImportRefused", "CallbackRefused", "OutputRefused"):  # the grader refused it: the message is the cause
+    # the grader refused it: the message is the cause
+    if kind in ("ThreadRefused", "ImportRefused", "CallbackRefused", "OutputRefused", "RunTimeRefused"):
         return Symptom("refused")
     if kind in ("NameError", "UnboundLocalError"):  # a name never defined: no input family explains it
         return Symptom("name-error", {"error": error.strip()})

@@ -19,7 +19,9 @@ _DRIVER = """
 import sys
 sys.path.insert(0, {root!r})
 from autograder import runtime_audit
-path = sys.argv[1]
+path, library = sys.argv[1], sys.argv[2]
+runtime_audit.INSTALLED += (library,)  # stands for an installed package (site-packages)
+sys.path.insert(0, library)
 runtime_audit.install([path])
 text = open(path).read()
 exec(compile(text, path, "exec"), {{"__name__": "learner", "__file__": path}})
@@ -79,20 +81,33 @@ attempt("forbidden import", lambda: importlib.import_module("smtplib"))
 attempt("audit hook", lambda: sys.addaudithook(lambda event, a: print("hooked", event) if event == "os.getcwd" else None))
 attempt("classes", define_classes)
 attempt("library code", traced)
+attempt("library's own import", lambda: __import__("fontlib"))
+attempt("library asked", lambda: sys.modules["fontlib"].spawn("true"))
 LeavesAProcess()
 os.getcwd()  # a hook the learner added would see this
 '''
 
 REFUSED = ["fork", "posix_spawn", "system", "subprocess", "exec", "timeit string", "type hints", "file beside",
-           "pickle", "ctypes", "proc mem", "proc pid mem", "forbidden import"]
-ALLOWED = ["timeit function", "plain file", "classes", "library code"]
+           "pickle", "ctypes", "proc mem", "proc pid mem", "forbidden import", "library asked"]
+ALLOWED = ["timeit function", "plain file", "classes", "library code", "library's own import"]
+# an installed library that starts a process while it is imported (as matplotlib asks fontconfig for fonts)
+_FONTLIB = """
+import os
+os.system("true")
+
+def spawn(command):
+    return os.system(command)
+"""
 
 
 def test_the_worker_refuses_what_it_cannot_see_and_lets_libraries_do_their_own_work(tmp_path):
     (tmp_path / "learner.py").write_text(textwrap.dedent(_LEARNER))
     (tmp_path / "beside.py").write_text("ran = True\n")
     (tmp_path / "driver.py").write_text(_DRIVER.format(root=str(ROOT)))
-    run = subprocess.run([sys.executable, str(tmp_path / "driver.py"), str(tmp_path / "learner.py")],
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "fontlib.py").write_text(_FONTLIB)
+    run = subprocess.run([sys.executable, str(tmp_path / "driver.py"), str(tmp_path / "learner.py"),
+                          str(tmp_path / "lib") + "/"],
                          capture_output=True, text=True, timeout=300)
     said = {line.split(" refused ")[0]: line for line in run.stdout.splitlines() if " refused " in line}
     assert set(said) == set(REFUSED), run.stdout + run.stderr
@@ -113,3 +128,5 @@ def test_a_process_started_through_an_alias_costs_the_points_and_both_layers_nam
     found = "\n".join(ex["violations"])
     assert "uses _os.fork" in found                                       # the audit: torch.os is os
     assert "starts a process (os.fork) at line 21: refused" in found, found   # the worker: what ran
+    # the refusal is the cause: no input family's hint is offered in its place
+    assert "RunTimeRefused" in "\n".join(ex["feedback"]) and not any(f.startswith("hint:") for f in ex["feedback"])
