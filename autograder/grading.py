@@ -207,6 +207,9 @@ def grade_exercise(spec, sub: Submission, source_file: Path, workdir: Path, quic
     gate = gate or _Alone()
     gate.share()
     phase = {"timed": False}
+    if spec.measures_grader:  # its references measure this process: nothing else may run meanwhile
+        gate.time_alone()
+        phase["timed"] = True
     try:
         return _grade_exercise(spec, sub, source_file, workdir, quick, timeout_s, gate, phase, warmers)
     finally:

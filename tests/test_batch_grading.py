@@ -247,6 +247,42 @@ def test_a_learners_worker_finishes_its_gpu_work_before_it_waits_for_its_timing(
     assert phase["timed"] and worker.deadline == 102.5  # the wait does not count against its time limit
 
 
+def test_an_exercise_whose_reference_measures_the_grader_is_graded_with_nothing_beside_it(monkeypatch):
+    """02's references count the kernels and the peak memory of the grading process itself: another exercise's
+    inputs made meanwhile were counted too (a correct count of 4 launches judged against 5, in 3 gradings of
+    5 on an H200). Such an exercise waits for the others to leave and runs alone from its start."""
+    import threading
+    import time
+
+    from autograder import grading
+
+    by_id = {s.id: s for s in specs.for_notebook("02_profiling")}
+    assert by_id["count_kernel_launches"].measures_grader and by_id["peak_memory_bytes"].measures_grader
+    assert not by_id["classify_bound"].measures_grader
+    running, overlaps, lock = set(), [], threading.Lock()
+
+    def body(spec, *args, **kwargs):
+        with lock:
+            if running and (spec.measures_grader or any(by_id[r].measures_grader for r in running)):
+                overlaps.append((spec.id, sorted(running)))
+            running.add(spec.id)
+        time.sleep(0.1)
+        with lock:
+            running.discard(spec.id)
+        return {"id": spec.id}
+
+    monkeypatch.setattr(grading, "_grade_exercise", body)
+    sub = type("Sub", (), {"defined": {s.entry for s in by_id.values()}})()
+    gate = grading.TimingGate()
+    threads = [threading.Thread(target=grading.grade_exercise, args=(spec, sub, None, None, True, 10.0, gate))
+               for spec in list(by_id.values()) * 2]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert not overlaps
+
+
 def test_class_report_writes_csv_plots_and_a_leaderboard(tmp_path):
     from autograder import class_report
 

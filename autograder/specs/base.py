@@ -266,6 +266,10 @@ class Exercise:
     # delta, then dK/dV, then dQ): {name: the fields that differ (entry, signature, cases, reference,
     # out_dtypes, tolerances, rules)}. ``check(id, fn, step=name)`` runs one; nothing grades it.
     steps: dict = field(default_factory=dict)
+    # The reference measures the grading process itself (02's kernel count and peak memory: the profiler
+    # records every kernel the process launches, the allocator's peak counts every thread's tensors): the
+    # exercise is graded with nothing else running beside it, else another exercise's inputs count too.
+    measures_grader: bool = False
 
     def __post_init__(self):
         if self.kind not in KINDS:
