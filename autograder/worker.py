@@ -13,6 +13,7 @@ free blocks while preparing a call, outside any timed window.
 """
 from __future__ import annotations
 
+import gc
 import os
 import socket
 import sys
@@ -343,6 +344,10 @@ class Worker:
                 except BaseException as exc:  # noqa: BLE001  (sys.exit inside the call is the learner's, not ours)
                     # described here, recorded and armed: an exception's __str__ may be the learner's code too
                     done.ok, done.error = False, describe_error(exc, self.source_file)
+                # garbage the call left in reference cycles is collected now, under the recorder: a finalizer
+                # (__del__, weakref.finalize) it triggers is part of the call, not work done after it (the
+                # worker froze what existed before its first call: this looks at the calls' objects alone)
+                gc.collect()
             self._sync()
         except BaseException as exc:  # noqa: BLE001  (the device's own error, found when waiting for it)
             done.ok, done.error = False, describe_error(exc, self.source_file)
@@ -493,7 +498,9 @@ def main(argv) -> int:
     worker = make_worker(fn, job) if fn is not None else None
     protocol.send(sock, protocol.to_wire(ready))
     if worker is not None:
+        gc.freeze()  # what the libraries, the grader and the import made is never garbage a call left
         serve(worker, sock)
+        gc.unfreeze()
     return 0
 
 

@@ -130,3 +130,12 @@ def test_a_process_started_through_an_alias_costs_the_points_and_both_layers_nam
     assert "starts a process (os.fork) at line 21: refused" in found, found   # the worker: what ran
     # the refusal is the cause: no input family's hint is offered in its place
     assert "RunTimeRefused" in "\n".join(ex["feedback"]) and not any(f.startswith("hint:") for f in ex["feedback"])
+
+
+def test_a_finalizer_the_call_leaves_behind_runs_under_the_recorder():
+    ex = graded("escape_finalizer_computes.py", ("softmax",))["softmax"]
+    assert ex["score"] == 0 and not ex["correct"]
+    # the finalizer ran inside the call that left it (its output is what the finalizer wrote) ...
+    assert all(c["verdict"] == "ok" for c in ex["cases"]), ex["cases"]
+    # ... under the recorder, which names what it ran
+    assert any("calls torch operator aten._softmax at line 18" in v for v in ex["violations"]), ex["violations"]
