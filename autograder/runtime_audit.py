@@ -8,8 +8,8 @@ once, in the worker, before the submission is imported; from then on, for the li
 submission's import, its calls, and finalizers those calls leave behind, whenever they run):
 
 - starting a process (``os.fork``, ``forkpty``, ``posix_spawn``, ``exec*``, ``system``,
-  ``subprocess.Popen``) is refused unless Triton or torch asks (Triton runs its compilers, ptxas and the
-  launcher's C compiler, during a first launch on a GPU) or an installed library asks while it is being
+  ``subprocess.Popen``) is refused unless Triton, torch or the course's tools ask (Triton runs its
+  compilers, ptxas and the launcher's C compiler, during a first launch on a GPU) or an installed library asks while it is being
   imported (its own set-up, before any code of the learner's runs);
 - running code (``exec``, ``eval``, ``compile``) is refused unless it is a file the grader audited or an
   installed module's file, or code an installed library builds for itself (Triton's launch binder, the
@@ -82,7 +82,8 @@ _STDLIB = _dirs(*(_paths.get(k) for k in ("stdlib", "platstdlib")))
 _BUILDERS = frozenset(os.path.join(_STDLIB[0], f) for f in ("dataclasses.py", os.path.join("collections", "__init__.py"))
                       ) if _STDLIB else frozenset()
 _GRADER = os.path.join(str(REPOSITORY), "autograder", "")
-_TOOLCHAINS = (_package_dir("torch"), _package_dir("triton"))  # what may start processes: their compilers
+# what may start processes: their compilers (the course's own tools run Triton's ptxas: course.aot)
+_TOOLCHAINS = (_package_dir("torch"), _package_dir("triton"), os.path.join(str(REPOSITORY), "course", ""))
 
 LEARNER, GRADER, LIBRARY = "learner", "grader", "library"
 _REAL: dict[str, str] = {}
