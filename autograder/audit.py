@@ -208,7 +208,10 @@ _PATH_RULES.update({
     **{p: ("dynamic-code", "evaluates annotations written as strings (eval): code the audit cannot read") for p in (
         "typing.get_type_hints", "typing.ForwardRef", "typing._eval_type")},
     **{p: ("dynamic-code", "loads and runs a module from a file, past the import statements the audit reads")
-       for p in ("torch.hub._import_module", "torch.hub.load", "torch.hub._load_local")},
+       for p in ("torch.hub._import_module", "torch.hub.load", "torch.hub._load_local", "torch.package")},
+    **{p: ("dynamic-code", _RUNS_STRINGS) for p in (
+        "torch.fx.graph_module._exec_with_source", "torch.fx.graph_module._forward_from_src",
+        "torch.fx.graph_module._method_from_src")},
     **{p: ("process", "builds and loads native code") for p in ("triton.runtime.build",)},
 })
 # timeit runs its statements as code when they are strings (a function of the learner's is fine):

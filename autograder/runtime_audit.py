@@ -11,8 +11,9 @@ submission's import, its calls, and finalizers those calls leave behind, wheneve
   ``subprocess.Popen``) is refused unless Triton, torch or the course's tools ask (Triton runs its
   compilers, ptxas and the launcher's C compiler, during a first launch on a GPU) or an installed library asks while it is being
   imported (its own set-up, before any code of the learner's runs);
-- running code (``exec``, ``eval``, ``compile``) is refused unless it is a file the grader audited or an
-  installed module's file, or code an installed library builds for itself (Triton's launch binder, the
+- running code (``exec``, ``eval``, ``compile``, a code object made or unmarshalled by the learner's code)
+  is refused unless it is a file the grader audited or an installed module's file, or code an installed
+  library builds for itself (Triton's launch binder, the
   stdlib's dataclasses and namedtuples); a file beside the submission that the audit never read, a string
   handed to ``timeit`` or ``typing.get_type_hints``, and the learner's own ``exec`` are refused;
 - unpickling anything that names a global (``pickle``, ``torch.load(weights_only=False)``), loading native
@@ -208,6 +209,15 @@ class _Hook:
             return None
         return f"runs code built at run time ({'exec/eval' if event == 'exec' else 'compile'})", "code"
 
+    def _code_object(self, event, args, frame):
+        """A code object made by hand (``CodeType``, ``code.replace``) or loaded from bytes (``marshal``): the
+        import system's own bytecode loading excepted, whose module is then judged as the file it came from."""
+        if frame is not None and frame.f_code.co_filename.startswith("<frozen importlib"):
+            return None
+        if asker(frame)[0] == LEARNER:
+            return f"makes a code object at run time ({event})", "code"
+        return None
+
     def _pickle(self, event, args, frame):
         module, name = (list(args) + [None, None])[:2]
         return f"unpickles data that names {module}.{name}", "pickle"
@@ -285,6 +295,7 @@ def _timeit_template(event, args) -> bool:
 
 _EVENTS = {**{e: _Hook._process for e in _PROCESS},
            "exec": _Hook._code, "compile": _Hook._code,
+           **{e: _Hook._code_object for e in ("code.__new__", "marshal.loads", "marshal.load")},
            "pickle.find_class": _Hook._pickle,
            **{e: _Hook._ctypes for e in ("ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle", "ctypes.cdata",
                                          "ctypes.cdata/buffer", "ctypes.string_at", "ctypes.wstring_at",

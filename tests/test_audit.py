@@ -453,6 +453,8 @@ CHEATS = {
         "import torch.hub\nm = torch.hub._import_module('h', 'h.py')",
         "import torch\nm = torch.serialization.load(open('w.pt', 'rb'), weights_only=False)",
         "import cProfile\ncProfile.run('import torch')",
+        "import torch.fx\ntorch.fx.graph_module._exec_with_source('x = 1', {})",
+        "import torch\nimp = torch.package.PackageImporter('p.zip')",
         "import functools\nfunctools.partial(setattr, object)('note', None)",
         "get = getattr\nv = get(object, 'x')",
         "f = list(map(delattr, [object], ['x']))",

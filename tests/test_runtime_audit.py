@@ -29,7 +29,7 @@ print("pending", len(runtime_audit.HOOK.pending))
 """
 
 _LEARNER = '''
-import collections, dataclasses, importlib, os, pickle, sys, timeit, typing, weakref
+import collections, dataclasses, importlib, marshal, os, pickle, sys, timeit, types, typing, weakref
 import torch, torch.fx, torch.hub
 
 def attempt(name, fn):
@@ -79,6 +79,8 @@ attempt("proc pid mem", lambda: open(f"/proc/{os.getpid()}/mem", "rb"))
 attempt("plain file", lambda: open(__file__, "rb").close())
 attempt("forbidden import", lambda: importlib.import_module("smtplib"))
 attempt("audit hook", lambda: sys.addaudithook(lambda event, a: print("hooked", event) if event == "os.getcwd" else None))
+attempt("code object", lambda: types.FunctionType(hinted.__code__.replace(co_name="x"), {}))
+attempt("unmarshal", lambda: marshal.loads(marshal.dumps(hinted.__code__)))
 attempt("classes", define_classes)
 attempt("library code", traced)
 attempt("library's own import", lambda: __import__("fontlib"))
@@ -88,7 +90,8 @@ os.getcwd()  # a hook the learner added would see this
 '''
 
 REFUSED = ["fork", "posix_spawn", "system", "subprocess", "exec", "timeit string", "type hints", "file beside",
-           "pickle", "ctypes", "proc mem", "proc pid mem", "forbidden import", "library asked"]
+           "pickle", "ctypes", "proc mem", "proc pid mem", "forbidden import", "library asked", "code object",
+           "unmarshal"]
 ALLOWED = ["timeit function", "plain file", "classes", "library code", "library's own import"]
 # an installed library that starts a process while it is imported (as matplotlib asks fontconfig for fonts)
 _FONTLIB = """
