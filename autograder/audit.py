@@ -55,6 +55,7 @@ import ast
 import builtins
 import fnmatch
 import functools
+import importlib
 import os
 import threading
 from dataclasses import dataclass
@@ -325,11 +326,31 @@ def forbidden_calls_for(spec) -> dict[str, str]:
 
 
 def kernel_names(source: str) -> set[str]:
-    """The functions of ``source`` decorated by Triton (``@triton.jit``, ``@triton.constexpr_function``...)."""
+    """The functions of ``source`` decorated by Triton (``@triton.jit``, ``@triton.constexpr_function``...),
+    and the names bound to Triton's decorator called as a function (``exp_jit = triton.jit(_exp)``)."""
     tree = parse(source)
     scopes = _Scopes(tree)
+    wrapped, bound = _triton_wrapped(tree, scopes)
     return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-            and _triton_decorated(n, scopes)}
+            and (_triton_decorated(n, scopes) or n.name in wrapped)} | bound
+
+
+def _triton_wrapped(tree: ast.Module, scopes) -> tuple[set, set]:
+    """Triton's decorator applied as a function at module level (``exp_jit = triton.jit(_exp_impl)``, as
+    valid as ``@triton.jit``): the names of the functions it wraps, and the names bound to the results."""
+    wrapped, bound = set(), set()
+    for node in tree.body:
+        value = node.value if isinstance(node, (ast.Assign, ast.Expr)) else None
+        while isinstance(value, ast.Call) and any(p.startswith("triton.") for p in scopes.paths(value.func, scopes.module)):
+            if not value.args:
+                break
+            if isinstance(value.args[0], ast.Name) and scopes.paths(value.args[0], scopes.module) == {_OWN}:
+                wrapped.add(value.args[0].id)
+                if isinstance(node, ast.Assign):
+                    bound.update(t.id for t in node.targets if isinstance(t, ast.Name))
+                break
+            value = value.args[0]  # triton.jit(do_not_specialize=...)(f), triton.heuristics(...)(triton.jit(f))
+    return wrapped, bound
 
 
 def course_kernels() -> frozenset:
@@ -353,10 +374,61 @@ def _triton_decorated(node, scopes) -> bool:
                for p in scopes.paths(d.func if isinstance(d, ast.Call) else d, scopes.module))
 
 
+@functools.lru_cache(maxsize=4096)
+def resolve_path(path: str):
+    """The object a dotted path of Triton's names (``triton.language.softmax``), imported as Python would, or
+    None: what a spelling is, to compare by identity. Only Triton's own modules are imported (a path the
+    submission spells never makes the grader import anything else)."""
+    parts = path.split(".")
+    if parts[0] != "triton":
+        return None
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except Exception:  # noqa: BLE001  (not a module: an attribute of a shorter path)
+            continue
+        try:
+            for attr in parts[i:]:
+                obj = getattr(obj, attr)
+        except Exception:  # noqa: BLE001
+            return None
+        return obj
+    return None
+
+
 # What a Triton kernel may call besides Triton's own functions and the kernels of the submission: the
 # Python builtins Triton's compiler implements (triton/compiler/code_generator.py, builtin_namespace).
 _KERNEL_BUILTINS = frozenset(f"builtins.{n}" for n in ("len", "list", "range", "float", "int", "isinstance",
                                                        "getattr", "hasattr", "print", "min", "max"))
+_KERNEL_ATTRIBUTE = ("a kernel's values have the attributes and methods of Triton's language (dtype, shape, "
+                     "to, sum...); anything else, such as a value's handle (Triton's own representation of it: "
+                     "under the interpreter, the host's copy of the data), is not the language")
+
+
+@functools.cache
+def kernel_value_attributes() -> frozenset:
+    """The attributes a value inside a Triton kernel has in Triton's language, read from Triton's own classes
+    (``triton.language.core``: tensors, constexprs, tuples, dtypes, descriptors) and their instances: every
+    public name but ``handle``, the value's representation (an IR value; the host's array when interpreted)."""
+    try:
+        import triton.language as tl
+        import triton.language.core as core
+    except Exception:  # noqa: BLE001  (without Triton no kernel runs)
+        return frozenset()
+    names = set()
+    for kind in vars(core).values():
+        if isinstance(kind, type) and issubclass(kind, (core.base_value, core.base_type)):
+            names.update(n for n in dir(kind) if not n.startswith("_"))
+    samples = (lambda: tl.tensor(None, tl.block_type(tl.float32, [2])), lambda: tl.float32,
+               lambda: tl.pointer_type(tl.float32), lambda: tl.block_type(tl.float32, [2]), lambda: tl.constexpr(1))
+    for make in samples:
+        try:
+            names.update(n for n in vars(make()) if not n.startswith("_"))
+        except Exception:  # noqa: BLE001  (another Triton's constructors)
+            pass
+    return frozenset(names - {"handle"})
+
+
 _KERNEL_PYTHON = ("a Triton kernel may call only Triton functions (@triton.jit, triton.language), the "
                   "builtins Triton compiles (range, min, max, ...) and its values' methods: on a GPU nothing "
                   "else compiles, and under the interpreter (the CPU) other Python runs on the host's copy of "
@@ -403,7 +475,7 @@ def audit(source: str, *, allow: Iterable[str] = frozenset(), forbidden_calls: I
             forbidden_calls.setdefault(other, why)
     scopes = _Scopes(tree)
     scopes.entry = entry  # called by the grader with tensors: its parameters are never configuration
-    reachable = _reachable(tree, entry) if (entry and forbidden_calls) else None
+    reachable = _reachable(tree, entry) if (entry and (forbidden_calls or kernel_library)) else None
     auditor = _Auditor(scopes, frozenset(allow), forbidden_calls, reachable)
     auditor.kernels_beside, auditor.kernel_library = frozenset(kernels_beside), dict(kernel_library)
     auditor.outside_torch = outside_torch
@@ -978,8 +1050,9 @@ class _Auditor(ast.NodeVisitor):
         self.parents: dict[int, ast.AST] = {}
         self.own_methods = {f.name for c in ast.walk(scopes.module.node) if isinstance(c, ast.ClassDef)
                             for f in c.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        self.jit_wrapped, bound = _triton_wrapped(scopes.module.node, scopes)
         self.kernels = {n.name for n in ast.walk(scopes.module.node) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-                        and _triton_decorated(n, scopes)}
+                        and (_triton_decorated(n, scopes) or n.name in self.jit_wrapped)} | bound
         self.kernels_beside: frozenset = frozenset()
         self.kernel_library: dict = {}
         self.outside_torch = False
@@ -1045,6 +1118,7 @@ class _Auditor(ast.NodeVisitor):
             self.report(node, "escape", f"defines {node.name}, which intercepts torch operators (the grader's too)")
         kernel = any(p.startswith("triton.") for d in node.decorator_list
                      for p in self.external(d.func if isinstance(d, ast.Call) else d))
+        kernel = kernel or (len(self.stack) == 1 and node.name in self.jit_wrapped)
         if self.reachable is not None and self.reach_depth > 0:
             for d in node.decorator_list:
                 if (self.external(d.func if isinstance(d, ast.Call) else d) & set(_CACHE_DECORATORS)
@@ -1144,10 +1218,10 @@ class _Auditor(ast.NodeVisitor):
 
     def _check_dunder(self, node):
         attr = node.attr
-        if self.kernel_depth > 0 and attr == "handle":
+        if (self.kernel_depth > 0 and attr not in kernel_value_attributes()
+                and self.paths(node.value) & {_LOCAL, _OWN}):
             self.report(node, "escape", f"uses {self.text(node)} in the Triton kernel {self.stack[-1].node.name}: "
-                        "a value's handle is Triton's own representation of it (under the interpreter, the "
-                        "host's copy of the data), not the language: a kernel computes with Triton's functions")
+                        f"{attr!r} is not an attribute of Triton's values ({_KERNEL_ATTRIBUTE})")
         if isinstance(node.ctx, ast.Load):
             self._check_method(node)
         parent = self.parents.get(id(node))
@@ -1331,6 +1405,8 @@ class _Auditor(ast.NodeVisitor):
             self.report(target, "kept-state", f"stores into {self.text(target.value)}[...], defined outside the "
                         f"function: {_KEPT}")
         elif isinstance(target, ast.Name) and target.id in self.stack[-1].declared_global:
+            if value is not None and self._pure(value):
+                return  # a flag or a configuration (a warn-once flag, a block size): it can hold no answer
             self.report(target, "kept-state", f"assigns the global {target.id}: {_KEPT}")
 
     def visit_AugAssign(self, node):
@@ -1433,7 +1509,7 @@ class _Auditor(ast.NodeVisitor):
         object): deny by default."""
         func, kernel = node.func, self.stack[-1].node.name
         paths = self.paths(func)
-        library = sorted(p for p in paths if p in self.kernel_library)
+        library = sorted({key for p in paths for key in [self._library_entry(p)] if key is not None})
         if (not library and isinstance(func, ast.Attribute) and self._kernel_value(func.value)
                 and any(p.rsplit(".", 1)[1] == func.attr for p in self.kernel_library)):
             library = [next(p for p in self.kernel_library if p.rsplit(".", 1)[1] == func.attr)]  # x.softmax()
@@ -1441,11 +1517,57 @@ class _Auditor(ast.NodeVisitor):
             self.report(node, "kernel-library", f"calls {self.text(func)} in the Triton kernel {kernel}: "
                         f"{self.kernel_library[library[0]]}")
             return
+        if paths & {"builtins.getattr", "builtins.hasattr"} and not self._kernel_getattr_ok(node):
+            return
         if self._kernel_value(func) or all(self._compiled(p, func) for p in paths):
             return
-        if paths and all(_is_external(p) for p in paths) and all(isinstance(a, ast.Constant) for a in node.args):
-            return  # math.log2(2.0): arithmetic on constants, done when the kernel compiles
+        if (paths and all(_is_external(p) for p in paths)
+                and all(self._constant(a) for a in [*node.args, *(k.value for k in node.keywords)])):
+            return  # math.log2(math.e): arithmetic on constants, done when the kernel compiles
         self.report(node, "escape", f"calls {self.text(func)} in the Triton kernel {kernel}: {_KERNEL_PYTHON}")
+
+    def _library_entry(self, path: str):
+        """The entry of ``kernel_library`` that ``path`` is: the same spelling, or the same object reached by
+        another (``getattr(tl, "atomic_add")``, ``triton.language.core.atomic_add``)."""
+        if path in self.kernel_library:
+            return path
+        obj = resolve_path(path) if path.startswith("triton.") else None
+        if obj is None:
+            return None
+        return next((key for key in self.kernel_library if resolve_path(key) is obj), None)
+
+    def _kernel_getattr_ok(self, node) -> bool:
+        """``getattr(v, "name")`` in a kernel is ``v.name``: a constant name of Triton's language (reported
+        otherwise, and False)."""
+        kernel, args = self.stack[-1].node.name, node.args
+        name = args[1] if len(args) >= 2 else None
+        if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
+            self.report(node, "escape", f"calls {self.text(node)} in the Triton kernel {kernel}: an attribute "
+                        f"by a computed name is not Triton's language ({_KERNEL_ATTRIBUTE})")
+            return False
+        if self.paths(args[0]) & {_LOCAL, _OWN} and name.value not in kernel_value_attributes():
+            self.report(node, "escape", f"uses {self.text(node)} in the Triton kernel {kernel}: {name.value!r} "
+                        f"is not an attribute of Triton's values ({_KERNEL_ATTRIBUTE})")
+            return False
+        return True
+
+    def _constant(self, expr) -> bool:
+        """A constant the kernel's compilation folds: literals, math's constants (``math.e``), arithmetic
+        on them and math's functions of them."""
+        if isinstance(expr, ast.Constant):
+            return True
+        if isinstance(expr, ast.UnaryOp):
+            return self._constant(expr.operand)
+        if isinstance(expr, ast.BinOp):
+            return self._constant(expr.left) and self._constant(expr.right)
+        if isinstance(expr, ast.Attribute):
+            paths = self.paths(expr)
+            return bool(paths) and all(p.startswith("math.") for p in paths)
+        if isinstance(expr, ast.Call):
+            paths = self.paths(expr.func)
+            return (bool(paths) and all(p.startswith("math.") for p in paths) and not expr.keywords
+                    and all(self._constant(a) for a in expr.args))
+        return False
 
     def _check_kernel_arguments(self, node):
         """``kernel[grid](..., FN=helper)``: a plain Python function (or lambda) of the submission handed to
@@ -1466,7 +1588,7 @@ class _Auditor(ast.NodeVisitor):
         its methods are the value's (``x.to(...)``, ``ptr.dtype.element_ty``), a constexpr parameter is a
         kernel passed in. Not through ``.handle``, the value's representation under the interpreter."""
         while isinstance(expr, (ast.Attribute, ast.Subscript)):
-            if isinstance(expr, ast.Attribute) and expr.attr == "handle":
+            if isinstance(expr, ast.Attribute) and expr.attr not in kernel_value_attributes():
                 return False
             expr = expr.value
         if isinstance(expr, ast.Name):
@@ -1477,7 +1599,8 @@ class _Auditor(ast.NodeVisitor):
         if (path.startswith("triton.") or path in _KERNEL_BUILTINS or path in self.kernels_beside
                 or path in course_kernels()):
             return True
-        return path == _OWN and isinstance(func, ast.Name) and func.id in self.kernels
+        return (path in (_OWN, _LOCAL) and isinstance(func, ast.Name) and func.id in self.kernels
+                and func.id not in self.stack[-1].bindings)  # the module's kernel, not a local of that name
 
     def _check_method(self, node):
         """Methods that write files or use streams, on whatever object (``Path(p).write_text``)."""

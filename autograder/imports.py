@@ -57,12 +57,35 @@ def _imported_tops(source: str) -> set:
 
 
 def _module_files(folder: Path, name: str) -> list[Path]:
-    # Python's order: a package (a folder with __init__.py) before a module file of the same name
+    # Python's order: a package (a folder with __init__.py) before a module file of the same name, and a
+    # folder without one (a namespace package, PEP 420) only where no installed module has the name
     if (folder / name / "__init__.py").is_file():
         return sorted(p for p in (folder / name).rglob("*.py") if p.is_file())
     if (folder / f"{name}.py").is_file():
         return [folder / f"{name}.py"]
+    if (folder / name).is_dir() and name.isidentifier() and not _installed_module(name):
+        return sorted(p for p in (folder / name).rglob("*.py") if p.is_file())
     return []
+
+
+def _installed_module(name: str) -> bool:
+    """Whether ``name`` is a module of the standard library or the installed packages (found without the
+    submission's folder, without importing it)."""
+    import importlib.machinery
+
+    if name in sys.builtin_module_names:
+        return True
+    paths = [p for p in sys.path if p and os.path.join(os.path.realpath(p), "").startswith(INSTALLED)]
+    return importlib.machinery.PathFinder.find_spec(name, paths) is not None
+
+
+def _repository_own(folder: Path, name: str) -> bool:
+    """Whether ``import name`` from ``folder`` is the course's own: its packages and reference kernels
+    anywhere, and the repository's own folders (tests, tools...) for a submission at the repository's root.
+    A learner's helper module named like one of those folders (tools.py beside a notebook) is theirs."""
+    if name in ("kernels_ref", *COURSE_PACKAGES):
+        return True
+    return name in NOT_LEARNERS and os.path.realpath(folder) == os.path.realpath(REPOSITORY)
 
 
 def _read(path: Path) -> str | None:
@@ -81,7 +104,7 @@ def local_sources(source: str, folder) -> dict[str, str | None]:
     todo = [source]
     while todo:
         for name in sorted(_imported_tops(todo.pop())):
-            if name in names or name in NOT_LEARNERS:
+            if name in names or _repository_own(folder, name):
                 continue
             files = _module_files(folder, name)
             if not files:
@@ -247,6 +270,8 @@ class ImportGuard:
         places = [os.path.realpath(w) for w in where]
         if places[0] in self.audited and spec.origin and spec.has_location:
             return AuditedSource(places[0], self.audited[places[0]]).spec(name, spec)
+        if spec.origin is None and all(any(a.startswith(p + os.sep) for a in self.audited) for p in places):
+            return spec  # a namespace package of audited modules (holds no code: each module is judged itself)
         reason = self._why_not(name, places)
         if reason is None:
             return spec

@@ -25,7 +25,9 @@
 """
 from __future__ import annotations
 
+import contextlib
 import functools
+import importlib
 import importlib.util
 import os
 import site
@@ -39,6 +41,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from autograder.audit import resolve_path
 from autograder.imports import INSTALLED
 from measure.memory import Provenance, written_outputs
 
@@ -56,18 +59,44 @@ _INSTALLED = False
 def _counting(run):
     def run_and_count(self, *args, **kwargs):
         LaunchCallbacks.check(self, kwargs.get("grid"))
+        LaunchCallbacks.check_arguments(self, args, kwargs)
         if kwargs.get("warmup"):
             return run(self, *args, **kwargs)
         if STATE.benchmarking == 0 and STATE.null:
             STATE.launches += 1
             return None
-        out = run(self, *args, **kwargs)
-        if STATE.benchmarking == 0:  # counted once it ran: a launch that did not fit (OutOfResources) never did
-            STATE.launches += 1
+        with _counted():
+            out = run(self, *args, **kwargs)
         LaunchCallbacks.check(self, kwargs.get("grid"))  # again: a hook of its own may have added another
         return out
     run_and_count.__wrapped__ = run
     return run_and_count
+
+
+def _never_started(exc: BaseException) -> bool:
+    """Whether a launch that raised ``exc`` never ran a program: Triton compiles a kernel before it launches
+    it, and a kernel that does not compile or fit (``CompilationError``, ``OutOfResources``: a launcher may
+    try a smaller block then) never started. Any other failure may come after programs ran (under the
+    interpreter, a kernel fails in a program, after the programs before it stored their results)."""
+    try:
+        from triton.compiler.errors import CompilationError
+        from triton.runtime.errors import OutOfResources
+    except ImportError:
+        return False
+    return isinstance(exc, (CompilationError, OutOfResources))
+
+
+@contextlib.contextmanager
+def _counted():
+    """Around a launch: it counts once it ran, or once it failed after it may have started running."""
+    try:
+        yield
+    except BaseException as exc:
+        if STATE.benchmarking == 0 and not _never_started(exc):
+            STATE.launches += 1
+        raise
+    if STATE.benchmarking == 0:
+        STATE.launches += 1
 
 
 def _benchmarking(bench):
@@ -84,6 +113,7 @@ def _benchmarking(bench):
 def _checking(run):
     def run_checked(self, *args, **kwargs):
         LaunchCallbacks.check(self)
+        LaunchCallbacks.check_arguments(self, args, kwargs)
         out = run(self, *args, **kwargs)
         LaunchCallbacks.check(self)  # again: a callback of its own may have swapped in another
         return out
@@ -98,6 +128,7 @@ def _checked_getitem(getitem):
 
         def checked_launch(*args, **kwargs):
             LaunchCallbacks.check(self, grid)
+            LaunchCallbacks.check_arguments(self, args, kwargs)
             out = launch(*args, **kwargs)
             LaunchCallbacks.check(self, grid)
             return out
@@ -112,13 +143,12 @@ def _compiled_getitem(getitem):
         runner = getitem(self, grid)
 
         def counted_runner(*args, **kwargs):
+            LaunchCallbacks.check_arguments(self, args, kwargs)
             if STATE.benchmarking == 0 and STATE.null:
                 STATE.launches += 1
                 return None
-            out = runner(*args, **kwargs)
-            if STATE.benchmarking == 0:
-                STATE.launches += 1
-            return out
+            with _counted():
+                return runner(*args, **kwargs)
         return counted_runner
     counted_getitem.__wrapped__ = getitem
     return counted_getitem
@@ -192,6 +222,13 @@ _ONE_VALUE = (bool, int, float, complex, str)
 _CUDA_ARRAY_INTERFACE = torch.Tensor.__dict__.get("__cuda_array_interface__")
 
 
+def without_value_exits(records) -> list:
+    """A call's records without the values it took out of torch, for a call that raised: it answered
+    nothing, so no output was computed from them (an error message that shows the tensor, ``f"...{x}"``),
+    and the next call's fresh values make any kept copy stale."""
+    return [r for r in records if not str(r[0]).startswith(LEAVES_TORCH + ":")]
+
+
 def _only_tensors(out) -> bool:
     if isinstance(out, (tuple, list)):
         return all(_only_tensors(o) for o in out)
@@ -249,13 +286,14 @@ class _Exits(TorchFunctionMode):
             self.recorder.note(f"{LEAVES_TORCH}:{_exit_name(func)}", frame)
 
 
-def _fewest_values(inputs) -> int | None:
-    """The fewest elements of a floating-point tensor among a call's inputs (2 at least), or None."""
+def _fewest_values(inputs) -> tuple[int, int] | None:
+    """(elements, element size) of the floating-point tensor with the fewest elements (2 at least) among a
+    call's inputs, or None."""
     if inputs is None:
         return None
     from autograder.argtree import tensors
 
-    sizes = [t.numel() for t in tensors(inputs) if t.is_floating_point() and t.numel() >= 2]
+    sizes = [(t.numel(), t.element_size()) for t in tensors(inputs) if t.is_floating_point() and t.numel() >= 2]
     return min(sizes) if sizes else None
 
 
@@ -300,7 +338,11 @@ class OpRecorder(TorchDispatchMode):
         self._exits = _Exits(self)
         # Numbers read one at a time (item, float(t), int(t)): a launcher reads a few (a size, a maximum);
         # reading as many as a floating-point input holds takes its values out of torch as tolist does.
-        self._scalars, self._scalar_bound = 0, _fewest_values(inputs)
+        # A number is counted by the input's values it can carry: an int64 read of a float32 tensor viewed
+        # as int64 carries two of them, four of a float16 one.
+        fewest = _fewest_values(inputs)
+        self._scalars, self._scalar_bound = 0, fewest[0] if fewest else None
+        self._scalar_unit = fewest[1] if fewest else 1
 
     def __enter__(self):
         self._exits.__enter__()
@@ -335,8 +377,9 @@ class OpRecorder(TorchDispatchMode):
                 self.largest = [foreign, name, self._line_from(sys._getframe(1))]
             return out
         if name == "_local_scalar_dense" and self._scalar_bound and _asked_by(sys._getframe(1)) == LEARNER:
-            self._scalars += 1
-            if self._scalars == self._scalar_bound:
+            before = self._scalars
+            self._scalars += max(1, -(-args[0].element_size() // self._scalar_unit))
+            if before < self._scalar_bound <= self._scalars:
                 self.note(f"{LEAVES_TORCH}:Tensor.item (or float(), int()) on an input's worth of values, one at a "
                           "time", sys._getframe(1))
         line = self.note(name, sys._getframe(1))
@@ -479,10 +522,16 @@ class LaunchCallbacks:
 
     owner: "OpRecorder | None" = None
     _triton_files: tuple = ()
+    # [(object, dotted path, why)]: Triton's library functions the exercise refuses inside its kernels
+    refused: list = []
 
     @classmethod
-    def arm(cls, owner: "OpRecorder | None") -> None:
+    def arm(cls, owner: "OpRecorder | None", kernel_library: dict | None = None) -> None:
+        """``kernel_library``: {dotted path: why} of the Triton functions a kernel may not be handed
+        (``Rules.kernel_library``, and the atomics of an exercise that asks for determinism)."""
         cls.owner = owner
+        cls.refused = [(obj, path, why) for path, why in (kernel_library or {}).items()
+                       for obj in [resolve_path(path)] if obj is not None]
         if not cls._triton_files:
             from course.triton_internals import internal
 
@@ -501,10 +550,53 @@ class LaunchCallbacks:
             raise CallbackRefused(f"Triton was given {what}: {_CALLBACK_WHY}")
 
     @classmethod
-    def owner_note(cls, what: str) -> None:
+    def owner_note(cls, what: str, prefix: str = LAUNCH_CALLBACK) -> None:
         rec = ThreadGuard.recorder
         if rec is not None:
-            rec.note(f"{LAUNCH_CALLBACK}:{what}", sys._getframe(2))
+            rec.note(f"{prefix}:{what}", sys._getframe(2))
+
+    @classmethod
+    def check_arguments(cls, kernel, args, kwargs) -> None:
+        """Refuse a launch handed anything but what Triton takes as a kernel's argument (``_argument_problem``):
+        deny by default, from what each argument is."""
+        if cls.owner is None or ThreadGuard.armed != threading.get_ident():
+            return
+        names = list(getattr(kernel, "arg_names", None) or ())
+        named = [(names[i] if i < len(names) else f"argument {i + 1}", a) for i, a in enumerate(args)]
+        for name, value in [*named, *((k, v) for k, v in kwargs.items() if k != "grid")]:
+            problem = cls._argument_problem(value)
+            if problem is not None:
+                what, why = f"{_kernel_name(kernel)} with {problem[0]} as its argument {name}", problem[1]
+                cls.owner_note(f"{what}{_WHY_SEP}{why}", LAUNCH_ARGUMENT)
+                raise ArgumentRefused(f"Triton's launch of {what}: {why}")
+
+    @classmethod
+    def _argument_problem(cls, value, depth: int = 0) -> tuple[str, str] | None:
+        """None when ``value`` is something a Triton launch takes as it is: a tensor, a number, a string, a
+        dtype, a tuple of those, a tensor descriptor or reinterpreted tensor, a Triton function (a kernel's
+        constexpr) other than those the exercise refuses. Else (what it is, why it is refused), in words."""
+        kind = type(value)
+        if depth > 8:
+            return "a container nested too deep", _ARGUMENT_WHY
+        if kind in _PLAIN_ARGUMENTS or (isinstance(value, _np_generic()) and kind.__module__ == "numpy"):
+            return None
+        if kind in (tuple, list):
+            return next((p for p in (cls._argument_problem(v, depth + 1) for v in value) if p), None)
+        triton = _triton_argument_types()
+        if kind in triton["values"]:
+            return None
+        if kind in triton["constexpr"]:
+            return cls._argument_problem(value.value, depth + 1)
+        if kind in triton["holders"]:  # a tensor descriptor, a reinterpreted tensor: the tensor inside
+            inner = [value.base, *(getattr(value, a, ()) or () for a in ("shape", "strides", "block_shape"))]
+            return next((p for p in (cls._argument_problem(v, depth + 1) for v in inner) if p), None)
+        if isinstance(value, triton["functions"]) or _triton_builtin(value):
+            inner = getattr(value, "fn", value)
+            for obj, path, why in cls.refused:
+                if value is obj or inner is getattr(obj, "fn", obj):
+                    return path, why
+            return None
+        return (_describe(value) if callable(value) else f"an object of type {_describe(kind)}"), _ARGUMENT_WHY
 
     @classmethod
     def _allowed(cls, filename: str) -> bool:
@@ -529,6 +621,65 @@ class LaunchCallbacks:
             # triton 3.9 keeps launch hooks in a chain (an empty one by default), 3.6 one callable or None
             for one in getattr(hook, "calls", None) if isinstance(getattr(hook, "calls", None), list) else [hook]:
                 yield f"triton.knobs.runtime.{attr}", one
+
+
+# The recorded name of a launch argument Triton may not take: this prefix, a colon, what it was, _WHY_SEP, why.
+LAUNCH_ARGUMENT = "launch_argument"
+_WHY_SEP = " :: "
+
+
+class ArgumentRefused(RuntimeError):
+    """A Triton launch was handed an argument that is not a kernel's argument (``LaunchCallbacks``)."""
+
+
+_ARGUMENT_WHY = ("a Triton kernel takes tensors, numbers, strings, dtypes, tuples of them and Triton "
+                 "functions (@triton.jit); anything else is Python that Triton's launch or the interpreter "
+                 "calls outside your kernel (an object's methods, a functools.partial, a plain function), "
+                 "where the grader cannot see whose work it is")
+_PLAIN_ARGUMENTS = frozenset({int, float, bool, str, type(None), torch.Tensor, torch.nn.Parameter, torch.dtype})
+
+
+@functools.cache
+def _np_generic():
+    import numpy
+
+    return numpy.generic
+
+
+@functools.cache
+def _triton_argument_types() -> dict:
+    """Triton's classes a launch argument may be, by what they are: its dtypes (``tl.float16``), constexpr,
+    the holders of a tensor (``TensorDescriptor``, ``triton.reinterpret``'s wrapper) and its functions."""
+    import triton.language.core as core
+    from course.triton_internals import internal
+
+    values = {c for c in vars(core).values() if isinstance(c, type) and issubclass(c, core.base_type)}
+    holders = set()
+    for module, name in (("triton.tools.tensor_descriptor", "TensorDescriptor"), ("triton.runtime.jit", "TensorWrapper")):
+        try:
+            holders.add(getattr(importlib.import_module(module), name))
+        except (ImportError, AttributeError):
+            pass
+    functions = []
+    for name in ("JITFunction", "InterpretedFunction"):
+        try:
+            functions.append(internal(name))
+        except ImportError:
+            pass
+    return {"values": frozenset(values), "constexpr": frozenset({core.constexpr}), "holders": frozenset(holders),
+            "functions": tuple(functions)}
+
+
+def _triton_builtin(value) -> bool:
+    """A function of Triton's language (``tl.exp``, ``tl.maximum``): marked a builtin and defined in Triton."""
+    return (isinstance(value, types.FunctionType) and getattr(value, "__triton_builtin__", False) is True
+            and value.__code__.co_filename.startswith(_TRITON_DIR))
+
+
+def _kernel_name(kernel) -> str:
+    while hasattr(kernel, "fn") and not isinstance(kernel, types.FunctionType):
+        kernel = kernel.fn
+    return getattr(kernel, "__name__", "the kernel")
 
 
 def _describe(obj) -> str:
@@ -776,6 +927,10 @@ def judge(spec, ops_records, launch_counts, used_kernels_ref: bool, where, large
             continue
         if op.startswith(REFUSED + ":"):
             violations.append(f"{op.split(':', 1)[1]} at {where(line)}: {_REFUSED_WHY}")
+            continue
+        if op.startswith(LAUNCH_ARGUMENT + ":"):
+            what, _, why = op.split(":", 1)[1].partition(_WHY_SEP)
+            violations.append(f"launches {what} at {where(line)}: {why}")
             continue
         if op.startswith(LAUNCH_CALLBACK + ":"):
             violations.append(f"gives Triton {op.split(':', 1)[1]} at {where(line)}: {_CALLBACK_WHY}")

@@ -35,9 +35,9 @@ STOP_GRACE_S = 5.0
 class ForkSession(Session):
     """The call loop in a forked child of this process: it has the learner's function already."""
 
-    def __init__(self, fn, poison: bool, timeout_s: float, harness=None, course_tools=None):
+    def __init__(self, fn, poison: bool, timeout_s: float, harness=None, course_tools=None, kernel_library=None):
         self.fn, self.poison, self.timeout_s, self.harness = fn, poison, timeout_s, harness
-        self.course_tools = course_tools
+        self.course_tools, self.kernel_library = course_tools, kernel_library
         self.pid = None
 
     def __enter__(self):
@@ -49,7 +49,8 @@ class ForkSession(Session):
         if pid == 0:  # the child: never returns
             parent.close()
             os.close(read_fd)
-            _child_main(self.fn, self.poison, child, write_fd, self.harness, self.timeout_s, self.course_tools)
+            _child_main(self.fn, self.poison, child, write_fd, self.harness, self.timeout_s, self.course_tools,
+                        self.kernel_library)
         child.close()
         os.close(write_fd)
         self.pid, self.sock, self.status = pid, parent, None
@@ -85,7 +86,8 @@ class ForkSession(Session):
         return explain_exit(code, self.output)
 
 
-def _child_main(fn, poison, sock, out_fd, harness=None, timeout_s: float | None = None, course_tools=None):
+def _child_main(fn, poison, sock, out_fd, harness=None, timeout_s: float | None = None, course_tools=None,
+                kernel_library=None):
     """Serve the call loop; the learner's prints go to a pipe the notebook shows. Just after the notebook's
     deadline (``timeout_s``), while the notebook waits to stop it, the child writes where it is to that
     pipe: a stopped check then shows the line it was stuck on."""
@@ -106,7 +108,7 @@ def _child_main(fn, poison, sock, out_fd, harness=None, timeout_s: float | None 
         torch.set_num_threads(1)  # OpenMP's thread pool does not survive fork(): one thread is safe
         from autograder.worker import Worker, serve
 
-        serve(Worker(fn, None, poison, harness=harness, course_tools=course_tools), sock)
+        serve(Worker(fn, None, poison, harness=harness, course_tools=course_tools, kernel_library=kernel_library), sock)
         code = 0
     finally:
         os._exit(code)
@@ -116,10 +118,11 @@ class InProcessSession(Session):
     """The call loop in this very process (on a GPU: CUDA cannot be forked)."""
 
     def __init__(self, fn, poison: bool, timeout_s: float, harness=None, source_file: str | None = None,
-                 course_tools=None):
+                 course_tools=None, kernel_library=None):
         from autograder.worker import Worker
 
-        self.worker = Worker(fn, source_file, poison, harness=harness, course_tools=course_tools)
+        self.worker = Worker(fn, source_file, poison, harness=harness, course_tools=course_tools,
+                             kernel_library=kernel_library)
         self.timeout_s = timeout_s
 
     def __enter__(self):
@@ -142,10 +145,14 @@ class InProcessSession(Session):
 def local_session(fn, spec):
     import course
 
+    from autograder.determinism import atomics
+
     poison = spec.judged_on_tensors
+    library = {**spec.rules.kernel_library, **atomics(spec)}  # refused as launch arguments, as when graded
     if course.ON_GPU or not hasattr(os, "fork"):
-        return InProcessSession(fn, poison, spec.timeout_s, spec.harness, course_tools=spec.course_tools)
-    return ForkSession(fn, poison, spec.timeout_s, spec.harness, spec.course_tools)
+        return InProcessSession(fn, poison, spec.timeout_s, spec.harness, course_tools=spec.course_tools,
+                                kernel_library=library)
+    return ForkSession(fn, poison, spec.timeout_s, spec.harness, spec.course_tools, library)
 
 
 def check(exercise_id: str, fn, quick: bool = False, show: bool = True, step: str | None = None) -> bool:

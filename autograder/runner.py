@@ -212,7 +212,7 @@ def judge_cases(spec, plan: list[PlannedCase], runs: list[CaseRun], where) -> Ve
         v.rows.append(row)
         v.measured.append((p.case, p.a, [done_a.measured, done_b.measured]))
         for done, args in ((done_a, p.a), (done_b, p.b)):
-            v.ops.extend(done.ops)
+            v.ops.extend(done.ops if done.ok else legality.without_value_exits(done.ops))
             v.largest.append((*done.largest, intermediate_limit(spec, args)))
             if done.ok:  # a call that raised (out of memory, say) launched nothing worth judging
                 v.launches.append(done.launches)

@@ -1,14 +1,19 @@
 """What a submission is: a notebook's graded code, or a Python file as it is.
 
 Notebook submission (docs/CONTRACTS.md): its code cells, except nbgrader test cells (grade: true,
-solution: false) and cells tagged ``demo``; lines starting with ``%`` or ``!`` are dropped. The code is
-joined into one source, written to a real ``.py`` file for the worker (Triton reads kernel source with
+solution: false) and cells tagged ``demo``, as the Python IPython runs (``cell_lines``): IPython's own
+transformer turns magics, shell escapes and help (``tl.load?``) into calls, and each becomes what it does
+to the notebook's namespace: ``%time stmt`` and the bodies of ``%%time``/``%%capture`` run as Python,
+``%run file.py`` runs that file's lines (each line remembers its file), a shell command or ``%timeit``
+runs nothing and a value taken from one (``r = %timeit -o ...``, ``out = !cmd``) is a stand-in
+(``STAND_IN``); other cell magics drop their cell. The code is joined into one source, written to a real ``.py`` file for the worker (Triton reads kernel source with
 ``inspect``), and every line remembers its cell so messages can say "cell 7, line 3".
 """
 from __future__ import annotations
 
 import ast
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,6 +44,8 @@ class Submission:
         if self.kind == "python":
             return f"line {lineno}"
         if 1 <= lineno <= len(self.cells) and self.cells[lineno - 1]:
+            if isinstance(self.cells[lineno - 1], str):  # a line a %run brought in: "helper.py, line 3"
+                return self.cells[lineno - 1]
             cell, line = self.cells[lineno - 1]
             return f"cell {cell}, line {line}"
         return f"line {lineno}"
@@ -59,10 +66,56 @@ def is_demo_cell(cell: dict) -> bool:
     return "demo" in (cell.get("metadata", {}).get("tags") or [])
 
 
-def _drop_magics(line: str) -> str:
-    stripped = line.lstrip()
-    indent = line[: len(line) - len(stripped)]
-    return f"{indent}pass  # dropped for grading: {stripped[:60]}"
+# IPython's own cell magics that run their body as the cell's Python, in the notebook's namespace (what
+# they define stays defined): the body is graded as Python. Every other cell magic runs its body as another
+# language, only in Jupyter (%%bash, %%html), or in a scope of its own (%%timeit): the cell is dropped.
+_BODY_RUNS = frozenset({"time", "capture", "prun"})
+# Line magics that run their statement in the notebook's namespace (``%time y = f(x)`` defines y).
+_STATEMENT_RUNS = frozenset({"time"})
+# The name a magic's result takes while graded (``r = %timeit -o f(x)``, ``out = !cmd``): the grader runs no
+# shell command and times nothing when it imports a notebook; the worker defines it (``autograder.worker``).
+STAND_IN = "_ipython_only"
+
+
+def _ipython_python(src: str) -> str:
+    """A cell as IPython turns it into Python (``TransformerManager.transform_cell``, what IPython runs):
+    magics, shell escapes and help become calls of ``get_ipython()``. Where IPython is not installed (a GPU
+    runner's image), the same escape grammar is read here for the forms a notebook's line uses."""
+    try:
+        from IPython.core.inputtransformer2 import TransformerManager
+    except ImportError:
+        return "\n".join(_escapes_without_ipython(src.splitlines()))
+    return TransformerManager().transform_cell(src)
+
+
+_ASSIGNED = re.compile(r"^([\w.\[\], ()*]+?)\s*=\s*([%!])(.*)$")
+
+
+def _escapes_without_ipython(lines: list[str]) -> list[str]:
+    """IPython's escapes (``%magic args``, ``x = %magic args``, ``!cmd``, ``x = !cmd``, ``name?``) as the calls
+    IPython makes of them, line by line, where a line starts a statement."""
+    out = []
+    for line in lines:
+        stripped = line.lstrip()
+        indent = line[: len(line) - len(stripped)]
+        if _continues(out) or not stripped or stripped.startswith("#"):
+            out.append(line)
+            continue
+        assigned = _ASSIGNED.match(stripped)
+        target, escape = (assigned.group(1), assigned.group(2) + assigned.group(3)) if assigned else (None, stripped)
+        if escape.startswith("!"):
+            call = f"get_ipython().getoutput({escape.lstrip('!')!r})" if target else \
+                f"get_ipython().system({escape.lstrip('!')!r})"
+        elif escape.startswith("%"):
+            name, _, args = escape.lstrip("%").partition(" ")
+            call = f"get_ipython().run_line_magic({name!r}, {args.strip()!r})"
+        elif not target and (stripped.endswith("?") or stripped.startswith("?")):
+            call = f"get_ipython().run_line_magic('pinfo', {stripped.strip('?')!r})"
+        else:
+            out.append(line)
+            continue
+        out.append(f"{indent}{target} = {call}" if target else indent + call)
+    return out
 
 
 def _continues(previous: list[str]) -> bool:
@@ -77,23 +130,96 @@ def _continues(previous: list[str]) -> bool:
     return False
 
 
-def code_lines(src: str) -> list[str]:
-    """A cell's lines as Python: IPython's magics and shell escapes (``%time``, ``!pip``) each become a
-    ``pass`` where they start a statement, and a cell magic (``%%bash``, ``%%timeit``) empties its cell,
-    whose body is another language or runs only in Jupyter."""
+def _ipython_call(node) -> tuple[str, list] | None:
+    """(method, constant arguments) of ``get_ipython().method('...', ...)``, else None."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Call)
+            and isinstance(node.func.value.func, ast.Name) and node.func.value.func.id == "get_ipython"):
+        return None
+    if not all(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in node.args):
+        return None
+    return node.func.attr, [a.value for a in node.args]
+
+
+def _run_target(args: str, folder) -> Path | None:
+    """The file ``%run [-i] file.py`` runs, when it is a Python file in the notebook's folder."""
+    words = [w for w in args.split() if w != "-i"]
+    if folder is None or len(words) != 1 or not words[0].endswith(".py"):
+        return None
+    path = (Path(folder) / words[0]).resolve()
+    return path if path.is_file() and path.parent == Path(folder).resolve() else None
+
+
+def _replacement(node, statement: bool, folder):
+    """What a call of ``get_ipython()`` becomes in the graded Python: a statement's text, a file's lines
+    (``%run``: a list of (line, place)), or an expression."""
+    method, args = _ipython_call(node)
+    if method == "run_line_magic" and args and args[0] in _STATEMENT_RUNS and len(args) == 2 and args[1].strip():
+        body = args[1].strip()
+        try:
+            ast.parse(body, mode="exec" if statement else "eval")
+            return body if statement else f"({body})"
+        except SyntaxError:
+            pass
+    if statement and method == "run_line_magic" and args and args[0] == "run" and len(args) == 2:
+        path = _run_target(args[1], folder)
+        if path is not None:
+            text = path.read_text(encoding="utf-8")
+            return [(line, f"{path.name}, line {i}") for i, line in enumerate(text.splitlines(), start=1)]
+    what = args[0] if method in ("run_line_magic", "run_cell_magic") and args else method
+    return "pass" if statement else f"{STAND_IN}({what!r})"
+
+
+def cell_lines(src: str, folder=None) -> list[tuple[str, int | str]]:
+    """A cell's lines as the Python IPython runs (module docstring), each with its place: the line of the
+    cell (1-based), or the file and line a ``%run`` brought in."""
     lines = src.splitlines()
-    first = next((line.lstrip() for line in lines if line.strip()), "")
-    if first.startswith("%%"):
-        return [f"# dropped for grading: {line[:60]}" for line in lines]
-    out = []
-    for line in lines:
-        magic = line.lstrip().startswith(("%", "!")) and not _continues(out)
-        out.append(_drop_magics(line) if magic else line)
-    return out
+    first = next((i for i, line in enumerate(lines) if line.strip()), None)
+    if first is not None and lines[first].lstrip().startswith("%%"):
+        name, _, args = lines[first].strip()[2:].partition(" ")
+        head = [(f"# graded as IPython runs it: {line[:60]}", i + 1) for i, line in enumerate(lines[:first + 1])]
+        if name not in _BODY_RUNS:
+            return head + [(f"# dropped for grading: {line[:60]}", i + 1) for i, line in enumerate(lines) if i > first]
+        variable = next((w for w in args.split() if not w.startswith("-")), None) if name == "capture" else None
+        if variable and variable.isidentifier():
+            head[-1] = (f"{variable} = {STAND_IN}('capture')", first + 1)
+        body = cell_lines("\n".join(lines[first + 1:]), folder)
+        return head + [(text, place + first + 1 if isinstance(place, int) else place) for text, place in body]
+    python = _ipython_python(src).splitlines()
+    while python and not python[0].strip():
+        python.pop(0)
+    python = [""] * (len(lines) if first is None else first) + python  # IPython drops leading blank lines
+    python += [""] * (len(lines) - len(python))  # a magic continued by a backslash is one line in IPython's
+    try:
+        tree = ast.parse("\n".join(python))
+    except SyntaxError:
+        return [(line, i) for i, line in enumerate(python, start=1)]  # the load says where it does not parse
+    parents = {id(c): n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
+    calls = sorted((n for n in ast.walk(tree) if _ipython_call(n) is not None),
+                   key=lambda n: (n.lineno, -n.col_offset))
+    out: dict[int, list] = {i: [(line, i)] for i, line in enumerate(python, start=1)}
+    for node in calls:
+        if node.lineno != node.end_lineno:
+            continue  # IPython writes each escape on one line
+        statement = isinstance(parents.get(id(node)), ast.Expr)
+        new = _replacement(node, statement, folder)
+        line = out[node.lineno][0][0]
+        if isinstance(new, list):  # a %run file's lines, in place of the statement, at its indentation
+            indent = line[: node.col_offset]
+            out[node.lineno] = [(indent + text if text.strip() else text, place) for text, place in new] or [
+                (indent + "pass", node.lineno)]
+        else:
+            out[node.lineno] = [(line[: node.col_offset] + new + line[node.end_col_offset:], node.lineno)]
+    return [entry for i in sorted(out) for entry in out[i]]
 
 
-def notebook_source(nb: dict) -> tuple[str, list]:
-    """Join the graded code cells of a notebook dict; return (source, line -> (cell number, line))."""
+def code_lines(src: str) -> list[str]:
+    """A cell's lines as the Python IPython runs (``cell_lines``), without the notebook's folder."""
+    return [text for text, _ in cell_lines(src)]
+
+
+def notebook_source(nb: dict, folder=None) -> tuple[str, list]:
+    """Join the graded code cells of a notebook dict; return (source, line -> (cell number, line), or the
+    place a ``%run`` file's line came from). ``folder``: the notebook's, where ``%run`` finds files."""
     lines, where = [], []
     for number, cell in enumerate(nb.get("cells", []), start=1):
         if cell.get("cell_type") != "code" or is_test_cell(cell) or is_demo_cell(cell):
@@ -102,9 +228,9 @@ def notebook_source(nb: dict) -> tuple[str, list]:
         src = "".join(src) if isinstance(src, list) else str(src)
         lines.append(f"# --- cell {number} ---")
         where.append(None)
-        for i, line in enumerate(code_lines(src), start=1):
+        for line, place in cell_lines(src, folder):
             lines.append(line)
-            where.append((number, i))
+            where.append((number, place) if isinstance(place, int) else place)
         lines.append("")
         where.append(None)
     return "\n".join(lines) + "\n", where
@@ -124,7 +250,7 @@ def load(path) -> Submission:
             raise SubmissionError(f"{path} is not a valid notebook (invalid JSON: {exc})") from None
         if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
             raise SubmissionError(f"{path} is not a notebook (no list of cells)")
-        source, cells = notebook_source(nb)
+        source, cells = notebook_source(nb, path.parent)
         sub = Submission(path=path.resolve(), source=source, kind="notebook", cells=cells)
     elif path.suffix == ".py":
         try:

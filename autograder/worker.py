@@ -212,7 +212,8 @@ class Worker:
     """The code under test and the state the requests act on (argument slots, the last output)."""
 
     def __init__(self, fn, source_file: str | None, poison: bool, harness=None, prepare=None, fresh=None,
-                 folder: str | None = None, course_tools: frozenset | None = None, trusted: bool = False):
+                 folder: str | None = None, course_tools: frozenset | None = None, trusted: bool = False,
+                 kernel_library: dict | None = None):
         import course
         import torch
 
@@ -234,7 +235,8 @@ class Worker:
         self.torch, self.legality = torch, legality
         legality.install_launch_counter()
         # launch callbacks are judged against the learner's files (or, with no file, code outside the libraries)
-        legality.LaunchCallbacks.arm(legality.OpRecorder(source_file, folder))
+        # ... and a launch's arguments against what Triton takes (the exercise's refused library functions too)
+        legality.LaunchCallbacks.arm(legality.OpRecorder(source_file, folder), kernel_library)
         AutotunePin.install()
         import torch.utils.deterministic
 
@@ -436,6 +438,48 @@ def _display(*objs, **_options):
         print(repr(obj))
 
 
+class IPythonOnly:
+    """A value only IPython makes (``r = %timeit -o f(x)``, ``out = !cmd``, ``%%capture log``), as a notebook
+    is graded (``autograder.submission.STAND_IN``): the grader times nothing and runs no shell command when it
+    imports a notebook, so a later line that prints or reads it must still run. Any attribute, item or call
+    of it is itself; it is empty, false, and shows what it stands for."""
+
+    def __init__(self, what: str):
+        self._what = what
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self
+
+    def __call__(self, *args, **kwargs):
+        return self
+
+    def __getitem__(self, key):
+        return self
+
+    def __iter__(self):
+        return iter(())
+
+    def __len__(self):
+        return 0
+
+    def __bool__(self):
+        return False
+
+    def __repr__(self):
+        return f"<{self._what}: not run while graded>"
+
+    def __format__(self, spec):
+        return repr(self)
+
+    def _same(self, *_args):
+        return self
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _same
+    __floordiv__ = __rfloordiv__ = __pow__ = __rpow__ = __neg__ = __pos__ = __abs__ = _same
+
+
 def load_entry(job: dict):
     """(fn or None, Ready): the learner's entry point from its source file, or a spec's baseline."""
     from autograder import legality
@@ -451,6 +495,7 @@ def load_entry(job: dict):
     legality.CourseTools.install()  # before the submission takes any name from measure
     from autograder.imports import ImportGuard, seen
     from autograder.runtime_audit import install
+    from autograder.submission import STAND_IN
 
     # from here on, for the life of the worker: no other processes, no code the grader did not audit
     install([source_file, *(job.get("audited") or {})])
@@ -462,6 +507,7 @@ def load_entry(job: dict):
     module = types.ModuleType("submission")
     module.__file__ = source_file
     module.display = _display  # Jupyter's kernel provides display(); a notebook that calls it must still load
+    setattr(module, STAND_IN, IPythonOnly)  # what a notebook's magics hand back (autograder.submission)
     sys.modules["submission"] = module
     import builtins
 
@@ -505,6 +551,7 @@ def main(argv) -> int:
 
 
 def make_worker(fn, job: dict) -> Worker:
+    from autograder.determinism import atomics
     from autograder.specs import get
 
     spec = get(job["exercise"])
@@ -514,7 +561,8 @@ def make_worker(fn, job: dict) -> Worker:
                         trusted=True)
     else:
         worker = Worker(fn, job.get("source_file"), poison=job.get("poison", True), harness=spec.harness, fresh=fresh,
-                        folder=job.get("submission_dir"), course_tools=spec.course_tools)
+                        folder=job.get("submission_dir"), course_tools=spec.course_tools,
+                        kernel_library={**spec.rules.kernel_library, **atomics(spec)})
         # The operator recorder (checked calls; a baseline makes timed calls only) imports torch._dynamo at
         # its first use (PyTorch wraps every dispatch mode's handler in torch._disable_dynamo, which imports
         # it lazily): 1-4 s, paid here, beside the grading process's own preparation, not in the first case.

@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 
 import numpy as np
+import torch
 
 _STATE = threading.local()  # .launch: (kernel name, [(lo, hi, argument name)]) of the running launch
 
@@ -32,12 +33,12 @@ def _ranges(named_args):
         if isinstance(arg, (tuple, list)):
             for i, a in enumerate(arg):
                 walk(f"{name}[{i}]", a)
-        elif hasattr(arg, "base") and hasattr(arg, "block_shape"):  # a TensorDescriptor
-            walk(name, arg.base)
-        elif hasattr(arg, "untyped_storage"):
+        elif isinstance(arg, torch.Tensor):  # by what it is: no other object's method runs here
             storage = arg.untyped_storage()
             if storage.nbytes():
                 out.append((storage.data_ptr(), storage.data_ptr() + storage.nbytes(), name))
+        elif isinstance(getattr(arg, "base", None), torch.Tensor):  # a TensorDescriptor, triton.reinterpret's
+            walk(name, arg.base)
 
     for name, arg in named_args:
         walk(name, arg)

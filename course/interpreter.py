@@ -19,6 +19,9 @@ interpreter off after that and before it imports Triton (tests/_sm90_compile.py 
 - ``float_arguments_as_fp32()``: a Python float kernel argument reached the kernel as a Python float, so
   ``eps.to(tl.float32)``, valid on a GPU (where it is an fp32 scalar), raised. Patched to an fp32 scalar.
 
+- ``answer_device_queries()``: with no GPU Triton has "0 active drivers", so Triton's tutorials, which ask
+  ``triton.runtime.driver.active.get_active_torch_device()`` at import, failed to import on the CPU. The
+  interpreter's driver answers the device (the CPU) and its index, and nothing else.
 - ``libdevice_in_numpy()``: ``triton.language.extra.libdevice`` holds stubs that the compiler swaps for the
   GPU's math library; the interpreter called the stub itself, which returns None (an honest Liger-style
   GELU with ``libdevice.tanh`` failed every case on the CPU, with an error about ``None``). Patched: in an
@@ -45,7 +48,40 @@ import torch
 def patch_interpreter() -> bool:
     """Every patch below; whether all are in place (False when this Triton's interpreter is laid out
     differently: then it keeps its own behaviour)."""
-    return all([round_interpreted_bf16(), compute_bf16_in_fp32(), float_arguments_as_fp32(), libdevice_in_numpy()])
+    return all([round_interpreted_bf16(), compute_bf16_in_fp32(), float_arguments_as_fp32(), libdevice_in_numpy(),
+                answer_device_queries()])
+
+
+class InterpreterDriver:
+    """What ``triton.runtime.driver.active`` is under the interpreter: the device kernels run on here (the
+    CPU, where their tensors live) and its index, which Triton's tutorials ask at import
+    (``DEVICE = triton.runtime.driver.active.get_active_torch_device()``). What only a GPU's driver does
+    (compiling, benchmarking, device properties) has no interpreter version: asking for it raises an
+    ``AttributeError`` that names it."""
+
+    def get_active_torch_device(self) -> torch.device:
+        return torch.device("cpu")
+
+    def get_current_device(self) -> int:
+        return 0
+
+    def __getattr__(self, name):
+        raise AttributeError(f"triton.runtime.driver.active.{name}: the Triton interpreter (this CPU run) has no "
+                             f"GPU driver; only get_active_torch_device() and get_current_device() are answered")
+
+
+def answer_device_queries() -> bool:
+    """Without a GPU Triton has "0 active drivers" and ``driver.active`` raises: make it the interpreter's."""
+    try:
+        from triton.runtime.driver import driver
+    except ImportError:
+        return False
+    if not isinstance(getattr(driver, "_active", None), InterpreterDriver):
+        try:
+            driver.active  # noqa: B018  (a real driver, where one is active, stays)
+        except RuntimeError:
+            driver.set_active(InterpreterDriver())
+    return True
 
 
 def _interpreter():

@@ -62,3 +62,49 @@ def launch(role: str, x, callback):
 
 
 partial_of_own = functools.partial(own_function, 1)
+
+
+@triton.jit
+def _apply(x_ptr, y_ptr, n, EXTRA, FN: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, FN(tl.load(x_ptr + offs, mask=offs < n)), mask=offs < n)
+
+
+@triton.jit
+def own_exp(x):
+    return tl.exp(x)
+
+
+def apply(x, fn, extra=None):
+    """y = fn(x) by one launch (x of at most 8 elements), ``extra`` handed to the kernel as an argument."""
+    y = x.new_empty(x.shape)
+    _apply[(1,)](x, y, x.numel(), extra, FN=fn, BLOCK=8)
+    return y
+
+
+@triton.jit
+def _fails_in_its_last_program(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+    if pid == tl.num_programs(0) - 1:
+        tl.load(x_ptr + n + offs)  # unmasked, past the end: the course's bounds check stops the launch here
+
+
+def fails_after_storing(x):
+    """Copies x into y in programs of 4, then the last program reads past the end of x (and raises)."""
+    y = x.new_zeros(x.shape)
+    try:
+        _fails_in_its_last_program[(triton.cdiv(x.numel(), 4),)](x, y, x.numel(), BLOCK=4)
+    except Exception:  # noqa: BLE001  (caught, as a launcher hiding a failed launch would)
+        pass
+    return y
+
+
+class HasDataPtr:
+    """An object of the learner's own class that looks like a tensor to Triton's interpreter."""
+
+    dtype = None
+
+    def __init__(self, fn):
+        self.data_ptr = fn

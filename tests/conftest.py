@@ -18,6 +18,7 @@ import torch
 # module -> the tests of it that do ("*": every test of the module).
 WORKER_TESTS: dict[str, set[str] | str] = {
     "test_autograder_escapes": {"test_a_content_keyed_cache_scores_zero_and_is_named",
+        "test_a_learners_object_handed_to_a_launch_scores_zero_and_the_line_is_named",
         "test_a_library_function_as_a_launch_callback_is_refused_and_the_line_is_named",
         "test_the_course_measuring_tools_given_as_the_answer_score_zero_and_are_named",
         "test_check_refuses_the_course_measuring_tools_as_the_grade_does",
@@ -58,6 +59,7 @@ WORKER_TESTS: dict[str, set[str] | str] = {
         "test_wrong_only_in_bfloat16_fails_on_bfloat16_cases_only",
         "test_wrong_only_on_odd_shapes_fails_and_says_so"},
     "test_autograder_interfaces": {"test_an_unwritten_exercise_gets_the_not_written_hint",
+        "test_an_honest_notebook_written_with_ipython_syntax_keeps_every_correctness_point",
         "test_a_notebook_that_calls_display_loads_as_in_jupyter",
         "test_check_prints_a_table_and_hint", "test_grade_exits_0_and_writes_the_json_object",
         "test_grade_returns_clamped_points_and_writes_nothing_to_stderr",

@@ -971,3 +971,90 @@ def test_a_triton_library_function_doing_the_exercise_is_refused_in_its_kernels_
         said = [f.message for f in found if f.rule == "kernel-library"]
         assert len(said) == 2 and all("Triton's library softmax" in m and "max, exp and sum" in m for m in said), said
     assert not audit(src, kernel_library=specs.get("matmul").rules.kernel_library)
+
+
+def _kernel_findings(body: str, **kwargs) -> list:
+    src = ("import math\nimport numpy as np\nimport triton\nimport triton.language as tl\n\n\n"
+           "@triton.jit\ndef kernel(x_ptr, y_ptr, NAME: tl.constexpr, BLOCK: tl.constexpr):\n"
+           "    r = tl.arange(0, BLOCK)\n    x = tl.load(x_ptr + r)\n" + textwrap.indent(textwrap.dedent(body), "    ")
+           + "    tl.store(y_ptr + r, x)\n\n\ndef softmax(x):\n    y = x.new_empty(x.shape)\n"
+           "    kernel[(1,)](x, y, 'n', 8)\n    return y\n")
+    return [f for f in audit(src, entry="softmax", **kwargs) if "in the Triton kernel" in f.message]
+
+
+@pytest.mark.parametrize("body", ['x = getattr(x, "handle").data\n', "x = getattr(x, NAME)\n",
+                                  'h = getattr(x, "handle")\nx = h.data\n', "x = x.handle\n"])
+def test_an_attribute_outside_tritons_language_is_refused_in_a_kernel_however_it_is_reached(body):
+    """A kernel value's attributes are those of Triton's classes (dtype, shape, to, sum...), read from them;
+    getattr with a constant name is that attribute, with a computed one it is refused."""
+    found = _kernel_findings(body)
+    assert found and all(f.rule == "escape" for f in found), found
+
+
+def test_triton_language_attributes_and_constants_from_math_are_fine_in_a_kernel():
+    body = ("x = x.to(tl.float32) * x_ptr.dtype.element_ty.primitive_bitwidth + getattr(x, 'dtype').is_fp32()\n"
+            "x = tl.exp2(x * math.log2(math.e)) + math.sqrt(2.0) * -math.pi + x.shape[0] + x.T.sum(0)\n")
+    assert _kernel_findings(body) == []
+    assert [f.rule for f in _kernel_findings("x = math.log2(x)\n")] == ["escape"]  # math on a kernel value: host
+
+
+def test_triton_jit_called_as_a_function_makes_a_kernel_like_the_decorator():
+    src = textwrap.dedent('''
+        import numpy as np
+        import triton
+        import triton.language as tl
+
+        def _exp_impl(x):
+            return tl.exp(x)
+
+        def _host_impl(x):
+            return np.exp(x)
+
+        exp_jit = triton.jit(_exp_impl)
+        host_jit = triton.jit(_host_impl)
+
+        @triton.jit
+        def kernel(x_ptr, BLOCK: tl.constexpr):
+            r = tl.arange(0, BLOCK)
+            tl.store(x_ptr + r, exp_jit(tl.load(x_ptr + r)) + host_jit(r))
+        ''')
+    found = [f for f in audit(src) if "Triton kernel" in f.message]
+    # the helper is called like a kernel; the body of the one triton.jit wraps is checked as a kernel's
+    assert [(f.line, f.message.split(":")[0]) for f in found] == [(10, "calls np.exp in the Triton kernel _host_impl")]
+    from autograder.audit import kernel_names
+
+    assert kernel_names(src) >= {"kernel", "exp_jit", "_exp_impl", "host_jit"}
+
+
+def test_a_warn_once_flag_in_a_global_is_not_kept_state_and_a_kept_tensor_is():
+    src = textwrap.dedent('''
+        import warnings
+        _warned = False
+        _last = None
+
+        def softmax(x):
+            global _warned, _last
+            if not _warned:
+                warnings.warn("long rows")
+                _warned = True
+            _last = x.exp()
+            return _last
+        ''')
+    found = [f for f in audit(src, entry="softmax", forbidden_calls={"softmax"}) if f.rule == "kept-state"]
+    assert [f.message.split(":")[0] for f in found] == ["assigns the global _last"], found
+
+
+@pytest.mark.parametrize("spelled", ["tl.atomic_add(p, 1.0)", 'getattr(tl, "atomic_add")(p, 1.0)', "acc(p, 1.0)",
+                                     "p.atomic_add(1.0)", "core.atomic_xchg(p, 1.0)"])
+def test_an_atomic_is_found_where_determinism_is_asked_however_it_is_spelled(spelled):
+    from autograder import determinism
+
+    src = ("import triton\nimport triton.language as tl\nimport triton.language.core as core\n"
+           "from triton.language import atomic_add as acc\n\n"
+           f"@triton.jit\ndef kernel(p):\n    {spelled}\n    tl.atomic_max(p, 1.0)\n\n"
+           "def {entry}(p):\n    kernel[(1,)](p)\n")
+    bwd = specs.get("layer_norm_bwd")
+    found = determinism.source_findings(bwd, src.replace("{entry}", bwd.entry), "line {}".format)
+    assert len(found) == 1 and found[0].startswith("line 8: calls ") and "deterministic" in found[0], found
+    fwd = specs.get("layer_norm_fwd")
+    assert determinism.source_findings(fwd, src.replace("{entry}", fwd.entry), "line {}".format) == []

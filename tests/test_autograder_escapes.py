@@ -9,6 +9,7 @@ and their behaviour already give them away.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 
 import pytest
@@ -307,6 +308,30 @@ def _guarded_imports(folder, submission: str):
             del sys.modules[name]
 
 
+def test_a_helper_named_tools_and_a_namespace_package_beside_the_submission_are_the_learners(tmp_path, monkeypatch):
+    """Decided from where a module is, not its name: tools.py beside a notebook is the learner's (only at the
+    repository's root is ``tools`` the course's own), and a folder without __init__.py is a namespace package
+    (PEP 420) whose modules are audited and run as read."""
+    import importlib
+    import sys
+
+    from autograder.imports import local_sources
+
+    _write(tmp_path, {"tools.py": "def settings(n):\n    return 'tools'\n",
+                      "rowkern/settings.py": "def settings(n):\n    return 'namespace'\n"})
+    source = "from tools import settings\nfrom rowkern.settings import settings as ns\n"
+    found = {os.path.relpath(p, tmp_path) for p in local_sources(source, tmp_path)}
+    assert found == {"tools.py", os.path.join("rowkern", "settings.py")}, found
+    for name in ("tools", "rowkern", "rowkern.settings"):
+        monkeypatch.delitem(sys.modules, name, raising=False)  # the repository's own tools, if a test loaded it
+    with _guarded_imports(tmp_path, source):
+        assert importlib.import_module("tools").settings(1) == "tools"
+        assert importlib.import_module("rowkern.settings").settings(1) == "namespace"
+    from autograder.imports import REPOSITORY
+
+    assert local_sources("import tools\n", REPOSITORY) == {}  # the course's own tools, at its root
+
+
 def test_a_module_beside_the_submission_runs_the_text_the_audit_read(tmp_path):
     # its __pycache__ holds bytecode of other source that Python would never check (UNCHECKED_HASH), and the
     # file changes after the audit: the module runs the audited text, which is also what inspect reads
@@ -492,11 +517,14 @@ def test_a_public_style_fused_loss_keeps_every_correctness_point():
 @pytest.mark.parametrize("name, exercise", [("honest_softmax_idioms.py", "softmax"),
                                             ("honest_attention_idioms.py", "naive_attention"),
                                             ("honest_triton_op_softmax.py", "softmax"),
-                                            ("honest_libdevice_bias_gelu.py", "bias_gelu")])
+                                            ("honest_libdevice_bias_gelu.py", "bias_gelu"),
+                                            ("honest_tutorial_vector_add.py", "vector_add")])
 def test_honest_idioms_keep_every_correctness_point(name, exercise):
-    # a table of compiled kernels, a configuration table filled in a helper, x.new_zeros (softmax);
+    # a table of compiled kernels, a configuration table filled in a helper, x.new_zeros, math.log2(math.e)
+    # in a kernel, triton.jit called as a function, a warn-once global, a ValueError that shows x (softmax);
     # scores.new_full, ~mask and exp2 (naive attention): the way public and tutorial code is written;
-    # PyTorch's torch.library.triton_op + wrap_triton; Liger-Kernel's libdevice.tanh (on the CPU too)
+    # PyTorch's torch.library.triton_op + wrap_triton; Liger-Kernel's libdevice.tanh (on the CPU too);
+    # Triton's vector-add tutorial, which asks Triton's driver for the device at import (the CPU here)
     ex = graded(name, (exercise,))[exercise]
     assert ex["correct"] and not ex["violations"], text(ex)
 
@@ -542,3 +570,136 @@ def test_a_folder_beside_the_submission_named_like_a_library_is_still_the_learne
         assert not legality._interpreter_plumbing(frame), rel
     torch_frame = sys.modules["torch"].__file__
     assert legality._is_library(torch_frame) and legality._is_library(legality._INTERPRETER)
+
+
+# --------------------------------------------------------------------- what a launch may be handed
+
+@contextlib.contextmanager
+def _armed(kernel_library=None):
+    """The worker's state while learner code runs: launches judged against the learner's file (the helper
+    module stands for it), refusals recorded."""
+    from autograder.legality import LaunchCallbacks, OpRecorder, ThreadGuard, install_launch_counter
+
+    install_launch_counter()
+    saved = LaunchCallbacks.owner, LaunchCallbacks.refused
+    rec = OpRecorder(_LAUNCH_CALLBACKS)
+    try:
+        LaunchCallbacks.arm(OpRecorder(_LAUNCH_CALLBACKS), kernel_library)
+        with ThreadGuard.armed_for(rec):
+            yield rec
+    finally:
+        LaunchCallbacks.owner, LaunchCallbacks.refused = saved
+
+
+def _refused_arguments():
+    import functools
+
+    import torch
+
+    from _launch_callbacks import HasDataPtr, OwnCallable, own_exp, own_function
+
+    partial = functools.partial(torch.ops.aten._softmax.default, torch.zeros(2), -1, False)
+    return {  # name -> (extra, fn): a learner's object wherever a launch may run its methods
+        "object with untyped_storage": (OwnCallable(), own_exp),  # the course's bounds check read its storage
+        "object with data_ptr": (HasDataPtr(partial), own_exp),   # Triton's interpreter called data_ptr()
+        "functools.partial as a constexpr function": (None, functools.partial(own_function)),
+        "plain function as a constexpr function": (None, own_function),
+        "object inside a tuple": ((1, OwnCallable()), own_exp),
+        "bound method": (OwnCallable().method, own_exp),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_refused_arguments()))
+def test_a_launch_is_refused_anything_but_what_a_kernel_takes(name):
+    """Deny by default, from what each argument is: a learner's object handed to a launch has its methods
+    called by Triton's launch or the interpreter, outside the kernel (no learner frame on the stack)."""
+    import torch
+
+    from _launch_callbacks import apply
+    from autograder.legality import LAUNCH_ARGUMENT, ArgumentRefused, judge, launches, reset_launches
+    from autograder.specs import get
+
+    extra, fn = _refused_arguments()[name]
+    with _armed() as rec:
+        reset_launches()
+        with pytest.raises(ArgumentRefused, match="a Triton kernel takes tensors"):
+            apply(torch.arange(8.0), fn, extra)
+        assert launches() == 0  # refused before it started
+    assert [op.split(":")[0] for op, _line, _n in rec.records()] == [LAUNCH_ARGUMENT], rec.records()
+    found = judge(get("softmax"), rec.records(), [1], False, "line {}".format)
+    assert len(found) == 1 and found[0].startswith("launches _apply with "), found
+    from _launch_callbacks import own_exp
+
+    assert torch.allclose(apply(torch.arange(8.0), own_exp, None), torch.arange(8.0).exp())  # not armed: not judged
+
+
+def test_a_launch_takes_tensors_numbers_dtypes_and_triton_functions():
+    import numpy as np
+    import torch
+    import triton.language as tl
+
+    from _launch_callbacks import apply, own_exp
+    from autograder.legality import LaunchCallbacks
+
+    x = torch.arange(8.0)
+    with _armed() as rec:
+        for extra in (x, 3, 2.5, True, None, "gelu", torch.float16, tl.float16, tl.constexpr(4), np.int64(3),
+                      (1, x), [2, 3]):
+            assert torch.allclose(apply(x, own_exp, extra), x.exp()), extra
+        assert torch.allclose(apply(x, tl.softmax), torch.softmax(x, 0))  # no exercise here refuses it
+        for fn in (tl.exp, tl.maximum, tl.sigmoid):  # Triton's builtins (a GPU compiles them as constexprs)
+            assert LaunchCallbacks._argument_problem(fn) is None, fn
+    assert rec.records() == [], rec.records()
+
+
+@pytest.mark.parametrize("exercise, name", [("softmax", "softmax"), ("layer_norm_bwd", "atomic_add")])
+def test_a_triton_function_the_exercise_refuses_is_refused_as_a_launch_argument(exercise, name):
+    """tl.softmax handed to a kernel as a constexpr (the kernel calls FN(x)), an atomic where the notebook
+    asks for determinism: refused by what they are, whatever the kernel's source calls them."""
+    import torch
+    import triton.language as tl
+
+    from _launch_callbacks import apply, own_exp
+    from autograder.determinism import atomics
+    from autograder.legality import ArgumentRefused
+    from autograder.specs import get
+
+    spec = get(exercise)
+    library = {**spec.rules.kernel_library, **atomics(spec)}
+    with _armed(library):
+        with pytest.raises(ArgumentRefused, match=f"triton.language.{name}"):
+            apply(torch.arange(8.0), getattr(tl, name))
+        assert apply(torch.arange(8.0), own_exp).shape == (8,)  # the learner's own Triton function is fine
+
+
+def test_a_launch_that_fails_after_it_started_is_counted():
+    """A launch that raised after programs ran (their stores done) was made: counting only the launches that
+    returned let a launcher hide a kernel (two where one is allowed). One that never started (does not
+    compile, does not fit) is not counted."""
+    import torch
+
+    from _launch_callbacks import fails_after_storing
+    from autograder.legality import _counted, launches, reset_launches
+
+    with _armed():
+        reset_launches()
+        y = fails_after_storing(torch.arange(8.0))
+        assert torch.equal(y[:4], torch.arange(4.0))  # the first program stored its part before the failure
+        assert launches() == 1
+    from triton.runtime.errors import OutOfResources
+
+    reset_launches()
+    with pytest.raises(OutOfResources):
+        with _counted():
+            raise OutOfResources(1, 0, "shared memory")
+    assert launches() == 0
+
+
+def test_a_learners_object_handed_to_a_launch_scores_zero_and_the_line_is_named():
+    # the object's untyped_storage, a functools.partial of aten's softmax, was called by the course's bounds
+    # check (a frame the recorder took for the interpreter's plumbing): refused at the launch, by what it is
+    ex = escape("object_as_launch_argument")
+    assert ex["score"] == 0 and not ex["correct"]
+    assert any(v.startswith("launches _touch with an object of type submission._Arg as its argument EXTRA at "
+                            "line 28:") for v in ex["violations"]), ex["violations"]
+    assert not any(f.startswith("hint:") for f in ex["feedback"]), ex["feedback"]  # the refusal is the cause

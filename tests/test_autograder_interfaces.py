@@ -192,7 +192,7 @@ def test_notebook_submission_drops_test_and_demo_cells_and_magics(tmp_path):
 def test_cell_magics_and_a_modulo_that_starts_a_line_are_read_as_jupyter_reads_them(tmp_path):
     """A %%bash cell is another language: the whole cell is dropped, not parsed as Python; a line that
     starts with % inside brackets or after a backslash (Black formats the Triton tutorial's grouped
-    ordering that way) is Python's modulo and is kept; a %time that starts a statement is dropped."""
+    ordering that way) is Python's modulo and is kept; %time runs its statement, as in IPython."""
     from autograder.submission import load
 
     path = _notebook(tmp_path / "nb.ipynb", [
@@ -204,8 +204,78 @@ def test_cell_magics_and_a_modulo_that_starts_a_line_are_read_as_jupyter_reads_t
     compile(sub.source, "nb", "exec")
     space = {}
     exec(sub.source, space)
-    assert space["first_pid_m"] == 1 and space["second"] == 1 and "y" not in space
+    assert space["first_pid_m"] == 1 and space["second"] == 1 and space["y"] == 1
     assert "echo hi" not in sub.source.replace("# dropped for grading: echo hi", "")
+
+
+_IPYTHON_CELLS = [
+    "%%time\nimport math\n\ndef timed(x):\n    return x + 1",           # the body runs: timed is defined
+    "%%capture log\nimport math\ncaptured = 2\n%time z = captured * 2",  # log is a stand-in; the body runs
+    "%%timeit\nnever = 1",                                                  # its own scope: nothing defined
+    "x = 3\n%time y = timed(x)\nr = %timeit -o timed(x)\nbest = r.best * 1e3\nprint(f'{best:.3f}')",
+    "gpu = !nvidia-smi --query-gpu=name\nprint(gpu[0] if gpu else 'no GPU')\nmath.sqrt?\n!pip list",
+    "%run helper.py\nw = helper_value + 1",
+]
+
+
+def _ipython_notebook(tmp_path):
+    _write(tmp_path / "helper.py", "import math\n\nhelper_value = math.floor(2.5)\n")
+    return _notebook(tmp_path / "nb.ipynb", _IPYTHON_CELLS)
+
+
+def _run_graded_source(sub) -> dict:
+    from autograder.submission import STAND_IN
+    from autograder.worker import IPythonOnly
+
+    space = {STAND_IN: IPythonOnly}
+    exec(compile(sub.source, "nb", "exec"), space)
+    return space
+
+
+def test_ipython_syntax_is_graded_as_ipython_runs_it(tmp_path, capsys):
+    """IPython's own transformer reads magics, shell escapes and help; each does to the namespace what it does
+    in Jupyter: %%time, %%capture and %time run their Python, %run runs the file's lines (named by the file),
+    %timeit, shell commands and help run nothing, and a value taken from one is a stand-in a later line can
+    print and read."""
+    from autograder.submission import load
+
+    sub = load(_ipython_notebook(tmp_path))
+    space = _run_graded_source(sub)
+    assert space["y"] == 4 and space["z"] == 4 and space["w"] == 3 and "never" not in space
+    assert not space["gpu"] and "not run while graded" in repr(space["r"])
+    assert "not run while graded" in capsys.readouterr().out
+    lines = sub.source.splitlines()
+    assert sub.where(lines.index("helper_value = math.floor(2.5)") + 1) == "helper.py, line 3"
+    assert sub.where(lines.index("y = timed(x)") + 1) == "cell 4, line 2"
+    assert sub.where(lines.index("def timed(x):") + 1) == "cell 1, line 4"
+
+
+def test_without_ipython_the_same_escapes_are_read(tmp_path, monkeypatch):
+    """A GPU runner's image has no IPython: the escape grammar is read by the grader itself, to the same
+    Python for the forms a notebook uses."""
+    import sys
+
+    from autograder.submission import load
+
+    with_ipython = load(_ipython_notebook(tmp_path)).source
+    monkeypatch.setitem(sys.modules, "IPython.core.inputtransformer2", None)  # import fails
+    without = load(tmp_path / "nb.ipynb").source
+    assert without == with_ipython
+
+
+def test_an_honest_notebook_written_with_ipython_syntax_keeps_every_correctness_point(tmp_path):
+    """The kernel in a %%time cell, a setting from a %run file, a benchmark cell with %time, %timeit -o, a
+    shell capture and help: graded as IPython runs them, the notebook loads and keeps its points."""
+    from autograder.grading import grade_submission
+
+    kernel = (SUBMISSIONS / "good_triton.py").read_text()
+    _write(tmp_path / "rows.py", "ROWS = 4\n")
+    path = _notebook(tmp_path / "nb.ipynb", [
+        "%%time\n" + kernel, "%run rows.py",
+        "x = torch.randn(ROWS, 10)\n%time y = softmax(x)\nprint(y.sum(-1))\nr = %timeit -o softmax(x)\n"
+        "print(r.best)\ngpu = !nvidia-smi\ntl.load?"])
+    ex = grade_submission(path, ["softmax"], quick=True, timeout=120.0)["exercises"][0]
+    assert ex["correct"] and not ex["violations"], ex["feedback"] + ex["violations"]
 
 
 def test_a_notebook_that_calls_display_loads_as_in_jupyter(tmp_path):

@@ -135,3 +135,16 @@ def test_the_course_autotune_decorates_only_a_kernel_as_triton_autotune_does():
     for not_a_kernel in ({(1,): torch.softmax}, object()):
         with pytest.raises(TypeError, match="@triton.jit kernel"):
             decorate(not_a_kernel)
+
+
+def test_the_interpreter_answers_the_device_query_triton_s_tutorials_make_at_import():
+    """``triton.runtime.driver.active.get_active_torch_device()`` (Triton's tutorials, at import) raised "0
+    active drivers" without a GPU: the interpreter's driver answers the CPU; what only a GPU's driver does
+    raises an error that names it."""
+    from course.interpreter import InterpreterDriver
+
+    active = triton.runtime.driver.active
+    assert isinstance(active, InterpreterDriver)
+    assert active.get_active_torch_device() == torch.device("cpu") and active.get_current_device() == 0
+    with pytest.raises(AttributeError, match="get_benchmarker: the Triton interpreter"):
+        active.get_benchmarker()
