@@ -19,6 +19,7 @@ import torch
 WORKER_TESTS: dict[str, set[str] | str] = {
     "test_autograder_escapes": {"test_a_content_keyed_cache_scores_zero_and_is_named",
         "test_a_learners_object_handed_to_a_launch_scores_zero_and_the_line_is_named",
+        "test_a_library_softmax_handed_to_the_kernel_as_an_argument_scores_zero_and_is_named",
         "test_a_library_function_as_a_launch_callback_is_refused_and_the_line_is_named",
         "test_the_course_measuring_tools_given_as_the_answer_score_zero_and_are_named",
         "test_check_refuses_the_course_measuring_tools_as_the_grade_does",

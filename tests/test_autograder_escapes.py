@@ -703,3 +703,11 @@ def test_a_learners_object_handed_to_a_launch_scores_zero_and_the_line_is_named(
     assert any(v.startswith("launches _touch with an object of type submission._Arg as its argument EXTRA at "
                             "line 28:") for v in ex["violations"]), ex["violations"]
     assert not any(f.startswith("hint:") for f in ex["feedback"]), ex["feedback"]  # the refusal is the cause
+
+
+def test_a_library_softmax_handed_to_the_kernel_as_an_argument_scores_zero_and_is_named():
+    # the kernel calls FN(x); the launch hands it tl.softmax: judged by what the argument is
+    ex = escape("library_softmax_as_argument")
+    assert ex["score"] == 0 and not ex["correct"]
+    assert any(v.startswith("launches _rows with triton.language.softmax as its argument FN at line 22:")
+               and "Triton's library softmax" in v for v in ex["violations"]), ex["violations"]
