@@ -226,6 +226,7 @@ class Worker:
         self.harness, self.prepare, self.fresh = harness, prepare, fresh
         self.course_tools = course_tools  # the course's functions a checked call may run (None: any)
         self.trusted = trusted  # a baseline: its outputs (torch's own tuple types too) are never refused
+        self.collects = False  # collect a call's garbage inside it (a grading worker; not check()'s session)
         self.on_gpu = course.ON_GPU
         self.device = course.DEVICE
         self.slots: dict[int, tuple] = {}
@@ -347,9 +348,10 @@ class Worker:
                     # described here, recorded and armed: an exception's __str__ may be the learner's code too
                     done.ok, done.error = False, describe_error(exc, self.source_file)
                 # garbage the call left in reference cycles is collected now, under the recorder: a finalizer
-                # (__del__, weakref.finalize) it triggers is part of the call, not work done after it (the
+                # (__del__, weakref.finalize) it triggers is part of the call, not work done after it (a grading
                 # worker froze what existed before its first call: this looks at the calls' objects alone)
-                gc.collect()
+                if self.collects:
+                    gc.collect()
             self._sync()
         except BaseException as exc:  # noqa: BLE001  (the device's own error, found when waiting for it)
             done.ok, done.error = False, describe_error(exc, self.source_file)
@@ -545,6 +547,7 @@ def main(argv) -> int:
     protocol.send(sock, protocol.to_wire(ready))
     if worker is not None:
         gc.freeze()  # what the libraries, the grader and the import made is never garbage a call left
+        worker.collects = True
         serve(worker, sock)
         gc.unfreeze()
     return 0
