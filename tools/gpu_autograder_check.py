@@ -19,10 +19,11 @@ one subprocess per submission, sequentially (the GPU is never shared while timin
    the repository or by a computed name, a helper module that is bytecode alone, an output of the
    learner's own class that computes when walked, logits written through ``out=``, a branch only the
    timed workload takes, values taken out of torch as text or through functools, Python called from a
-   kernel, tl.softmax in place of the exercise and a child process started through torch.os all score
-   0; a public-style fused loss, a triton_op softmax and a libdevice GELU stay correct. ``--only
-   legality-solutions`` (about 5 minutes): the solutions of 05-09 stay correct (and their performance is
-   shown), with the worker's audit hook letting Triton run its compilers.
+   kernel, tl.softmax in place of the exercise, a child process started through torch.os and a finalizer
+   writing the answer after the call all score 0; a public-style fused loss, a triton_op softmax and a
+   libdevice GELU stay correct. ``--only legality-solutions`` (about 5 minutes): the solutions of 05-09
+   stay correct (and their performance is shown), with the worker's audit hook letting Triton run its
+   compilers.
 
 Prints one line per grade as it finishes, the repeat-run spread, what was expected and whether it
 held, and last a table (submission, exercise, correct, perf passed, time, baseline, speedup, GB/s,
@@ -269,7 +270,7 @@ LEGALITY_ESCAPES = ("escape_hook_computes", "escape_heuristic_computes", "escape
                     "escape_library_hook", "escape_helper_module", "escape_imports_repository",
                     "escape_unaudited_module", "escape_only_when_timed", "escape_lazy_tuple",
                     "bytecode_beside", "escape_values_leave_as_text", "escape_python_in_kernel",
-                    "escape_forks_through_an_alias")
+                    "escape_forks_through_an_alias", "escape_finalizer_computes")
 # escapes of exercises other than softmax: file stem -> the exercises it answers
 OTHER_EXERCISES = {"escape_course_tools": ["benchmark", "peak_memory_bytes"], "escape_lazy_tuple": ["layer_norm_fwd"]}
 TIMED_ONLY = ("escape_only_when_timed",)
