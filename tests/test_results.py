@@ -41,10 +41,20 @@ def _timed(exercise: str) -> bool:
     return specs.get(exercise).performance is not None
 
 
+def _evidence(exercise: str, date) -> bool:
+    """Whether a record of this date times the exercise's workload of today: timed now, and not before its
+    timed workload last changed (``Performance.timed_since``); an older record is history."""
+    return _timed(exercise) and str(date or "") >= specs.get(exercise).performance.timed_since
+
+
+def _date(run, record) -> str:
+    return record.get("date") or run.info.get("date")
+
+
 def _recorded(key, calibrations):
     """(run name, exercise id, speedup) for every timed exercise with this key in these calibration files."""
     return [pytest.param(run.name, ex, rec[key], id=f"{run.name}-{ex}") for run, cal in calibrations
-            for ex, rec in cal["exercises"].items() if rec.get(key) is not None and _timed(ex)]
+            for ex, rec in cal["exercises"].items() if rec.get(key) is not None and _evidence(ex, _date(run, cal))]
 
 
 def _graded_solutions():
@@ -59,7 +69,7 @@ def _graded_solutions():
             for notebook in outcome["notebooks"].values():
                 for ex in notebook["exercises"]:
                     perf = ex.get("performance") or {}
-                    if perf.get("graded") and perf.get("speedup") and _timed(ex["id"]):
+                    if perf.get("graded") and perf.get("speedup") and _evidence(ex["id"], _date(run, outcome)):
                         found.append(pytest.param(f"{run.name}/{entry['path']}", ex["id"], perf["speedup"],
                                                   id=f"{run.name}/{entry['path']}-{ex['id']}"))
     return found
@@ -151,7 +161,8 @@ def test_the_current_timing_protocol_is_calibrated_for_every_released_timed_exer
              if specs.get(e).performance is not None}
     for gpu in GPUS:
         covered = {ex for run, cal in CURRENT if run.info.get("gpu") == gpu
-                   for ex, rec in cal["exercises"].items() if rec.get("solution_speedup")}
+                   for ex, rec in cal["exercises"].items()
+                   if rec.get("solution_speedup") and _evidence(ex, _date(run, cal))}
         assert timed <= covered, (f"no calibration on the {gpu} under the {timing.PROTOCOL!r} protocol for "
                                   f"{sorted(timed - covered)}")
 
@@ -197,6 +208,8 @@ def _distributions(calibrations) -> dict:
             continue
         gpu = cal.get("gpu") or run.info.get("gpu")
         for ex, rec in cal["exercises"].items():
+            if not _evidence(ex, _date(run, cal)):
+                continue
             d = found.setdefault((gpu, ex), {"solution": [], "naive": []})
             for key in ("solution", "naive"):
                 if rec.get(f"{key}_speedup") is not None:
@@ -230,10 +243,13 @@ def test_repeated_gradings_are_read_from_their_run_folders(tmp_path):
     perf = specs.get("int8_weight_linear").performance
     folder = tmp_path / "h200-repeat"
     meta = {"gpu": "NVIDIA H200", "driver": "x", "python": "3.12", "torch": "2.11", "triton": "3.6",
-            "date": "2026-11-27T00:00:00+00:00", "method": "test"}
-    for k, (sol, naive) in enumerate([(1.2, 0.3)] * 4 + [(perf.threshold * 1.1, perf.floor + 0.01)], start=1):
+            "date": "2026-11-28T00:00:00+00:00", "method": "test"}
+    # run 6 timed the workload the exercise had before its timed_since: history, not a sixth grading
+    for k, (sol, naive) in enumerate([(1.2, 0.3)] * 4 + [(perf.threshold * 1.1, perf.floor + 0.01), (0.1, 0.1)],
+                                     start=1):
+        date = meta["date"] if k <= REPEATS else "2026-11-20T00:00:00+00:00"
         results.write_json(folder / f"run-{k}" / results.CALIBRATION_FILE,
-                           {**meta, "protocol": timing.PROTOCOL, "margin": results.MARGIN,
+                           {**meta, "date": date, "protocol": timing.PROTOCOL, "margin": results.MARGIN,
                             "exercises": {"int8_weight_linear": {"solution_speedup": sol, "naive_speedup": naive,
                                                                  "graded_threshold": perf.threshold,
                                                                  "graded_floor": perf.floor}}})
@@ -242,6 +258,7 @@ def test_repeated_gradings_are_read_from_their_run_folders(tmp_path):
     calibrations = [(run, cal) for run in runs for cal in run.calibrations()]
     d = _distributions(calibrations)
     assert len(d[("NVIDIA H200", "int8_weight_linear")]["solution"]) == REPEATS
+    assert perf.timed_since and "2026-11-20" < perf.timed_since < meta["date"]
     problems = _distribution_problems(d)
     assert len(problems) == 2 and "slowest of 5 gradings" in problems[0] and "above the floor" in problems[1]
     from tools import gpu_repeat_grading  # the script's own table says the same

@@ -39,12 +39,14 @@ KINDS = (
     (r"(.*/)?calibration\.json", "calibration"),  # tools/gpu_autograde.py: solution and naive speedups (per
                                                  # repeated grading: run-k/, tools/gpu_repeat_grading.py)
     (r"(.*/)?autograde\.json", "autograde"),   # tools/gpu_autograde.py: calibration rows + nbgrader runs
+    (r"(.*/)?repeat-summary\.json", "repeat"),  # tools/gpu_repeat_grading.py: the gradings' distribution
     (r"(.*/)?summary\.json", "check"),         # tools/gpu_autograder_check.py: expectations and spreads
     (r"(.*/)?throughput\.json", "throughput"),  # tools/synthetic_class.py: a class graded on 1 and on N GPUs
     (r"probe-configs[^/]*\.json", "probe"),    # probes/probe_kernel_configs.py: launch configurations timed
     (r"probe-attention-bwd[^/]*\.json", "probe-attention-bwd"),  # probes/probe_attention.py --backward
     (r"probe-attention-decode[^/]*\.json", "probe-attention-decode"),  # probes/probe_attention.py --decode
     (r"probe-attention[^/]*\.json", "probe-attention"),  # probes/probe_attention.py: the attention forward's loads
+    (r"probe-int8-launch[^/]*\.json", "probe-int8-launch"),  # probes/int8_launch.py: the launch at decode sizes
     (r"probe-matmul[^/]*\.json", "probe-matmul"), # probes/probe_matmul_configs.py: the fused GEMM's configurations
     (r"(.*/)?grading-run\d+\.json", "grading"),  # tools/gpu_autograde.py: a notebook's grading, where its time went
     (r"(.*/)?[^/]+-(solution|untouched)\.json", "outcome"),  # python -m autograder autograde: one student's notebook
@@ -60,6 +62,7 @@ KINDS = (
 # What a file of each kind is, until someone writes better in run.json.
 WHAT = {"bench": "python -m kernels_ref.bench --json", "calibration": "speedups of the solutions and the naive "
         "versions, per exercise", "autograde": "tools/gpu_autograde.py: calibration rows and nbgrader autograde",
+        "repeat": "tools/gpu_repeat_grading.py: each exercise's speedups over the repeated gradings, and the rules",
         "check": "tools/gpu_autograder_check.py: rows, repeat spreads and expectations",
         "grade": "python -m autograder grade --json", "plot": "a plot of the bench results beside it",
         "report": "what the run showed", "log": "printed output", "notebook": "a notebook the run graded",
@@ -68,6 +71,8 @@ WHAT = {"bench": "python -m kernels_ref.bench --json", "calibration": "speedups 
         "score, speedup, feedback and where the seconds went",
         "probe": "probes/probe_kernel_configs.py: launch configurations of the memory-bound kernels, timed against "
                  "a copy of the same bytes",
+        "probe-int8-launch": "probes/int8_launch.py: int8_weight_linear at decode sizes, bound, autotuned and "
+                             "JIT launches against cuBLAS, by the protocol and by the GPU's time",
         "probe-matmul": "probes/probe_matmul_configs.py: launch configurations of the fused linear_bias_gelu, timed "
                         "against cuBLAS's bare matmul and eager",
         "probe-attention": "probes/probe_attention.py: the FlashAttention forward with pointer and TMA loads of its "

@@ -182,6 +182,9 @@ class Performance:
     # way in the worker and in the grading process; None: every float tensor jittered. An exercise whose
     # inputs depend on each other (a backward's o and lse are its q, k, v's forward) remakes them here.
     fresh: Callable[[tuple, int], tuple] | None = None
+    # The date (ISO) the timed workload last changed: calibration records and gradings from before it timed
+    # another workload, and are history rather than evidence for this threshold (tests/test_results.py).
+    timed_since: str = ""
 
     def __post_init__(self):
         if self.fresh is not None and self.baseline_args is not None:

@@ -124,3 +124,12 @@ def test_the_protocol_timeline_main_prints_its_tables(monkeypatch, capsys):
     assert "first/rest 1.000" in capsys.readouterr().out
     monkeypatch.setattr(protocol_timeline, "timeline", lambda fn, args, reps: [])
     assert protocol_timeline.main(["--kernels", "softmax"]) == 1  # no complete repetition: a failure
+
+
+def test_the_int8_launch_probe_says_it_needs_a_gpu(capsys):
+    import course
+    from probes import int8_launch
+
+    if not course.ON_GPU:
+        assert int8_launch.main([]) == 2 and "needs a GPU" in capsys.readouterr().out
+    assert int8_launch.SHAPES.split(",")[-1] == "16x8192x57344"  # the shape notebook 08 is timed at
