@@ -49,33 +49,28 @@ def _cases_long_rows(quick):
     return row_cases(shapes, float_dtypes(), quick, neg_inf_blocks_case=True)
 
 
+def _softmax_exercise(entry: str, cases, timed_shape: tuple[int, int], threshold: float, floor: float) -> Exercise:
+    """softmax and online_softmax are graded alike: the same reference, rules and baseline, timed on float32
+    rows of ``timed_shape``."""
+    return Exercise(
+        id=entry, notebook=NOTEBOOK, entry=entry, signature=f"{entry}(x) -> y",
+        correctness_points=7, performance_points=3, cases=cases, reference=reference.softmax,
+        kind=TRITON, rules=triton_rules(WHY, kernel_library=TL_SOFTMAX),
+        performance=Performance(
+            inputs=lambda g, dev: (rand(g, timed_shape, torch.float32, device=dev),),
+            baseline=eager_softmax, baseline_name="torch.softmax (eager)", nbytes=softmax_bytes_moved,
+            naive=naive_softmax, threshold=threshold, floor=floor))
+
+
 EXERCISES = [
-    Exercise(
-        id="softmax", notebook=NOTEBOOK, entry="softmax", signature="softmax(x) -> y",
-        correctness_points=7, performance_points=3, cases=_cases_fits_block, reference=reference.softmax,
-        kind=TRITON, rules=triton_rules(WHY, kernel_library=TL_SOFTMAX),
-        performance=Performance(
-            inputs=lambda g, dev: (rand(g, (16384, 4096), torch.float32, device=dev),),
-            baseline=eager_softmax, baseline_name="torch.softmax (eager)", nbytes=softmax_bytes_moved,
-            naive=naive_softmax,
-            # H100, cross-process protocol (results/h100-2026-11-23/calibration.json): solution 1.04x (1.27x
-            # with in-process events, h100-2026-11-22: the launcher's own time now counts), 1.04 / 1.15 = 0.90;
-            # naive eager (max, sub, exp, sum, div) 0.28x on the H100 and 0.38x on an H200
-            # (results/h200-2026-11-23), where the solution ran at 1.20x: no credit at or below 0.4.
-            threshold=0.9, floor=0.4),
-    ),
-    Exercise(
-        id="online_softmax", notebook=NOTEBOOK, entry="online_softmax", signature="online_softmax(x) -> y",
-        correctness_points=7, performance_points=3, cases=_cases_long_rows, reference=reference.softmax,
-        kind=TRITON, rules=triton_rules(WHY, kernel_library=TL_SOFTMAX),
-        performance=Performance(
-            inputs=lambda g, dev: (rand(g, (4096, 32768), torch.float32, device=dev),),
-            baseline=eager_softmax, baseline_name="torch.softmax (eager)", nbytes=softmax_bytes_moved,
-            naive=naive_softmax,
-            # Rests on the solution's speedups under the grader's cross-process clock: 1.16x on an H100 and
-            # 0.96x on an H200 (results/h100-2026-11-23 and results/h200-2026-11-23, calibration.json):
-            # 0.96 / 1.15 = 0.83, so full credit from 0.8; the naive eager version measured 0.34x on the
-            # H200, under the floor. tests/test_results.py checks both rules.
-            threshold=0.8, floor=0.45),
-    ),
+    # H100, cross-process protocol (results/h100-2026-11-23/calibration.json): solution 1.04x (1.27x with
+    # in-process events, h100-2026-11-22: the launcher's own time now counts), 1.04 / 1.15 = 0.90; naive
+    # eager (max, sub, exp, sum, div) 0.28x on the H100 and 0.38x on an H200 (results/h200-2026-11-23),
+    # where the solution ran at 1.20x: no credit at or below 0.4.
+    _softmax_exercise("softmax", _cases_fits_block, (16384, 4096), threshold=0.9, floor=0.4),
+    # Rests on the solution's speedups under the grader's cross-process clock: 1.16x on an H100 and 0.96x on
+    # an H200 (results/h100-2026-11-23 and results/h200-2026-11-23, calibration.json): 0.96 / 1.15 = 0.83,
+    # so full credit from 0.8; the naive eager version measured 0.34x on the H200, under the floor.
+    # tests/test_results.py checks both rules.
+    _softmax_exercise("online_softmax", _cases_long_rows, (4096, 32768), threshold=0.8, floor=0.45),
 ]
