@@ -76,18 +76,25 @@ def _long_rows(shapes, args):
                  family="long-rows", public=True)]
 
 
-def _fwd_cases(quick):
+def _row_cases(quick, make_args, hint_hard: str) -> tuple[list, tuple[int, int]]:
+    """The cases forward and backward share: every shape and dtype, the long rows, large and constant rows
+    (hint ``hint_hard``); and the last shape, for the cases each adds."""
     shapes = _shapes(quick)
-    cases = [Case(f"{s[0]}x{s[1]} {dtype_name(d)}", lambda g, s=s, d=d: _fwd_args(g, s, d),
+    cases = [Case(f"{s[0]}x{s[1]} {dtype_name(d)}", lambda g, s=s, d=d: make_args(g, s, d),
                   family=family_of(s, d, rows=True), public=s in shapes[:2])
              for s in shapes for d in float_dtypes()]
-    cases += _long_rows(shapes, _fwd_args)
+    cases += _long_rows(shapes, make_args)
     last = shapes[-1] if shapes[-1][0] >= 2 else (3, 17)
     for d in float_dtypes():
         big = 1000.0 if d == torch.float32 else 100.0
         cases.append(Case(f"large and constant rows {last[0]}x{last[1]} {dtype_name(d)}",
-                          lambda g, d=d, b=big: _fwd_args(g, last, d, lambda x: _hard(x, b)), hint=HINT_CONST,
+                          lambda g, d=d, b=big: make_args(g, last, d, lambda x: _hard(x, b)), hint=hint_hard,
                           family="large", public=True))
+    return cases, last
+
+
+def _fwd_cases(quick):
+    cases, last = _row_cases(quick, _fwd_args, HINT_CONST)
     cases.append(Case(f"mean 300 {last[0]}x{last[1]} float32",
                       lambda g: _fwd_args(g, last, torch.float32, lambda x: _offset(x, 300.0)),
                       hint=HINT_MEAN, tolerances=MEAN300_TOL, family="mean-offset", public=True))
@@ -160,18 +167,8 @@ def bwd_reference(dy, x, weight, mean, rstd):
 
 
 def _bwd_cases(quick):
-    shapes = _shapes(quick)
-    cases = [Case(f"{s[0]}x{s[1]} {dtype_name(d)}", lambda g, s=s, d=d: _bwd_args(g, s, d),
-                  family=family_of(s, d, rows=True), public=s in shapes[:2])
-             for s in shapes for d in float_dtypes()]
-    cases += _long_rows(shapes, _bwd_args)
-    last = shapes[-1] if shapes[-1][0] >= 2 else (3, 17)
-    for d in float_dtypes():
-        big = 1000.0 if d == torch.float32 else 100.0
-        cases.append(Case(f"large and constant rows {last[0]}x{last[1]} {dtype_name(d)}",
-                          lambda g, d=d, b=big: _bwd_args(g, last, d, lambda x: _hard(x, b)),
-                          hint="constant rows: rstd = 1/sqrt(eps) is large and xhat = 0; keep every sum in float32",
-                          family="large", public=True))
+    cases, last = _row_cases(quick, _bwd_args,
+                             "constant rows: rstd = 1/sqrt(eps) is large and xhat = 0; keep every sum in float32")
     cases.append(Case(f"row-strided dy and x {last[0]}x{last[1]} float32",
                       lambda g: _bwd_args(g, last, torch.float32, strided=True), hint=HINT_STRIDE,
                       family="strided", public=True))
