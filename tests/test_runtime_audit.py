@@ -142,3 +142,9 @@ def test_a_finalizer_the_call_leaves_behind_runs_under_the_recorder():
     assert all(c["verdict"] == "ok" for c in ex["cases"]), ex["cases"]
     # ... under the recorder, which names what it ran
     assert any("calls torch operator aten._softmax at line 18" in v for v in ex["violations"]), ex["violations"]
+
+
+def test_numpy_over_a_tensors_memory_in_graded_code_costs_the_points_and_names_the_line():
+    ex = graded("escape_numpy_stash.py", ("checkpointed_mlp",))["checkpointed_mlp"]
+    assert ex["score"] == 0 and not ex["correct"]
+    assert any("line 28: uses np.array (numpy.array) in graded code" in v for v in ex["violations"]), ex["violations"]
