@@ -238,7 +238,7 @@ def test_repeated_gradings_per_gpu_hold_the_distribution_rules():
 
 
 def test_repeated_gradings_are_read_from_their_run_folders(tmp_path):
-    """The layout tools/gpu_repeat_grading.py writes (run-1..run-N/calibration.json in one run folder) is read
+    """The layout tools/gpu_repeat_grading.py wrote (run-1..run-N/calibration.json in one run folder) is read
     as N gradings of one GPU, and the rules catch a slow run and a naive version above the floor."""
     perf = specs.get("int8_weight_linear").performance
     folder = tmp_path / "h200-repeat"
@@ -265,6 +265,37 @@ def test_repeated_gradings_are_read_from_their_run_folders(tmp_path):
 
     shown = gpu_repeat_grading.table(gpu_repeat_grading.distributions(folder), REPEATS)
     assert "int8_weight_linear" in shown and shown.rstrip().endswith("FAILS")
+
+
+def test_repeated_grading_resumes_at_the_next_notebook(tmp_path, monkeypatch, capsys):
+    """A call cut off mid-run loses only the notebook it was grading: kept outcomes are skipped, a folder
+    left without its outcome is graded again from scratch, and --stop-after starts nothing that would not end
+    in time."""
+    from tools import gpu_autograde, gpu_repeat_grading
+
+    graded = []
+
+    def fake_autograde(argv):
+        folder, assignment = pathlib.Path(argv[0]), argv[argv.index("--assignments") + 1]
+        assert not (folder / "left.txt").exists()  # a cut-off grading's folder starts again empty
+        graded.append((folder.parent.name, assignment))
+        folder.mkdir(parents=True)
+        return 0
+
+    monkeypatch.setattr(gpu_autograde, "main", fake_autograde)
+    monkeypatch.setattr(results, "outcomes", lambda folder: [results.write_json(
+        folder / f"{folder.name}-solution.json", {"notebooks": {}})])
+    out = tmp_path / "repeat"
+    results.write_json(out / "run-1" / "02_profiling" / "02_profiling-solution.json", {"notebooks": {}})
+    (out / "run-1" / "08_memory").mkdir(parents=True)
+    (out / "run-1" / "08_memory" / "left.txt").write_text("cut off")
+    args = [str(out), "--runs", "2", "--assignments", "02_profiling,08_memory"]
+    assert gpu_repeat_grading.main([*args, "--stop-after", "0"]) == 0 and not graded
+    assert "stopped after" in capsys.readouterr().out
+    assert gpu_repeat_grading.main(args) == 0
+    assert graded == [("run-1", "08_memory"), ("run-2", "02_profiling"), ("run-2", "08_memory")]
+    assert gpu_repeat_grading.main(args) == 0 and len(graded) == 3  # everything kept
+    assert json.loads((out / "repeat-summary.json").read_text())["runs"] == 2
 
 
 def test_graded_solutions_are_found():

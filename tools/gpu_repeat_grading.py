@@ -1,26 +1,27 @@
 """Calibration from distributions: every solution notebook graded N times by the trusted autograde, each
-grading a run folder of its own.
+grading a folder of its own.
 
-    python -m tools.gpu_repeat_grading OUT_DIR [--runs 5] [--assignments 05_layer_norm,08_memory]
+    python -m tools.gpu_repeat_grading OUT_DIR [--runs 5] [--assignments 05_layer_norm,08_memory] [--stop-after S]
 
-Run k (1..N) is ``tools/gpu_autograde.py OUT_DIR/run-k --solutions-only --no-execute``: the solutions graded
-by ``python -m autograder autograde`` in a scratch nbgrader course (graded in fresh workers, the speedups
-timed by the grader's own protocol), the naive versions timed against the same baselines, and
-``run-k/calibration.json`` plus one outcome file per notebook (``run-k/<notebook>-solution.json``) written,
-each carrying the GPU, driver, versions, date and method. A run whose calibration.json exists is kept: a
-call cut off by a time limit resumes where it stopped. In a results/ run folder (``bash tools/gpu_session.sh
-repeat-grading`` puts it in ``repeat/``; alone, ``python -m tools.results index OUT_DIR`` makes OUT_DIR one),
-tests/test_results.py reads every run's calibration and holds the slowest grading of each solution to the
-15% rule and the naive version to the floor in every run. Last, ``OUT_DIR/repeat-summary.json`` and a table
-per exercise:
-the slowest, median and fastest solution speedup of the runs, its threshold x 1.15, the fastest naive
-speedup against the floor, and whether the rules hold.
+Grading k of notebook A (k = 1..N) is ``tools/gpu_autograde.py OUT_DIR/run-k/A --assignments A
+--solutions-only --no-execute``: the solution graded by ``python -m autograder autograde`` in a scratch
+nbgrader course (graded in fresh workers, the speedups timed by the grader's own protocol), the naive
+versions timed against the same baselines, and ``run-k/A/calibration.json`` (where A has timed exercises)
+plus the outcome ``run-k/A/A-solution.json`` written, each carrying the GPU, driver, versions, date and
+method. A notebook whose outcome exists is kept, one cut off is graded again: a call cut off by a time
+limit (or stopped by ``--stop-after``, before a grading it could not finish) resumes at the next notebook.
+Across calls, carry the folder back in (``REPEAT_FROM`` in ``bash tools/gpu_session.sh repeat-grading``).
+In a results/ run folder, tests/test_results.py reads every calibration and holds the slowest grading of
+each solution to the 15% rule and the naive version to the floor in every run. Last,
+``OUT_DIR/repeat-summary.json`` and a table per exercise: the slowest, median and fastest solution speedup
+of the runs, its threshold x 1.15, the fastest naive speedup against the floor, and whether the rules hold.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import pathlib
+import shutil
 import statistics
 import sys
 import time
@@ -28,16 +29,22 @@ import time
 from tools import results
 
 
-def run_folders(out: pathlib.Path) -> list[pathlib.Path]:
-    return sorted((p for p in out.glob("run-*") if (p / results.CALIBRATION_FILE).exists()),
-                  key=lambda p: int(p.name.split("-")[1]))
+def calibration_files(out: pathlib.Path) -> list[pathlib.Path]:
+    """Every grading's calibration record: run-k/A/calibration.json (and run-k/calibration.json, where one
+    run graded every notebook at once), by run."""
+    return sorted(out.glob(f"run-*/**/{results.CALIBRATION_FILE}"),
+                  key=lambda p: (int(p.relative_to(out).parts[0].split("-")[1]), str(p)))
+
+
+def graded(folder: pathlib.Path, assignment: str) -> bool:
+    return (folder / f"{assignment}-solution.json").exists()
 
 
 def distributions(out: pathlib.Path) -> dict:
     """exercise -> {"solution": [speedups], "naive": [speedups], "threshold", "floor"} over the runs."""
     found: dict = {}
-    for folder in run_folders(out):
-        record = json.loads((folder / results.CALIBRATION_FILE).read_text())
+    for path in calibration_files(out):
+        record = json.loads(path.read_text())
         for ex, row in record["exercises"].items():
             d = found.setdefault(ex, {"solution": [], "naive": [], "threshold": row.get("graded_threshold"),
                                       "floor": row.get("graded_floor")})
@@ -72,24 +79,38 @@ def main(argv=None) -> int:
     ap.add_argument("out")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--assignments", default=",".join(nbgrader_config.RELEASED))
+    ap.add_argument("--stop-after", type=float, default=None, metavar="S",
+                    help="start no grading after S seconds (the longest one so far must still fit)")
     args = ap.parse_args(argv)
     if args.runs < 1:
         ap.error("--runs must be at least 1")
     out = pathlib.Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
+    start, longest = time.perf_counter(), 0.0
     for k in range(1, args.runs + 1):
-        folder = out / f"run-{k}"
-        if (folder / results.CALIBRATION_FILE).exists():
-            print(f"run {k}: kept ({folder})")
-            continue
-        start = time.perf_counter()
-        gpu_autograde.main([str(folder), "--assignments", args.assignments, "--solutions-only", "--no-execute"])
-        results.outcomes(folder)
-        print(f"run {k}: {time.perf_counter() - start:.0f} s")
+        for assignment in [a for a in args.assignments.split(",") if a]:
+            folder = out / f"run-{k}" / assignment
+            if graded(folder, assignment):
+                continue
+            elapsed = time.perf_counter() - start
+            if args.stop_after is not None and elapsed + longest > args.stop_after:
+                print(f"stopped after {elapsed:.0f} s: run {k}, {assignment} is next")
+                return _summarize(out, args.runs)
+            shutil.rmtree(folder, ignore_errors=True)  # a grading cut off before its outcome: again, whole
+            began = time.perf_counter()
+            gpu_autograde.main([str(folder), "--assignments", assignment, "--solutions-only", "--no-execute"])
+            results.outcomes(folder)
+            longest = max(longest, time.perf_counter() - began)
+            print(f"run {k} {assignment}: {time.perf_counter() - began:.0f} s")
+    return _summarize(out, args.runs)
+
+
+def _summarize(out: pathlib.Path, runs: int) -> int:
     found = distributions(out)
+    done = {p.relative_to(out).parts[0] for p in out.glob("run-*/**/*-solution.json")}
     results.write_json(out / "repeat-summary.json", {**results.this_machine(), "method": __doc__.split("\n\n")[1],
-                                                     "runs": len(run_folders(out)), "exercises": found})
-    print(table(found, args.runs))
+                                                     "runs": len(done), "exercises": found})
+    print(table(found, runs))
     return 0
 
 

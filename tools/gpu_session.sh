@@ -96,10 +96,14 @@ for stage in "$@"; do
                       TAIL=40 run_logged "$label" env TRITON_CACHE_DIR="$(mktemp -d)" python3 -m tools.gpu_autograde "$RES/$label" \
                           --skip-calibration --no-execute --solutions-only ${ASSIGNMENTS:+--assignments "$ASSIGNMENTS"}
                       python3 -m tools.results outcomes "$RES/$label" ;;
-        # Every solution graded RUNS times (default 5) by the trusted autograde, one run-k/ folder each with its
-        # calibration.json and outcomes (tools/gpu_repeat_grading.py); a call cut off resumes at the next run.
-        repeat-grading) TAIL=40 run_logged repeat-grading python3 -m tools.gpu_repeat_grading "$RES/repeat" \
-                            --runs "${RUNS:-5}" ${ASSIGNMENTS:+--assignments "$ASSIGNMENTS"} ;;
+        # Every solution graded RUNS times (default 5) by the trusted autograde, one run-k/<notebook>/ folder per
+        # grading with its calibration.json and outcome (tools/gpu_repeat_grading.py). REPEAT_FROM=results/<run>/
+        # repeat-... resumes an earlier call's gradings (carried in the working tree) at the next notebook; no
+        # grading starts that would end past the stage's time limit.
+        repeat-grading) [ -n "${REPEAT_FROM:-}" ] && cp -r "$REPEAT_FROM" "$RES/repeat"
+                        TAIL=40 run_logged repeat-grading python3 -m tools.gpu_repeat_grading "$RES/repeat" \
+                            --runs "${RUNS:-5}" --stop-after $(( ${STAGE_TIMEOUT:-540} - 30 )) \
+                            ${ASSIGNMENTS:+--assignments "$ASSIGNMENTS"} ;;
         autograde) TAIL=80 run_logged autograde python3 -m tools.gpu_autograde "$RES/autograder" --calibration "$RES/calibration.json" ${ASSIGNMENTS:+--assignments "$ASSIGNMENTS"} ${AUTOGRADE_FLAGS:-} ;;
         # The naive versions alone, timed by the grader's protocol (NAIVE_ASSIGNMENTS): the calibration's other half
         # when the solutions were graded in another run.
