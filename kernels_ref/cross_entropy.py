@@ -43,21 +43,27 @@ def linear_cross_entropy_torch(x, weight, targets):
     return F.cross_entropy(x @ weight.T, targets)
 
 
-def linear_cross_entropy_reference(x, weight, targets, chunk_rows: int = 1024, with_error: bool = False):
+def linear_cross_entropy_reference(x, weight, targets, chunk_rows: int = 1024,
+                                   rounding: tuple[float, float] | None = None):
     """(loss, dx, dweight) in float64, closed form, chunked so it fits in memory at vocabulary 128K.
 
-    With ``with_error``, also (dx_error, dweight_error): how far dx and dweight move, to first order, per
-    unit roundoff u of the dtype the logits z and the dlogits G = (softmax(z) - onehot) / M are rounded to.
-    Rounding G moves it by u|G|; rounding z moves softmax(z)_v by up to u p_v (|z_v| + sum_j p_j |z_j|);
-    the gradients are sums of G times weight or x, so their errors are those magnitudes times |weight| and
-    |x|. Where rows cancel (two rows with the same target) they are many ulps of dweight's value."""
+    With ``rounding=(u, t)``, also (dx_error, dweight_error): first-order bounds on how far an honest
+    kernel's dx and dweight may move when its logits z and dlogits G = (softmax(z) - onehot) / M are rounded
+    to a dtype of unit roundoff u and every dot operand (x, weight, G) is read with a relative error up to t
+    (TF32 operands). A logit is then off by up to e = u|z| + 2t (|x| @ |weight|^T); softmax moves p_v by up
+    to p_v ((1 - p_v) e_v + sum_{j != v} p_j e_j), which is nil in a saturated row (p_v = 0 or 1) and
+    largest where two logits nearly tie; G moves by that over M, plus (u + 2t)|G| for its own rounding and
+    the gradient dots' operands. dx and dweight are sums of G times weight and x, so their errors are those
+    magnitudes times |weight| and |x|: where rows cancel (two rows with the same target) they are many
+    ulps of dweight's value."""
     x64, w64 = x.double(), weight.double()
     M = x.shape[0]
     loss = torch.zeros((), dtype=torch.float64, device=x.device)
     dx, dw = torch.empty_like(x64), torch.zeros_like(w64)
-    dx_err, dw_err = (torch.empty_like(x64), torch.zeros_like(w64)) if with_error else (None, None)
+    dx_err, dw_err = (torch.empty_like(x64), torch.zeros_like(w64)) if rounding else (None, None)
     for s in range(0, M, chunk_rows):
-        logits = x64[s:s + chunk_rows] @ w64.T
+        x_c = x64[s:s + chunk_rows]
+        logits = x_c @ w64.T
         lse = torch.logsumexp(logits, dim=-1)
         t = targets[s:s + chunk_rows]
         loss += (lse - logits.gather(1, t[:, None])[:, 0]).sum()
@@ -66,15 +72,24 @@ def linear_cross_entropy_reference(x, weight, targets, chunk_rows: int = 1024, w
         grad[torch.arange(len(t), device=x.device), t] -= 1
         grad /= M
         dx[s:s + chunk_rows] = grad @ w64
-        dw += grad.T @ x64[s:s + chunk_rows]
-        if with_error:
-            z = logits.abs()
-            moved = grad.abs() + p * (z + (p * z).sum(-1, keepdim=True)) / M
+        dw += grad.T @ x_c
+        if rounding:
+            moved = _dlogits_error(x_c, w64, logits, p, grad, M, *rounding)
             dx_err[s:s + chunk_rows] = moved @ w64.abs()
-            dw_err += moved.T @ x64[s:s + chunk_rows].abs()
-    if with_error:
+            dw_err += moved.T @ x_c.abs()
+    if rounding:
         return loss / M, dx, dw, dx_err, dw_err
     return loss / M, dx, dw
+
+
+def _dlogits_error(x_c, w64, logits, p, grad, M, u, t):
+    """The first-order bound on |dG| of one chunk of rows (linear_cross_entropy_reference says how)."""
+    e = u * logits.abs()
+    if t:
+        e += 2 * t * (x_c.abs() @ w64.abs().T)
+    pe = p * e
+    others = (pe.sum(-1, keepdim=True) - pe).clamp_min(0)  # sum over j != v of p_j e_j
+    return p * ((1 - p) * e + others) / M + (u + 2 * t) * grad.abs()
 
 
 @autotune(

@@ -37,6 +37,13 @@ GRAD_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {torch.float32: (1e-4,
 UNIT_ROUNDOFF: dict[torch.dtype, float] = {torch.float64: 2.0 ** -53, torch.float32: 2.0 ** -24,
                                            torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8}
 
+# The relative error of one operand of a dot, as a tensor core reads it, per operand dtype. float32: tl.dot's
+# default reads it as TF32, 10 of float32's 23 mantissa bits; Triton hands the MMA the float32 bits as they
+# are, so the low 13 may be dropped rather than rounded: up to 2^-10 (2^-11 if rounded). 16-bit operands are
+# read exactly (their products are exact in the float32 accumulator).
+DOT_OPERAND_ERROR: dict[torch.dtype, float] = {torch.float64: 0.0, torch.float32: 2.0 ** -10,
+                                               torch.float16: 0.0, torch.bfloat16: 0.0}
+
 
 @dataclass(frozen=True)
 class SlackReference:
@@ -46,9 +53,10 @@ class SlackReference:
     linear_cross_entropy's gradients are the example: its logits are x @ weight.T in x's dtype (eager's,
     and every fused kernel's), and its dlogits are stored in that dtype. In bf16 that moves each dlogit by
     up to 2^-8 of its magnitude and of its logit's, and dweight, a sum over rows whose terms cancel, can
-    end up many ulps of its own value off: no relative tolerance of the value is fair there. The slack is
-    that error bound, worked out by the reference from the exact values; for float32 inputs it is ~1e-7 of
-    the terms and changes nothing."""
+    end up many ulps of its own value off: no relative tolerance of the value is fair there. With float32
+    inputs a Triton dot reads its operands as TF32 (DOT_OPERAND_ERROR): a logit near 100 moves by ~0.05,
+    which splits a near tie's softmax differently. The slack is that error bound, worked out by the
+    reference from the exact values."""
     value: torch.Tensor
     slack: torch.Tensor
 

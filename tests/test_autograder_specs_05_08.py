@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from _autograder_helpers import graded, text
+from _rounding import operand
 from course import manifest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -134,10 +135,8 @@ def test_layer_norm_gelu_saturation_case_fails_an_overflowing_tanh():
 
 
 def test_matmul_admits_tf32_but_not_a_dropped_k_tail():
-    def tf32_like(a, b):  # operands rounded to TF32's 10-bit mantissa, products accumulated in fp32
-        def r(t):
-            return (t.float().view(torch.int32) & ~0x1FFF).view(torch.float32)
-        return (r(a) @ r(b)).to(a.dtype)
+    def tf32_like(a, b):  # operands read as TF32 (10-bit mantissa), products accumulated in fp32
+        return (operand(a, a.dtype) @ operand(b, b.dtype)).to(a.dtype)
 
     def drops_tail(a, b):  # the last partial K tile (K % 16 columns) never added
         k = a.shape[1] - a.shape[1] % 16

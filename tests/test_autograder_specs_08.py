@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from _autograder_helpers import SUBMISSIONS, graded, text
+import _rounding
 
 EXERCISES = ("checkpointed_mlp", "int8_weight_linear")
 
@@ -176,21 +177,34 @@ def test_cross_entropy_cases_catch_a_backward_that_ignores_the_incoming_gradient
     assert not any(ok for name, ok in bad.items() if "V=1 " not in name), bad  # V = 1: every gradient is 0
 
 
-def _rounded_like_the_definition(x, w, t, g, chunk=16, dw_scale=1.0, softmax=True):
-    """linear_cross_entropy as eager and public fused losses round it: logits and dlogits in x's dtype,
-    dweight summed in weight's dtype chunk by chunk (16-row chunks: 3 roundings at M = 40)."""
+MISTAKES = ("incoming gradient ignored", "no max subtracted", "target off by one", "no one-hot subtracted")
+
+
+def _rounded_like_the_definition(x, w, t, g, chunk=16, dw_scale=1.0, mistake=None, tf32=True):
+    """linear_cross_entropy as an honest GPU kernel may round it: logits and dlogits in x's dtype, every dot
+    operand as the tensor cores read it (TF32 for float32; exact with ``tf32=False``), dweight summed in
+    weight's dtype chunk by chunk (16-row chunks: 3 roundings at M = 40); or with one of MISTAKES, or with
+    no softmax at all."""
     m, dt = x.shape[0], x.dtype
+    operand = _rounding.operand if tf32 else (lambda t, dtype: t.to(dtype).float())
+    t = (t + 1) % w.shape[0] if mistake == "target off by one" else t
+    g_used = 1.0 if mistake == "incoming gradient ignored" else g
+    wf = operand(w, dt)
     loss, dx, dw = torch.zeros(()), torch.empty_like(x), torch.zeros_like(w)
     for s in range(0, m, chunk):
-        z = (x[s:s + chunk].float() @ w.float().T).to(dt).float()
-        rows = torch.arange(z.shape[0])
-        loss += (torch.logsumexp(z, -1) - z[rows, t[s:s + chunk]]).sum()
-        p = torch.softmax(z, -1) if softmax else torch.zeros_like(z)
-        p[rows, t[s:s + chunk]] -= 1
-        dlogits = p.to(dt).float()
-        dx[s:s + chunk] = (dlogits @ w.float() * (g / m)).to(dt)
-        dw = (dw.float() + dlogits.T @ x[s:s + chunk].float() / m).to(dt)
-    return loss / m, dx, (dw.float() * g * dw_scale).to(dt)
+        xf = operand(x[s:s + chunk], dt)
+        z = (xf @ wf.T).to(dt).float()
+        rows, tc = torch.arange(z.shape[0]), t[s:s + chunk]
+        shift = torch.zeros(z.shape[0], 1) if mistake == "no max subtracted" else z.amax(-1, keepdim=True)
+        e = torch.exp(z - shift)
+        loss += (torch.log(e.sum(-1)) + shift[:, 0] - z[rows, tc]).sum()
+        p = torch.zeros_like(z) if mistake == "no softmax" else e / e.sum(-1, keepdim=True)
+        if mistake != "no one-hot subtracted":
+            p[rows, tc] -= 1
+        dlogits = operand(p.to(dt), dt)
+        dx[s:s + chunk] = (dlogits @ wf * (g_used / m)).to(dt)
+        dw = (dw.float() + dlogits.T @ xf / m).to(dt)
+    return loss / m, dx, (dw.float() * g_used * dw_scale).to(dt)
 
 
 # Inputs on which the rounded gradients miss a bare relative tolerance of their value (two rows with one
@@ -218,7 +232,7 @@ def test_cross_entropy_gradients_rounded_as_the_definition_rounds_them_pass(case
     assert ok, msg
 
 
-@pytest.mark.parametrize("wrong", [{"dw_scale": 1.05}, {"dw_scale": 0.95}, {"softmax": False}])
+@pytest.mark.parametrize("wrong", [{"dw_scale": 1.05}, {"dw_scale": 0.95}, {"mistake": "no softmax"}])
 def test_cross_entropy_rounding_slack_still_fails_a_wrong_gradient(wrong):
     from autograder import correctness, specs
 
@@ -232,6 +246,85 @@ def test_cross_entropy_rounding_slack_still_fails_a_wrong_gradient(wrong):
             ok, _, msg = correctness.compare_outputs(out, ref, correctness.expected_dtypes(args, ref, spec), spec, case)
             assert not ok, (case.name, seed)
             assert "dweight" in msg
+
+
+def _with_near_ties(x, w, g, rows):
+    """x with each of its first ``rows`` rows moved so that its two largest logits lie within 0.02 of each
+    other: the rows whose softmax a logit's rounding moves most."""
+    x = x.double().clone()
+    w64 = w.double()
+    for i in range(rows):
+        a, b = (x[i] @ w64.T).topk(2).indices
+        d = w64[a] - w64[b]
+        x[i] -= (x[i] @ d - torch.empty(()).uniform_(-0.02, 0.02, generator=g)) / (d @ d) * d
+    return x.float()
+
+
+def _near_tie_args(seed, m=64, h=1024, v=1000):
+    """The large-logits case at the GPU's hidden size (a TF32 logit's error grows with it), fewer rows and a
+    smaller vocabulary so the CPU is quick, near ties forced in half the rows."""
+    from autograder.specs.nb08_memory import _args
+
+    g = torch.Generator().manual_seed(seed)
+    x, w, t, grad_loss = _args(g, m, h, v, torch.float32, scale=100.0)
+    return _with_near_ties(x, w, g, m // 2), w, t, grad_loss
+
+
+def _worst_share(out, ref, spec, case):
+    """Per output, max |out - ref| / (what the tolerance and the slack allow): below 1 passes."""
+    from measure.tolerance import allowed_error, split_reference
+
+    shares = []
+    for o, r in zip(out, ref):
+        value, slack = split_reference(r)
+        allowed = allowed_error(value, spec.tolerance(torch.float32, case), slack)
+        shares.append(float(((o.double() - value).abs() / allowed).max()))
+    return shares
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_tf32_kernel_passes_the_large_logits_case_where_two_logits_nearly_tie(seed):
+    """TF32 logits (|z| ~ 100 at H = 1024: 0.06 off on average) split a near tie's softmax differently
+    from the exact one: the slack that allows only for rounding to x's dtype failed such a kernel, the
+    slack that allows for TF32 operands passes it with room to spare."""
+    from autograder import correctness, specs
+
+    spec = specs.get("linear_cross_entropy")
+    case = next(c for c in spec.cases(True) if c.name.startswith("large logits"))
+    args = _near_tie_args(seed)
+    out, ref = _rounded_like_the_definition(*args), spec.reference(*args)
+    dtypes = correctness.expected_dtypes(args, ref, spec)
+    ok, _, msg = correctness.compare_outputs(out, spec.reference(*args, dot_error=0.0), dtypes, spec, case)
+    assert not ok and msg.startswith("dx: "), msg
+    ok, _, msg = correctness.compare_outputs(out, ref, dtypes, spec, case)
+    assert ok, msg
+    loss, dx, dweight = _worst_share(out, ref, spec, case)
+    assert loss < 0.5 and dx < 0.5 and dweight < 0.5, (loss, dx, dweight)
+
+
+@pytest.mark.parametrize("mistake", MISTAKES)
+def test_tf32_slack_still_fails_every_wrong_gradient_where_it_failed_before(mistake):
+    """A wrong gradient whose dots read TF32 fails every case where, with exact float32 dots, it failed
+    when the slack allowed only for rounding to x's dtype (the quick cases and the large-logits case with
+    near ties), and those are all the cases it should."""
+    from autograder import correctness, specs
+
+    spec = specs.get("linear_cross_entropy")
+    large = next(c for c in spec.cases(True) if c.name.startswith("large logits"))
+    runs = [(c, c.build(torch.Generator().manual_seed(s))) for c in spec.cases(True) for s in range(2)]
+    runs += [(large, _near_tie_args(0))]
+    failed_before, failed = set(), set()
+    for case, args in runs:
+        before, now = (_rounded_like_the_definition(*args, mistake=mistake, tf32=tf32) for tf32 in (False, True))
+        ref = spec.reference(*args)
+        dtypes = correctness.expected_dtypes(args, ref, spec)
+        if not correctness.compare_outputs(before, spec.reference(*args, dot_error=0.0), dtypes, spec, case)[0]:
+            failed_before.add(case.name)
+        if not correctness.compare_outputs(now, ref, dtypes, spec, case)[0]:
+            failed.add(case.name)
+    assert failed == failed_before
+    should_fail = {c.name for c, _ in runs if c is large or (mistake != "no max subtracted" and " V=1 " not in c.name)}
+    assert should_fail <= failed, sorted(should_fail - failed)
 
 
 def test_cross_entropy_memory_is_judged_on_the_memory_cases_only():

@@ -16,23 +16,13 @@ import pytest
 import torch
 
 import course
+from _rounding import operand
 from autograder.correctness import compare_outputs, expected_dtypes
 from autograder.specs import get
 from autograder.specs.nb07_flash_attention import SM_SCALE
 from measure.reference import LOG2E, attention_scale
 
 BLOCK_N = 64  # the key tile of the solution's 16-bit forward
-
-
-def tf32(t: torch.Tensor) -> torch.Tensor:
-    """A float32 dot operand as the tensor cores read it: TF32 keeps 10 of float32's 23 mantissa bits (the
-    low 13 are dropped, the worst case of truncation); 16-bit operands (already upcast) are exact."""
-    return (t.contiguous().view(torch.int32) & ~0x1FFF).view(torch.float32)
-
-
-def operand(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """What a dot of a kernel with ``dtype`` inputs multiplies: ``t`` rounded to the input dtype, or TF32."""
-    return tf32(t.float()) if dtype == torch.float32 else t.to(dtype).float()
 
 
 def emulated_fwd(q, k, v, causal, sm_scale, rescale=True):
