@@ -80,6 +80,13 @@ def allowed_error(ref: torch.Tensor, tol, slack: torch.Tensor | None = None) -> 
     return bound if slack is None else bound + slack.to(ref.device, torch.float64)
 
 
+def share_of_allowed(out: torch.Tensor, ref, tol) -> float:
+    """max |out - ref| / allowed_error over the elements: how much of what is allowed an output uses (below
+    1 passes); ``ref`` a float64 tensor or a SlackReference."""
+    value, slack = split_reference(ref)
+    return float(((out.detach().double() - value).abs() / allowed_error(value, tol, slack)).max())
+
+
 def compare_tensor(out, ref, dtype: torch.dtype, tol) -> tuple[bool, float | None, str]:
     """(ok, max abs error, message) of one output against its float64 reference (a tensor or a
     SlackReference)."""

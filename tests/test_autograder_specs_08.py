@@ -270,24 +270,13 @@ def _near_tie_args(seed, m=64, h=1024, v=1000):
     return _with_near_ties(x, w, g, m // 2), w, t, grad_loss
 
 
-def _worst_share(out, ref, spec, case):
-    """Per output, max |out - ref| / (what the tolerance and the slack allow): below 1 passes."""
-    from measure.tolerance import allowed_error, split_reference
-
-    shares = []
-    for o, r in zip(out, ref):
-        value, slack = split_reference(r)
-        allowed = allowed_error(value, spec.tolerance(torch.float32, case), slack)
-        shares.append(float(((o.double() - value).abs() / allowed).max()))
-    return shares
-
-
 @pytest.mark.parametrize("seed", range(3))
 def test_a_tf32_kernel_passes_the_large_logits_case_where_two_logits_nearly_tie(seed):
     """TF32 logits (|z| ~ 100 at H = 1024: 0.06 off on average) split a near tie's softmax differently
     from the exact one: the slack that allows only for rounding to x's dtype failed such a kernel, the
     slack that allows for TF32 operands passes it with room to spare."""
     from autograder import correctness, specs
+    from tools.gpu_lce_slack import shares
 
     spec = specs.get("linear_cross_entropy")
     case = next(c for c in spec.cases(True) if c.name.startswith("large logits"))
@@ -298,7 +287,7 @@ def test_a_tf32_kernel_passes_the_large_logits_case_where_two_logits_nearly_tie(
     assert not ok and msg.startswith("dx: "), msg
     ok, _, msg = correctness.compare_outputs(out, ref, dtypes, spec, case)
     assert ok, msg
-    loss, dx, dweight = _worst_share(out, ref, spec, case)
+    loss, dx, dweight = shares(out, ref, spec, case)
     assert loss < 0.5 and dx < 0.5 and dweight < 0.5, (loss, dx, dweight)
 
 
@@ -323,8 +312,20 @@ def test_tf32_slack_still_fails_every_wrong_gradient_where_it_failed_before(mist
         if not correctness.compare_outputs(now, ref, dtypes, spec, case)[0]:
             failed.add(case.name)
     assert failed == failed_before
-    should_fail = {c.name for c, _ in runs if c is large or (mistake != "no max subtracted" and " V=1 " not in c.name)}
+    should_fail = {c.name for c, _ in runs
+                   if c is large or (mistake != "no max subtracted" and " V=1 " not in c.name)}
     assert should_fail <= failed, sorted(should_fail - failed)
+
+
+def test_the_gpu_slack_tool_judges_each_way_of_computing_before_and_now(tmp_path):
+    """tools.gpu_lce_slack, on the CPU's quick large-logits case: each way of computing (on a CPU the interpreter's
+    exact dots) is judged with the slack before and now, and recorded with the share of what is allowed."""
+    from tools.gpu_lce_slack import main
+
+    record = main([str(tmp_path), "--seeds", "1", "--cases", "large logits", "--quick"])
+    assert {r["way"] for r in record["runs"]} == {"cuBLAS float32", "Triton TF32"}
+    assert all(r["passed"] and r["passed_before"] and max(r["shares"]) < 0.5 for r in record["runs"]), record
+    assert json.loads((tmp_path / "lce_slack.json").read_text())["runs"] == record["runs"]
 
 
 def test_cross_entropy_memory_is_judged_on_the_memory_cases_only():

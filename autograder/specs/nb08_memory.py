@@ -87,17 +87,17 @@ LOSS_TOLERANCES = {torch.float32: (1e-3, 1e-4), torch.float16: TOLERANCES[torch.
 LARGE_TOLERANCES = {torch.float32: (1e-3, 2e-3)}
 
 # The gradients' slack (measure.tolerance.SlackReference) is twice the first-order bound that
-# kernels_ref.cross_entropy.linear_cross_entropy_reference works out: a correct kernel may round its logits
-# and dlogits to x's dtype (every 16-bit fused loss does) and, with float32 inputs, read every dot operand as
-# TF32 (tl.dot's default: measure.tolerance.DOT_OPERAND_ERROR). On the large-logits case (H = 1024) TF32
-# moves a logit by 0.06 on average and 0.42 at most (the emulation), within its bound 2 * 2^-10 *
-# (|x| @ |w|^T) ~ 4.0. Where a row's two largest logits nearly tie, the softmax split between them moves with
-# that, and dx with it times |w_a - w_b| ~ 4: on an H200 a correct kernel's dx was 0.0064 off where 0.0013
-# was allowed. The bound is nil in a saturated row and large only in a tied one, so a wrong gradient (the
-# incoming gradient ignored, a target off by one, no one-hot subtracted, no max subtracted) still fails on
-# the other rows. TF32 gradient dots alone put a float32 dweight 4-6x its bare tolerance off on the ordinary
-# cases; with the slack the emulation lands within 0.35 of what is allowed, and within 0.3 on the large case
-# with near ties forced (tests/test_autograder_specs_08.py).
+# kernels_ref.cross_entropy.linear_cross_entropy_reference works out: a correct kernel may round its logits and
+# dlogits to x's dtype (every 16-bit fused loss does) and, with float32 inputs, read every dot operand as TF32
+# (tl.dot's default: measure.tolerance.DOT_OPERAND_ERROR). On the large-logits case (H = 1024) TF32 moves a logit
+# by 0.06 on average and 0.42 at most (the emulation), within its bound 2 * 2^-10 * (|x| @ |w|^T) ~ 4.0. Where a
+# row's two largest logits nearly tie, the softmax split between them moves with any error in them, and dx with it
+# times |w_a - w_b| (~4, up to ~14 in one component): on an H200 the course's solution, whose float32 logits come
+# from cuBLAS, had dx 0.0027-0.0064 off in five gradings where ~0.0013 was allowed. The bound is nil in a saturated
+# row and large only in a tied one, so a wrong gradient (the incoming gradient ignored, a target off by one, no
+# one-hot subtracted, no max subtracted) still fails on the other rows. TF32 gradient dots alone put a float32
+# dweight 4-6x its bare tolerance off on the ordinary cases; with the slack the emulation lands within 0.35 of what
+# is allowed, and within 0.3 on the large case with near ties forced (tests/test_autograder_specs_08.py).
 
 HINT_BIG = "large logits: subtract the row max before exp (an online max/sum over vocabulary blocks)"
 HINT_TARGET = "the target logit: load logits[row, target[row]] (targets are int64), every row"
