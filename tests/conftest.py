@@ -106,6 +106,7 @@ WORKER_TESTS: dict[str, set[str] | str] = {
     "test_kernels_matmul": {"test_compiles_for_hopper_with_wgmma"},
     "test_kernels_memory": {"test_int8_kernel_compiles_for_hopper"},
     "test_notebooks": {"test_harness_names_notebook_and_failing_cell",
+        "test_a_kernel_that_dies_is_named_with_its_cell_and_the_earlier_outputs_are_kept",
         "test_student_notebook_matches_what_solutions_generate"},
     "test_protocol_frames": {"test_a_raw_frame_is_faster_than_torch_save",
         "test_values_dtypes_views_and_structure_arrive_as_sent",

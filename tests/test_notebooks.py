@@ -151,6 +151,27 @@ def test_harness_names_notebook_and_failing_cell(tmp_path):
     assert "broken.ipynb" in message and "cell 3" in message and "SyntaxError" in message and "y = x +" in message
 
 
+def test_a_kernel_that_dies_is_named_with_its_cell_and_the_earlier_outputs_are_kept(tmp_path, capsys):
+    """A kernel killed mid-notebook (out of memory, a crash in native code) names the cell it died in, and
+    ``--save-to``/``--print-output`` keep what the cells before it measured."""
+    from tools import execute_notebook
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("print('measured 1.23x')"),
+                nbformat.v4.new_code_cell("import os\nos.kill(os.getpid(), 9)"),
+                nbformat.v4.new_code_cell("print('never')")]
+    path = tmp_path / "dies.ipynb"
+    nbformat.write(nb, path)
+    with pytest.raises(NotebookFailed) as err:
+        execute(path, timeout=60)
+    assert "cell 2" in str(err.value) and "the kernel died" in str(err.value)
+    saved = tmp_path / "saved"
+    assert execute_notebook.main([str(path), "--save-to", str(saved), "--print-output", "--timeout", "60"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL" in out and "measured 1.23x" in out and "never" not in out
+    assert "measured 1.23x" in execute_notebook.printed(nbformat.read(saved / "dies.ipynb", as_version=4))
+
+
 @pytest.mark.parametrize("assignment", RELEASED)
 def test_hidden_grading_cells_match_the_autograder_specs(assignment):
     """Every exercise of the notebook has one hidden test cell calling grade(id, this notebook), whose

@@ -22,7 +22,12 @@ from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernel
 
 
 class NotebookFailed(Exception):
-    """A cell failed: the message names the notebook, the cell number and the start of its source."""
+    """A cell failed: the message names the notebook, the cell number and the start of its source;
+    ``notebook`` holds the outputs of the cells run until then."""
+
+    def __init__(self, message: str, notebook=None):
+        super().__init__(message)
+        self.notebook = notebook
 
 
 @dataclass
@@ -55,13 +60,19 @@ def execute(path, timeout: int = 600, kernel_name: str = "python3", env: dict | 
         cell = nb.cells[current["index"]]
         error = next((o for o in cell.get("outputs", []) if o.get("output_type") == "error"), None)
         detail = f"{error.get('ename')}: {error.get('evalue')}" if error else str(err).splitlines()[-1]
-        raise NotebookFailed(_describe(path, current["index"], cell, detail)) from None
+        raise NotebookFailed(_describe(path, current["index"], cell, detail), nb) from None
     except CellTimeoutError:
         cell = nb.cells[current["index"]]
-        raise NotebookFailed(_describe(path, current["index"], cell, f"timed out after {timeout} s")) from None
-    except DeadKernelError as err:
+        raise NotebookFailed(_describe(path, current["index"], cell, f"timed out after {timeout} s"), nb) from None
+    except Exception as err:  # noqa: BLE001
+        # nbclient's clean-up after a dead kernel can raise an AssertionError of its own in its place
+        dead = next((e for e in (err, err.__context__) if isinstance(e, DeadKernelError)), None)
+        if dead is None:
+            raise
         cell = nb.cells[current["index"]]
-        raise NotebookFailed(_describe(path, current["index"], cell, f"the kernel died ({err})")) from None
+        why = (f"the kernel died ({dead}): the process ended without a Python error (out of host or GPU "
+               "memory, or a crash in native code); the outputs before it are kept")
+        raise NotebookFailed(_describe(path, current["index"], cell, why), nb) from None
     return Executed(path, time.perf_counter() - start, nb)
 
 
@@ -100,15 +111,19 @@ def main(argv=None) -> int:
         try:
             done = execute(p, timeout=args.timeout)
             print(f"ok    {p}  {done.seconds:.1f} s", flush=True)
-            if args.print_output:
-                print(printed(done.notebook), flush=True)
-            if args.save_to:
-                out = pathlib.Path(args.save_to)
-                out.mkdir(parents=True, exist_ok=True)
-                nbformat.write(done.notebook, out / pathlib.Path(p).name)
+            notebook = done.notebook
         except NotebookFailed as err:
             failed += 1
             print(f"FAIL  {err}", flush=True)
+            notebook = err.notebook  # what ran before the failure: its numbers are still measurements
+        if notebook is None:
+            continue
+        if args.print_output:
+            print(printed(notebook), flush=True)
+        if args.save_to:
+            out = pathlib.Path(args.save_to)
+            out.mkdir(parents=True, exist_ok=True)
+            nbformat.write(notebook, out / pathlib.Path(p).name)
     return 1 if failed else 0
 
 
