@@ -112,6 +112,10 @@ _FEATURE_GUARDS = frozenset({"torch.compiler.disable", "torch.compiler.is_compil
 # launch through wrap_triton): the operator's Python is the submission's, audited here, and the operator
 # recorder runs it under itself (autograder.legality), so its operators and launches are seen.
 _FEATURE_GUARDS |= {"torch.library.triton_op", "torch.library.wrap_triton"}
+# What PyTorch's documentation registers for an operator made with triton_op (its fake implementation, for
+# tracing; its backward): the learner's own audited Python, allowed for an operator the submission defines
+# itself (named by the same string, or its own object), never for one of torch's.
+_OWN_OPERATOR_REGISTRATIONS = frozenset({"torch.library.register_fake", "torch.library.register_autograd"})
 
 # Modules a graded exercise may not import, with the reason in plain words.
 _REACHES_IN = "can reach into the running process and change the grader's own objects"
@@ -1257,6 +1261,9 @@ class _Auditor(ast.NodeVisitor):
         prefixes = [".".join(parts[:i]) for i in range(len(parts), 0, -1)]
         if path in _FEATURE_GUARDS:
             return False
+        if path in _OWN_OPERATOR_REGISTRATIONS and (isinstance(node, (ast.Import, ast.ImportFrom))  # judged where called
+                                                    or self._registers_own_operator(node)):
+            return False
         for prefix in prefixes:
             for feature, roots in FEATURES.items():
                 if prefix in roots:
@@ -1306,6 +1313,23 @@ class _Auditor(ast.NodeVisitor):
         if obj is not _UNRESOLVED and (not callable(obj) or isinstance(obj, type)):
             return False
         return True
+
+    def _registers_own_operator(self, node) -> bool:
+        """Whether ``node`` (``torch.library.register_fake``) is called for an operator the submission made
+        with ``triton_op``: its name as a string constant, or the operator object itself."""
+        call = self.parents.get(id(node))
+        if not (isinstance(call, ast.Call) and call.func is node and call.args):
+            return False
+        target = call.args[0]
+        own = {}
+        for n in ast.walk(self.scopes.module.node):
+            for made in ([n] if isinstance(n, ast.Call) else getattr(n, "decorator_list", [])):
+                if (isinstance(made, ast.Call) and made.args and isinstance(made.args[0], ast.Constant)
+                        and "torch.library.triton_op" in self.scopes.paths(made.func, self.scopes.module)):
+                    own[made.args[0].value] = own.get(made.args[0].value) or getattr(n, "name", None)
+        if isinstance(target, ast.Constant):
+            return target.value in own
+        return isinstance(target, ast.Name) and target.id in set(own.values()) - {None}
 
     def _method_receiver_ok(self, receiver) -> bool:
         """Whether ``receiver.softmax(...)`` may be a tensor method: not the submission's own def/class and

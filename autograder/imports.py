@@ -95,10 +95,13 @@ def _read(path: Path) -> str | None:
         return None  # unreadable: its audit says so, and the worker refuses to import it
 
 
-def local_sources(source: str, folder) -> dict[str, str | None]:
+def local_sources(source: str, folder, written: dict | None = None) -> dict[str, str | None]:
     """{real path: text as read (UTF-8), None where unreadable} for every file of every module beside the
-    submission that it imports, transitively: what is audited, and all the worker may import from there."""
+    submission that it imports, transitively: what is audited, and all the worker may import from there.
+    ``written``: {file name: text} of the modules a notebook writes beside itself when it runs
+    (``%%writefile``): their text, whether or not the file is on the disk, as after the notebook ran."""
     folder = Path(folder)
+    written = written or {}
     names: set = set()
     found: dict[str, str | None] = {}
     todo = [source]
@@ -107,6 +110,11 @@ def local_sources(source: str, folder) -> dict[str, str | None]:
             if name in names or _repository_own(folder, name):
                 continue
             files = _module_files(folder, name)
+            if f"{name}.py" in written and (not files or files == [folder / f"{name}.py"]):
+                names.add(name)
+                found[os.path.realpath(folder / f"{name}.py")] = written[f"{name}.py"]
+                todo.append(written[f"{name}.py"])
+                continue
             if not files:
                 continue
             names.add(name)
@@ -255,6 +263,11 @@ class ImportGuard:
         return legality is not None and legality.ThreadGuard.armed == threading.get_ident()
 
     def find_spec(self, name, path=None, target=None):
+        written = os.path.join(self.folder, f"{name}.py")
+        if "." not in name and written in self.audited and not os.path.exists(written):
+            # a module the notebook writes beside itself when it runs (%%writefile): found there first
+            return AuditedSource(written, self.audited[written]).spec(
+                name, importlib.machinery.ModuleSpec(name, None, origin=written))
         spec = None
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):

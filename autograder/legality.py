@@ -580,7 +580,7 @@ class LaunchCallbacks:
             return "a container nested too deep", _ARGUMENT_WHY
         if kind in _PLAIN_ARGUMENTS or (isinstance(value, _np_generic()) and kind.__module__ == "numpy"):
             return None
-        if kind in (tuple, list):
+        if kind in (tuple, list, torch.Size):
             return next((p for p in (cls._argument_problem(v, depth + 1) for v in value) if p), None)
         triton = _triton_argument_types()
         if kind in triton["values"]:

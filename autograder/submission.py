@@ -4,9 +4,11 @@ Notebook submission (docs/CONTRACTS.md): its code cells, except nbgrader test ce
 solution: false) and cells tagged ``demo``, as the Python IPython runs (``cell_lines``): IPython's own
 transformer turns magics, shell escapes and help (``tl.load?``) into calls, and each becomes what it does
 to the notebook's namespace: ``%time stmt`` and the bodies of ``%%time``/``%%capture`` run as Python,
-``%run file.py`` runs that file's lines (each line remembers its file), a shell command or ``%timeit``
-runs nothing and a value taken from one (``r = %timeit -o ...``, ``out = !cmd``) is a stand-in
-(``STAND_IN``); other cell magics drop their cell. The code is joined into one source, written to a real ``.py`` file for the worker (Triton reads kernel source with
+``%run file.py`` runs that file's lines (each line remembers its file), ``%%writefile name.py`` writes a
+module the later cells may import (audited as one; what the notebook writes wins over a file on the disk,
+as when it runs), a shell command or ``%timeit`` runs nothing and a value taken from one (``r = %timeit
+-o ...``, ``out = !cmd``) is a stand-in (``STAND_IN``); other cell magics drop their cell. The code is
+joined into one source, written to a real ``.py`` file for the worker (Triton reads kernel source with
 ``inspect``), and every line remembers its cell so messages can say "cell 7, line 3".
 """
 from __future__ import annotations
@@ -89,6 +91,7 @@ def _ipython_python(src: str) -> str:
 
 
 _ASSIGNED = re.compile(r"^([\w.\[\], ()*]+?)\s*=\s*([%!])(.*)$")
+_HELP = re.compile(r"\?{1,2}[A-Za-z_][\w.]*|[A-Za-z_][\w.]*\?{1,2}")  # tl.load?, ??tl.load: a name asked about, nothing else
 
 
 def _escapes_without_ipython(lines: list[str]) -> list[str]:
@@ -109,7 +112,7 @@ def _escapes_without_ipython(lines: list[str]) -> list[str]:
         elif escape.startswith("%"):
             name, _, args = escape.lstrip("%").partition(" ")
             call = f"get_ipython().run_line_magic({name!r}, {args.strip()!r})"
-        elif not target and (stripped.endswith("?") or stripped.startswith("?")):
+        elif not target and _HELP.fullmatch(stripped):
             call = f"get_ipython().run_line_magic('pinfo', {stripped.strip('?')!r})"
         else:
             out.append(line)
@@ -169,14 +172,17 @@ def _replacement(node, statement: bool, folder):
     return "pass" if statement else f"{STAND_IN}({what!r})"
 
 
-def cell_lines(src: str, folder=None) -> list[tuple[str, int | str]]:
+def cell_lines(src: str, folder=None, written: dict | None = None) -> list[tuple[str, int | str]]:
     """A cell's lines as the Python IPython runs (module docstring), each with its place: the line of the
-    cell (1-based), or the file and line a ``%run`` brought in."""
+    cell (1-based), or the file and line a ``%run`` brought in. ``written``: where a ``%%writefile`` cell's
+    file is recorded ({file name: text}), as running the notebook writes it beside the notebook."""
     lines = src.splitlines()
     first = next((i for i, line in enumerate(lines) if line.strip()), None)
     if first is not None and lines[first].lstrip().startswith("%%"):
         name, _, args = lines[first].strip()[2:].partition(" ")
         head = [(f"# graded as IPython runs it: {line[:60]}", i + 1) for i, line in enumerate(lines[:first + 1])]
+        if name == "writefile" and written is not None:
+            _record_written(args, "\n".join(lines[first + 1:]) + "\n", written)
         if name not in _BODY_RUNS:
             return head + [(f"# dropped for grading: {line[:60]}", i + 1) for i, line in enumerate(lines) if i > first]
         variable = next((w for w in args.split() if not w.startswith("-")), None) if name == "capture" else None
@@ -212,14 +218,26 @@ def cell_lines(src: str, folder=None) -> list[tuple[str, int | str]]:
     return [entry for i in sorted(out) for entry in out[i]]
 
 
+def _record_written(args: str, text: str, written: dict) -> None:
+    """``%%writefile [-a] name.py``: the Python file the cell writes beside the notebook when it runs (a
+    module its later cells may import, audited as one), appended to with ``-a``."""
+    words = args.split()
+    append = "-a" in words or "--append" in words
+    names = [w for w in words if not w.startswith("-")]
+    if len(names) != 1 or not re.fullmatch(r"[A-Za-z_]\w*\.py", names[0]):
+        return  # another folder or not a Python module: nothing the graded code can import from here
+    written[names[0]] = (written.get(names[0], "") if append else "") + text
+
+
 def code_lines(src: str) -> list[str]:
     """A cell's lines as the Python IPython runs (``cell_lines``), without the notebook's folder."""
     return [text for text, _ in cell_lines(src)]
 
 
-def notebook_source(nb: dict, folder=None) -> tuple[str, list]:
+def notebook_source(nb: dict, folder=None, written: dict | None = None) -> tuple[str, list]:
     """Join the graded code cells of a notebook dict; return (source, line -> (cell number, line), or the
-    place a ``%run`` file's line came from). ``folder``: the notebook's, where ``%run`` finds files."""
+    place a ``%run`` file's line came from). ``folder``: the notebook's, where ``%run`` finds files;
+    ``written``: filled with the files its ``%%writefile`` cells write ({name: text})."""
     lines, where = [], []
     for number, cell in enumerate(nb.get("cells", []), start=1):
         if cell.get("cell_type") != "code" or is_test_cell(cell) or is_demo_cell(cell):
@@ -228,7 +246,7 @@ def notebook_source(nb: dict, folder=None) -> tuple[str, list]:
         src = "".join(src) if isinstance(src, list) else str(src)
         lines.append(f"# --- cell {number} ---")
         where.append(None)
-        for line, place in cell_lines(src, folder):
+        for line, place in cell_lines(src, folder, written):
             lines.append(line)
             where.append((number, place) if isinstance(place, int) else place)
         lines.append("")
@@ -243,6 +261,7 @@ def load(path) -> Submission:
         raise SubmissionError(f"no such file: {path}")
     if path.is_dir():
         raise SubmissionError(f"{path} is a directory; give a .ipynb notebook or a .py file")
+    written: dict = {}  # the files a notebook's %%writefile cells write beside it
     if path.suffix == ".ipynb":
         try:
             nb = json.loads(path.read_text(encoding="utf-8"))
@@ -250,7 +269,7 @@ def load(path) -> Submission:
             raise SubmissionError(f"{path} is not a valid notebook (invalid JSON: {exc})") from None
         if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
             raise SubmissionError(f"{path} is not a notebook (no list of cells)")
-        source, cells = notebook_source(nb, path.parent)
+        source, cells = notebook_source(nb, path.parent, written)
         sub = Submission(path=path.resolve(), source=source, kind="notebook", cells=cells)
     elif path.suffix == ".py":
         try:
@@ -265,7 +284,7 @@ def load(path) -> Submission:
     except SyntaxError as exc:
         raise SubmissionError(f"syntax error in {path.name} at {sub.where(exc.lineno)}: {exc.msg}") from None
     sub.defined = _top_level_names(tree)
-    sub.helpers = local_sources(sub.source, sub.path.parent)
+    sub.helpers = local_sources(sub.source, sub.path.parent, written)
     return sub
 
 

@@ -1058,3 +1058,25 @@ def test_an_atomic_is_found_where_determinism_is_asked_however_it_is_spelled(spe
     assert len(found) == 1 and found[0].startswith("line 8: calls ") and "deterministic" in found[0], found
     fwd = specs.get("layer_norm_fwd")
     assert determinism.source_findings(fwd, src.replace("{entry}", fwd.entry), "line {}".format) == []
+
+
+def test_registering_a_fake_or_a_backward_for_ones_own_triton_op_is_not_a_library_finding():
+    """torch.library.register_fake and register_autograd, as PyTorch documents them for an operator made with
+    triton_op: the learner's own audited Python for their own operator; for one of torch's, a finding."""
+    src = textwrap.dedent('''
+        import torch
+        from torch.library import register_autograd, triton_op
+
+        @triton_op("mine::softmax", mutates_args={})
+        def op(x: torch.Tensor) -> torch.Tensor:
+            return x
+
+        @torch.library.register_fake("mine::softmax")
+        def _fake(x):
+            return torch.empty_like(x)
+
+        register_autograd(op, lambda ctx, g: g)
+        torch.library.register_fake("aten::_softmax")(_fake)
+        ''')
+    found = [(f.line, f.rule) for f in audit(src) if f.rule == "feature"]
+    assert found == [(14, "feature")], audit(src)  # the registration for torch's own softmax

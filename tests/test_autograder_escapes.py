@@ -644,7 +644,7 @@ def test_a_launch_takes_tensors_numbers_dtypes_and_triton_functions():
     x = torch.arange(8.0)
     with _armed() as rec:
         for extra in (x, 3, 2.5, True, None, "gelu", torch.float16, tl.float16, tl.constexpr(4), np.int64(3),
-                      (1, x), [2, 3]):
+                      (1, x), [2, 3], x.shape):
             assert torch.allclose(apply(x, own_exp, extra), x.exp()), extra
         assert torch.allclose(apply(x, tl.softmax), torch.softmax(x, 0))  # no exercise here refuses it
         for fn in (tl.exp, tl.maximum, tl.sigmoid):  # Triton's builtins (a GPU compiles them as constexprs)

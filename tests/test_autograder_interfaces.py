@@ -214,7 +214,9 @@ _IPYTHON_CELLS = [
     "%%timeit\nnever = 1",                                                  # its own scope: nothing defined
     "x = 3\n%time y = timed(x)\nr = %timeit -o timed(x)\nbest = r.best * 1e3\nprint(f'{best:.3f}')",
     "gpu = !nvidia-smi --query-gpu=name\nprint(gpu[0] if gpu else 'no GPU')\nmath.sqrt?\n!pip list",
-    "%run helper.py\nw = helper_value + 1",
+    "%run helper.py\nw = helper_value + 1  # why not?",
+    "%%writefile written_helper.py\nWRITTEN = 5\n",
+    "from written_helper import WRITTEN",
 ]
 
 
@@ -232,7 +234,7 @@ def _run_graded_source(sub) -> dict:
     return space
 
 
-def test_ipython_syntax_is_graded_as_ipython_runs_it(tmp_path, capsys):
+def test_ipython_syntax_is_graded_as_ipython_runs_it(tmp_path, capsys, monkeypatch):
     """IPython's own transformer reads magics, shell escapes and help; each does to the namespace what it does
     in Jupyter: %%time, %%capture and %time run their Python, %run runs the file's lines (named by the file),
     %timeit, shell commands and help run nothing, and a value taken from one is a stand-in a later line can
@@ -240,6 +242,10 @@ def test_ipython_syntax_is_graded_as_ipython_runs_it(tmp_path, capsys):
     from autograder.submission import load
 
     sub = load(_ipython_notebook(tmp_path))
+    assert not (tmp_path / "written_helper.py").exists()  # written when the notebook runs: audited as written
+    assert {os.path.basename(p): text for p, text in sub.helpers.items()} == {"written_helper.py": "WRITTEN = 5\n"}
+    (tmp_path / "written_helper.py").write_text("WRITTEN = 5\n")  # as running the notebook leaves it
+    monkeypatch.syspath_prepend(str(tmp_path))
     space = _run_graded_source(sub)
     assert space["y"] == 4 and space["z"] == 4 and space["w"] == 3 and "never" not in space
     assert not space["gpu"] and "not run while graded" in repr(space["r"])
@@ -264,15 +270,16 @@ def test_without_ipython_the_same_escapes_are_read(tmp_path, monkeypatch):
 
 
 def test_an_honest_notebook_written_with_ipython_syntax_keeps_every_correctness_point(tmp_path):
-    """The kernel in a %%time cell, a setting from a %run file, a benchmark cell with %time, %timeit -o, a
-    shell capture and help: graded as IPython runs them, the notebook loads and keeps its points."""
+    """The kernel in a %%time cell, settings from a %run file and from a module a %%writefile cell writes
+    (not on the disk: the notebook never ran here), a benchmark cell with %time, %timeit -o, a shell
+    capture and help: graded as IPython runs them, the notebook loads and keeps its points."""
     from autograder.grading import grade_submission
 
     kernel = (SUBMISSIONS / "good_triton.py").read_text()
     _write(tmp_path / "rows.py", "ROWS = 4\n")
     path = _notebook(tmp_path / "nb.ipynb", [
-        "%%time\n" + kernel, "%run rows.py",
-        "x = torch.randn(ROWS, 10)\n%time y = softmax(x)\nprint(y.sum(-1))\nr = %timeit -o softmax(x)\n"
+        "%%time\n" + kernel, "%run rows.py", "%%writefile shapes_wf.py\nCOLS = 10\n", "from shapes_wf import COLS",
+        "x = torch.randn(ROWS, COLS)\n%time y = softmax(x)\nprint(y.sum(-1))\nr = %timeit -o softmax(x)\n"
         "print(r.best)\ngpu = !nvidia-smi\ntl.load?"])
     ex = grade_submission(path, ["softmax"], quick=True, timeout=120.0)["exercises"][0]
     assert ex["correct"] and not ex["violations"], ex["feedback"] + ex["violations"]

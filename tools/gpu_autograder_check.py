@@ -19,10 +19,13 @@ one subprocess per submission, sequentially (the GPU is never shared while timin
    the repository or by a computed name, a helper module that is bytecode alone, an output of the
    learner's own class that computes when walked, logits written through ``out=``, a branch only the
    timed workload takes, values taken out of torch as text or through functools, Python called from a
-   kernel, tl.softmax in place of the exercise, a child process started through torch.os and a finalizer
-   writing the answer after the call all score 0; a public-style fused loss, a triton_op softmax and a
-   libdevice GELU stay correct. ``--only legality-solutions`` (about 5 minutes): the solutions of 05-09
-   stay correct (and their performance is shown), with the worker's audit hook letting Triton run its
+   kernel, tl.softmax in place of the exercise (also handed to a kernel as its constexpr argument), an
+   object of the learner's class as a launch argument, a child process started through torch.os and a
+   finalizer writing the answer after the call all score 0; a public-style fused loss, a triton_op softmax,
+   a libdevice GELU, a softmax with math's constants and triton.jit called as a function in its kernel,
+   Triton's vector-add tutorial and a notebook written with IPython's syntax (read without IPython on the
+   runner) stay correct. ``--only legality-solutions`` (about 5 minutes): the solutions of 05-09 stay
+   correct (and their performance is shown), with the worker's audit hook letting Triton run its
    compilers.
 
 Prints one line per grade as it finishes, the repeat-run spread, what was expected and whether it
@@ -270,7 +273,8 @@ LEGALITY_ESCAPES = ("escape_hook_computes", "escape_heuristic_computes", "escape
                     "escape_library_hook", "escape_helper_module", "escape_imports_repository",
                     "escape_unaudited_module", "escape_only_when_timed", "escape_lazy_tuple",
                     "bytecode_beside", "escape_values_leave_as_text", "escape_python_in_kernel",
-                    "escape_forks_through_an_alias", "escape_finalizer_computes")
+                    "escape_forks_through_an_alias", "escape_finalizer_computes", "escape_object_as_launch_argument",
+                    "escape_library_softmax_as_argument")
 # escapes of exercises other than softmax: file stem -> the exercises it answers
 OTHER_EXERCISES = {"escape_course_tools": ["benchmark", "peak_memory_bytes"], "escape_lazy_tuple": ["layer_norm_fwd"]}
 TIMED_ONLY = ("escape_only_when_timed",)
@@ -299,8 +303,34 @@ def bytecode_beside(out: Path) -> Path:
     return sub
 
 
+def ipython_notebook(out: Path) -> Path:
+    """An honest softmax notebook written with IPython's syntax (the kernel in a %%time cell, %run and
+    %%writefile helpers, %time, %timeit -o, a shell capture, help): on a runner without IPython the grader
+    reads the escapes itself, and the notebook must keep its points."""
+    folder = out / "ipython_notebook"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "rows.py").write_text("ROWS = 4\n")
+    cells = ["%%time\n" + (SUBMISSIONS / "good_triton.py").read_text(), "%run rows.py",
+             "%%writefile shapes_wf.py\nCOLS = 10\n", "from shapes_wf import COLS",
+             "x = torch.randn(ROWS, COLS, device=DEVICE)\n%time y = softmax(x)\nr = %timeit -o softmax(x)\n"
+             "print(r.best)\ngpu = !nvidia-smi\ntl.load?"]
+    nb = notebook_from_source("\n\n\n".join(["import torch\nimport triton.language as tl\nfrom course import DEVICE"]))
+    nb["cells"] += [{"cell_type": "code", "execution_count": None, "id": f"magic-{i}", "metadata": {}, "outputs": [],
+                     "source": c.splitlines(keepends=True)} for i, c in enumerate(cells)]
+    path = folder / "ipython_notebook.ipynb"
+    path.write_text(json.dumps(nb, indent=1))
+    return path
+
+
 def legality_plan(out: Path) -> list:
     return [
+        # honest code written the way public kernels and notebooks are: math's constants and triton.jit called
+        # as a function in a kernel, Triton's tutorial asking its driver for the device, IPython's syntax
+        Grade("honest_softmax_idioms", SUBMISSIONS / "honest_softmax_idioms.py", ["softmax"],
+              {"softmax": "correct"}, group="legality"),
+        Grade("honest_tutorial_vector_add", SUBMISSIONS / "honest_tutorial_vector_add.py", ["vector_add"],
+              {"vector_add": "correct"}, group="legality"),
+        Grade("ipython_notebook", ipython_notebook(out), ["softmax"], {"softmax": "correct"}, group="legality"),
         *[Grade(stem, SUBMISSIONS / f"{stem}.py", exercises, {e: "zero" for e in exercises}, group="legality")
           for stem, exercises in OTHER_EXERCISES.items()],
         Grade("bytecode_beside", bytecode_beside(out), ["softmax"], {"softmax": "zero"}, group="legality"),
