@@ -328,6 +328,22 @@ def test_the_gpu_slack_tool_judges_each_way_of_computing_before_and_now(tmp_path
     assert json.loads((tmp_path / "lce_slack.json").read_text())["runs"] == record["runs"]
 
 
+@pytest.mark.parametrize("on_gpu,quick", [(False, True), (False, False), (True, False)])
+def test_every_cross_entropy_case_is_built_at_the_shape_its_name_gives(monkeypatch, on_gpu, quick):
+    """The large-logits and edge-target cases are built at the last shape of the list they name (their
+    builders once read M, H and V after the memory cases had rebound them)."""
+    import re
+
+    import course
+    from autograder.specs import get, nb08_memory
+
+    monkeypatch.setattr(course, "ON_GPU", on_gpu)  # the GPU's case list, built on the CPU
+    monkeypatch.setattr(nb08_memory, "_args", lambda g, m, h, v, *a, **k: (m, h, v))  # the shape, not tensors
+    for case in get("linear_cross_entropy").cases(quick):
+        named = tuple(int(n) for n in re.search(r"M=(\d+) H=(\d+) V=(\d+)", case.name).groups())
+        assert case.build(torch.Generator()) == named, case.name
+
+
 def test_cross_entropy_memory_is_judged_on_the_memory_cases_only():
     from autograder import specs
 

@@ -163,12 +163,12 @@ def _cases(quick):
                   hint=_hint(m, h, v, d), tolerances={torch.float32: LOSS_TOLERANCES[d]},
                   family=family_of((m, h, v), d), public=(m, h, v) in shapes[:2])
              for m, h, v in shapes for d in float_dtypes()]
-    m, h, v = shapes[-1]
+    m, h, v = last = shapes[-1]  # bound as a default: the memory cases' loop below rebinds m, h and v
     cases.append(Case(f"large logits M={m} H={h} V={v} float32",
-                      lambda g: _args(g, m, h, v, torch.float32, scale=100.0), hint=HINT_BIG,
+                      lambda g, s=last: _args(g, *s, torch.float32, scale=100.0), hint=HINT_BIG,
                       tolerances=LARGE_TOLERANCES, family="large", public=True))
     cases.append(Case(f"targets 0 and V-1 M={m} H={h} V={v} float32",
-                      lambda g: _args(g, m, h, v, torch.float32, edge_targets=True), hint=HINT_TARGET,
+                      lambda g, s=last: _args(g, *s, torch.float32, edge_targets=True), hint=HINT_TARGET,
                       tolerances={torch.float32: LOSS_TOLERANCES[torch.float32]}, family="edge-values",
                       public=True))
     for i, (m, h, v) in enumerate(_memory_shapes(quick)):
