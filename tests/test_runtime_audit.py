@@ -85,21 +85,28 @@ attempt("classes", define_classes)
 attempt("library code", traced)
 attempt("library's own import", lambda: __import__("fontlib"))
 attempt("library asked", lambda: sys.modules["fontlib"].spawn("true"))
+attempt("library runs a string", lambda: sys.modules["fontlib"].evaluate("1 + 1"))
 LeavesAProcess()
 os.getcwd()  # a hook the learner added would see this
 '''
 
 REFUSED = ["fork", "posix_spawn", "system", "subprocess", "exec", "timeit string", "type hints", "file beside",
            "pickle", "ctypes", "proc mem", "proc pid mem", "forbidden import", "library asked", "code object",
-           "unmarshal"]
+           "unmarshal", "library runs a string"]
 ALLOWED = ["timeit function", "plain file", "classes", "library code", "library's own import"]
 # an installed library that starts a process while it is imported (as matplotlib asks fontconfig for fonts)
+# or compiles its own code then; a library that evaluates the text it is given (sympy's parse_expr, PyYAML's
+# python tags) runs it for whoever called it: for the learner, refused
 _FONTLIB = """
 import os
 os.system("true")
+exec("TABLE = {}")
 
 def spawn(command):
     return os.system(command)
+
+def evaluate(text):
+    return eval(text)
 """
 
 
