@@ -1013,6 +1013,8 @@ def _module_bindings(tree: ast.Module) -> dict[str, list]:
                 # reaching the kernel reaches the statement (and the hook it names)
                 add(node.value.func.value.id, node)
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                handing.append(node)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue
             for field in ("body", "orelse", "finalbody"):
                 inner = getattr(node, field, None)
@@ -1021,8 +1023,37 @@ def _module_bindings(tree: ast.Module) -> dict[str, list]:
             for handler in getattr(node, "handlers", None) or []:
                 walk(handler.body)
 
+    handing: list = []
     walk(tree.body)
+    # A definition handed to an object the submission made itself (a decorator such as @REGISTRY.append or
+    # @register) is held by that object: reaching the object reaches the definition; and a function that
+    # fills a registry (REGISTRY[key] = f) is reached with the registry. Imported names are left out:
+    # @torch.no_grad() does not make every such function graded.
+    own = {name for name, nodes in out.items()
+           if not all(isinstance(n, (ast.Import, ast.ImportFrom)) for n in nodes)}
+    fills = {node.name: _filled(node) for node in handing if not isinstance(node, ast.ClassDef)}
+    for node in handing:
+        decorators = [m.id for expr in node.decorator_list for m in ast.walk(expr) if isinstance(m, ast.Name)]
+        # held by the decorator's object, by the registries the decorator fills, and by those it fills itself
+        names = decorators + [n for d in decorators for n in fills.get(d, [])] + fills.get(node.name, [])
+        for name in names:
+            if name in own and node not in out[name]:
+                out[name].append(node)
     return out
+
+
+def _filled(definition) -> list[str]:
+    """Names a function's body changes the contents of: a method called on them (``REGISTRY.append(f)``)
+    or an item or attribute of theirs assigned (``REGISTRY[key] = f``)."""
+    names = []
+    for n in ast.walk(definition):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name):
+            names.append(n.func.value.id)
+        elif isinstance(n, (ast.Assign, ast.AugAssign)):
+            for t in n.targets if isinstance(n, ast.Assign) else [n.target]:
+                if isinstance(t, (ast.Subscript, ast.Attribute)) and isinstance(t.value, ast.Name):
+                    names.append(t.value.id)
+    return names
 
 
 def _reachable(tree: ast.Module, entry: str) -> set:

@@ -297,6 +297,12 @@ NUMPY_ON_VALUES = [
     "import functools, numpy as np\nf = functools.partial(np.asarray)\ndef softmax(x):\n    return f(x)",
     "import numpy as np\ndef softmax(x):\n    return list(map(np.exp, [x]))",
     "import torch\ndef softmax(x):\n    return torch.storage.np.asarray(x)",  # numpy reached through torch
+    # a function reached only through a registry the submission fills: by a decorator, or by a function
+    # that the decorator is
+    "import numpy as np\n_REG = []\n@_REG.append\ndef rows(x):\n    return np.exp(x)\n"
+    "def softmax(x):\n    return _REG[0](x)",
+    "import numpy as np\n_REG = {}\ndef register(f):\n    _REG[f.__name__] = f\n    return f\n"
+    "@register\ndef rows(x):\n    return np.exp(x)\ndef softmax(x):\n    return _REG['rows'](x)",
 ]
 NUMPY_CONFIGURATION = [
     "import numpy as np\nimport torch\ndef softmax(x):\n    B = int(2 ** np.ceil(np.log2(x.shape[1])))\n"
