@@ -222,7 +222,10 @@ _PATH_RULES.update({
 # timeit runs its statements as code when they are strings (a function of the learner's is fine):
 # path -> the positions and names of its statement arguments.
 _STATEMENT_RUNNERS = {"timeit.timeit": ((0, "stmt"), (1, "setup")), "timeit.repeat": ((0, "stmt"), (1, "setup")),
-                      "timeit.Timer": ((0, "stmt"), (1, "setup"))}
+                      "timeit.Timer": ((0, "stmt"), (1, "setup")),
+                      # torch's Timer runs its statements through timeit's (strings only: it takes no function)
+                      **{p: ((0, "stmt"), (1, "setup"), (2, "global_setup"))
+                         for p in ("torch.utils.benchmark.Timer", "torch.utils.benchmark.utils.timer.Timer")}}
 # Numeric libraries that compute outside torch: graded code of an exercise about tensors may use them for
 # configuration only (``np.log2(N)``), never on values (``np.asarray(obj)`` over a tensor's memory).
 NUMERIC_LIBRARIES = ("numpy", "scipy", "numexpr", "pandas")

@@ -142,26 +142,6 @@ def _library_importing(frame) -> bool:
     return False
 
 
-def _asked_by_toolchain(frame) -> bool:
-    """Whether the nearest code outside the standard library and the installed libraries that have no
-    business running strings is torch's, Triton's, the course's or the grader's (their generated code: FX
-    graphs, Triton's launchers, sympy expressions torch builds), not the learner's: a library that
-    evaluates text (sympy's parse_expr, PyYAML's python tags) runs it for whoever called it."""
-    while frame is not None:
-        name = frame.f_code.co_filename
-        if not name.startswith("<frozen"):
-            if name.startswith("<"):
-                return False  # code built at run time
-            real = _real(name)
-            if not _is_stdlib(real):
-                if real.startswith(_TOOLCHAINS) or real.startswith(_GRADER):
-                    return True
-                if not real.startswith(INSTALLED):
-                    return False  # the learner's
-        frame = frame.f_back
-    return True  # nothing but the standard library and libraries: the worker's own start
-
-
 class _Hook:
     """The worker's audit hook: see the module docstring."""
 
@@ -210,8 +190,10 @@ class _Hook:
             filename = getattr(code, "co_filename", None)
         else:
             filename = args[1] if len(args) > 1 else None
-        if filename == "<timeit-src>" and _timeit_template(event, args):
-            return None
+        if filename == "<timeit-src>":  # timeit's template: around a function, or holding a statement's text
+            if _timeit_template(event, args):
+                return None
+            return "runs a statement given to timeit as a string (timeit or torch.utils.benchmark)", "code"
         if isinstance(filename, bytes):
             filename = os.fsdecode(filename)
         if isinstance(filename, str) and not filename.startswith("<"):
@@ -224,8 +206,12 @@ class _Hook:
                     return f"imports {top}", "import"
                 return None
             return f"runs the file {filename}, which the grader did not audit", "code"
+        # Text is run for torch, Triton and the course (their generated code: FX graphs, Triton's launchers)
+        # and for a library while it is imported; a library that evaluates the text it is handed (sympy's
+        # parse_expr, PyYAML's python tags) runs it for whoever handed it over, the learner's code too when
+        # torch's tree_map does the handing: refused.
         who, real = asker(frame)
-        if who == LIBRARY and (real in _BUILDERS or _asked_by_toolchain(frame) or _library_importing(frame)):
+        if who == LIBRARY and (real in _BUILDERS or real.startswith(_TOOLCHAINS) or _library_importing(frame)):
             return None
         return f"runs code built at run time ({'exec/eval' if event == 'exec' else 'compile'})", "code"
 

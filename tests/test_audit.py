@@ -455,6 +455,7 @@ CHEATS = {
     "dynamic-code": [
         "import timeit\ntimeit.timeit('import torch', number=1)", "import timeit\nS = 'x'\ntimeit.Timer(stmt=S)",
         "import timeit\ntimeit.repeat(lambda: 1, setup='import os')",
+        "import torch.utils.benchmark as b\nS = 'y = 1'\nb.Timer(stmt=S).timeit(1)",
         "import typing\ndef f(a: 'out.append(1)'):\n    pass\ntyping.get_type_hints(f, localns={})",
         "import torch.hub\nm = torch.hub._import_module('h', 'h.py')",
         "import torch\nm = torch.serialization.load(open('w.pt', 'rb'), weights_only=False)",
