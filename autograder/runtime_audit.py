@@ -8,14 +8,17 @@ once, in the worker, before the submission is imported; from then on, for the li
 submission's import, its calls, and finalizers those calls leave behind, whenever they run):
 
 - starting a process (``os.fork``, ``forkpty``, ``posix_spawn``, ``exec*``, ``system``,
-  ``subprocess.Popen``) is refused unless Triton, torch or the course's tools ask (Triton runs its
-  compilers, ptxas and the launcher's C compiler, during a first launch on a GPU) or an installed library asks while it is being
-  imported (its own set-up, before any code of the learner's runs);
+  ``subprocess.Popen``) is refused unless Triton or the course's tools ask (Triton runs its compilers,
+  ptxas and the launcher's C compiler, during a first launch on a GPU; torch's helpers run whatever command
+  they are handed) or an installed library asks while it is being imported (its own set-up, before any code
+  of the learner's runs);
 - running code (``exec``, ``eval``, ``compile``, a code object made or unmarshalled by the learner's code)
-  is refused unless it is a file the grader audited or an installed module's file, or code an installed
-  library builds for itself (Triton's launch binder, the
-  stdlib's dataclasses and namedtuples); a file beside the submission that the audit never read, a string
-  handed to ``timeit`` or ``typing.get_type_hints``, and the learner's own ``exec`` are refused;
+  is refused unless it is a file the grader audited or an installed module's file, or code torch, Triton or
+  the course build for themselves (FX graphs, Triton's launch binder; the stdlib's dataclasses and
+  namedtuples), or a library builds while it is imported; a file beside the submission that the audit never
+  read, a string handed to ``timeit`` (torch's Timer included), ``typing.get_type_hints`` or any library
+  that evaluates text (sympy's ``parse_expr``, PyYAML's python tags), and the learner's own ``exec`` are
+  refused;
 - unpickling anything that names a global (``pickle``, ``torch.load(weights_only=False)``), loading native
   code or touching raw memory through ``ctypes`` (unless a library or the grader asks), opening a process's memory
   (``/proc/self/mem``, ``/proc/<pid>/mem``, ``pagemap``, ``/dev/mem``), importing a module the audit
@@ -85,6 +88,9 @@ _BUILDERS = frozenset(os.path.join(_STDLIB[0], f) for f in ("dataclasses.py", os
 _GRADER = os.path.join(str(REPOSITORY), "autograder", "")
 # what may start processes: their compilers (the course's own tools run Triton's ptxas: course.aot)
 _TOOLCHAINS = (_package_dir("torch"), _package_dir("triton"), os.path.join(str(REPOSITORY), "course", ""))
+# what may start a process: Triton's compilers (ptxas, the launcher's C compiler) and the course's tools that
+# run them (course.aot); not torch, whose helpers run whatever command they are handed (collect_env.run)
+_COMPILERS = _TOOLCHAINS[1:]
 
 LEARNER, GRADER, LIBRARY = "learner", "grader", "library"
 _REAL: dict[str, str] = {}
@@ -180,7 +186,7 @@ class _Hook:
     # -- the rules, one per kind of event: (what, why) when refused, None when allowed
     def _process(self, event, args, frame):
         who, real = asker(frame)
-        if who == LIBRARY and (real.startswith(_TOOLCHAINS) or _library_importing(frame)):
+        if who == LIBRARY and (real.startswith(_COMPILERS) or _library_importing(frame)):
             return None
         return _PROCESS[event], "process"
 

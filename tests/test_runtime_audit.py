@@ -88,13 +88,15 @@ attempt("library asked", lambda: sys.modules["fontlib"].spawn("true"))
 attempt("library runs a string", lambda: sys.modules["fontlib"].evaluate("1 + 1"))
 attempt("through tree_map", lambda: torch.utils._pytree.tree_map(sys.modules["fontlib"].evaluate, ["1 + 1"]))
 attempt("torch timer string", lambda: torch.utils.benchmark.Timer("x = 1").timeit(1))
+attempt("torch runs a command", lambda: __import__("torch.utils.collect_env").utils.collect_env.run("true"))
 LeavesAProcess()
 os.getcwd()  # a hook the learner added would see this
 '''
 
 REFUSED = ["fork", "posix_spawn", "system", "subprocess", "exec", "timeit string", "type hints", "file beside",
            "pickle", "ctypes", "proc mem", "proc pid mem", "forbidden import", "library asked", "code object",
-           "unmarshal", "library runs a string", "through tree_map", "torch timer string"]
+           "unmarshal", "library runs a string", "through tree_map", "torch timer string",
+           "torch runs a command"]
 ALLOWED = ["timeit function", "plain file", "classes", "library code", "library's own import"]
 # an installed library that starts a process while it is imported (as matplotlib asks fontconfig for fonts)
 # or compiles its own code then; a library that evaluates the text it is given (sympy's parse_expr, PyYAML's
