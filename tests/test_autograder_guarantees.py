@@ -113,15 +113,16 @@ def test_patching_torch_and_builtins_and_the_grader_cannot_fake_a_pass():
     assert any(c["verdict"] == "FAIL" for c in ex["cases"])
 
 
-def recorded(tmp_path, source: str, *args):
-    """The recorder's records of one call of ``f`` defined by ``source`` (a file of its own, as a submission)."""
+def recorded(tmp_path, source: str, *args, as_inputs: bool = False):
+    """The recorder's records of one call of ``f`` defined by ``source`` (a file of its own, as a submission);
+    ``as_inputs``: the recorder told the arguments are the call's inputs, as the worker tells it."""
     from autograder import legality
 
     src = tmp_path / "sub.py"
     src.write_text(source)
     ns = {}
     exec(compile(source, str(src), "exec"), ns)
-    rec = legality.OpRecorder(str(src))
+    rec = legality.OpRecorder(str(src), inputs=args if as_inputs else None)
     with rec:
         ns["f"](*args)
     return rec.records()
@@ -455,24 +456,14 @@ def test_values_read_one_at_a_time_are_seen_once_a_whole_input_has_been_read(tmp
 def test_values_packed_several_to_a_number_are_counted_by_what_each_number_carries(tmp_path):
     """An input copied into a buffer viewed as int64 hands two float32 values (four float16) out with each
     int(): counted by the input's values each number carries, a packed read reaches the bound as soon."""
-    from autograder import legality
-
     src = ("import torch\n"
            "def f(x):\n"
            "    packed = torch.empty(x.numel() * x.element_size() // 8, dtype=torch.int64)\n"
            "    packed.view(x.dtype).copy_(x.reshape(-1))\n"
            "    return [int(v) for v in packed]\n")
-    path = tmp_path / "sub.py"
-    path.write_text(src)
-    ns = {}
-    exec(compile(src, str(path), "exec"), ns)
     for dtype in (torch.float32, torch.float16):
-        x = torch.randn(4, 8, dtype=dtype)
-        rec = legality.OpRecorder(str(path), inputs=(x,))
-        with rec:
-            ns["f"](x)
-        leaves = [r for r in rec.records() if r[0].startswith("leaves_torch:")]
-        assert [r[1] for r in leaves] == [5], (dtype, rec.records())
+        records = recorded(tmp_path, src, torch.randn(4, 8, dtype=dtype), as_inputs=True)
+        assert [r[1] for r in records if r[0].startswith("leaves_torch:")] == [5], (dtype, records)
 
 
 def test_the_interpreter_and_the_grader_take_values_out_on_their_own_behalf_only():
