@@ -423,8 +423,9 @@ def kernel_value_attributes() -> frozenset:
     except Exception:  # noqa: BLE001  (without Triton no kernel runs)
         return frozenset()
     names = set()
+    bases = tuple(getattr(core, n) for n in ("base_value", "base_type", "tensor", "dtype", "constexpr") if hasattr(core, n))
     for kind in vars(core).values():
-        if isinstance(kind, type) and issubclass(kind, (core.base_value, core.base_type)):
+        if isinstance(kind, type) and issubclass(kind, bases):
             names.update(n for n in dir(kind) if not n.startswith("_"))
     samples = (lambda: tl.tensor(None, tl.block_type(tl.float32, [2])), lambda: tl.float32,
                lambda: tl.pointer_type(tl.float32), lambda: tl.block_type(tl.float32, [2]), lambda: tl.constexpr(1))

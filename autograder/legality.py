@@ -653,7 +653,8 @@ def _triton_argument_types() -> dict:
     import triton.language.core as core
     from course.triton_internals import internal
 
-    values = {c for c in vars(core).values() if isinstance(c, type) and issubclass(c, core.base_type)}
+    bases = tuple(getattr(core, n) for n in ("base_type", "dtype") if hasattr(core, n))
+    values = {c for c in vars(core).values() if isinstance(c, type) and issubclass(c, bases)}
     holders = set()
     for module, name in (("triton.tools.tensor_descriptor", "TensorDescriptor"), ("triton.runtime.jit", "TensorWrapper")):
         try:
