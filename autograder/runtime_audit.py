@@ -151,8 +151,9 @@ def _library_importing(frame) -> bool:
 class _Hook:
     """The worker's audit hook: see the module docstring."""
 
-    def __init__(self, audited):
+    def __init__(self, audited, tensors: bool = True):
         self.audited = frozenset(os.path.realpath(p) for p in audited)
+        self.tensors = tensors  # an exercise judged on tensors (not 00's and 02's measurements)
         self.pending: list = []   # (what, frame) refused while no recorded call ran: charged to the next one
         self.busy = threading.local()
 
@@ -199,7 +200,8 @@ class _Hook:
         if filename == "<timeit-src>":  # timeit's template: around a function, or holding a statement's text
             if _timeit_template(event, args):
                 return None
-            return "runs a statement given to timeit as a string (timeit or torch.utils.benchmark)", "code"
+            if self.tensors:  # a measuring exercise may time a statement with torch's Timer (strings only)
+                return "runs a statement given to timeit as a string (timeit or torch.utils.benchmark)", "code"
         if isinstance(filename, bytes):
             filename = os.fsdecode(filename)
         if isinstance(filename, str) and not filename.startswith("<"):
@@ -318,12 +320,14 @@ _EVENTS = {**{e: _Hook._process for e in _PROCESS},
 HOOK: _Hook | None = None
 
 
-def install(audited=()) -> _Hook:
+def install(audited=(), tensors: bool = True) -> _Hook:
     """Add the worker's audit hook (once per process); ``audited``: the files the grader read and audited
-    (the submission's and the modules beside it), which may be compiled and run."""
+    (the submission's and the modules beside it), which may be compiled and run; ``tensors``: the exercise is
+    judged on tensors (a measuring exercise of 00 or 02 may time a statement given as text to torch's Timer,
+    which takes no function)."""
     global HOOK
     if HOOK is None:
-        HOOK = _Hook(audited)
+        HOOK = _Hook(audited, tensors)
         sys.addaudithook(HOOK)
     return HOOK
 

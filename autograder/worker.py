@@ -500,7 +500,7 @@ def load_entry(job: dict):
     from autograder.submission import STAND_IN
 
     # from here on, for the life of the worker: no other processes, no code the grader did not audit
-    install([source_file, *(job.get("audited") or {})])
+    install([source_file, *(job.get("audited") or {})], tensors=spec.judged_on_tensors)
     # after the watch (which notes a kernels_ref import before the guard refuses it)
     ImportGuard(source_file, job["submission_dir"], job.get("audited")).install(position=1)
     sys.path.insert(0, job["submission_dir"])

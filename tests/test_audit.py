@@ -455,7 +455,6 @@ CHEATS = {
     "dynamic-code": [
         "import timeit\ntimeit.timeit('import torch', number=1)", "import timeit\nS = 'x'\ntimeit.Timer(stmt=S)",
         "import timeit\ntimeit.repeat(lambda: 1, setup='import os')",
-        "import torch.utils.benchmark as b\nS = 'y = 1'\nb.Timer(stmt=S).timeit(1)",
         "import typing\ndef f(a: 'out.append(1)'):\n    pass\ntyping.get_type_hints(f, localns={})",
         "import torch.hub\nm = torch.hub._import_module('h', 'h.py')",
         "import torch\nm = torch.serialization.load(open('w.pt', 'rb'), weights_only=False)",
@@ -545,6 +544,14 @@ def test_each_cheat_is_reported_under_its_rule(rule, snippet):
     found = audit(snippet)
     assert rule in {f.rule for f in found}, found
     assert all(f.line >= 1 and f.message for f in found)
+
+
+def test_torch_timer_statements_are_code_in_a_tensor_exercise_and_a_measurement_in_00():
+    """torch.utils.benchmark.Timer runs its statement through timeit's template and takes no function: in an
+    exercise judged on tensors the text is code the audit cannot read; 00's benchmark may time with it."""
+    snippet = "import torch.utils.benchmark as b\nS = 'y = 1'\nb.Timer(stmt=S).timeit(1)"
+    assert "dynamic-code" in {f.rule for f in audit(snippet, outside_torch=True)}
+    assert audit(snippet) == []
 
 
 def test_every_rule_has_cheats_and_a_plain_message():

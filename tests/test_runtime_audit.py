@@ -159,3 +159,13 @@ def test_numpy_over_a_tensors_memory_in_graded_code_costs_the_points_and_names_t
     ex = graded("escape_numpy_stash.py", ("checkpointed_mlp",))["checkpointed_mlp"]
     assert ex["score"] == 0 and not ex["correct"]
     assert any("line 28: uses np.array (numpy.array) in graded code" in v for v in ex["violations"]), ex["violations"]
+
+
+def test_a_measuring_exercise_may_time_a_statement_with_torchs_timer():
+    """00's benchmark: torch's Timer takes its statement as text; the worker of a measuring exercise lets
+    timeit's template hold it, the worker of a tensor exercise refuses it (tested above)."""
+    script = ("import sys\nsys.path.insert(0, %r)\nfrom autograder import runtime_audit\n"
+              "runtime_audit.install([], tensors=False)\nimport torch.utils.benchmark as b\n"
+              "print('median', b.Timer('x = 1').timeit(3).median >= 0)\n" % str(ROOT))
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert "median True" in run.stdout, run.stdout + run.stderr
