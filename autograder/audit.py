@@ -399,7 +399,9 @@ def resolve_path(path: str):
                 obj = getattr(obj, attr)
         except Exception:  # noqa: BLE001
             return None
-        return obj
+        from course.interpreter import unpatched
+
+        return unpatched(obj)  # after an interpreted launch, core's builtins may still be its stand-ins
     return None
 
 

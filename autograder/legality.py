@@ -78,12 +78,13 @@ def _never_started(exc: BaseException) -> bool:
     it, and a kernel that does not compile or fit (``CompilationError``, ``OutOfResources``: a launcher may
     try a smaller block then) never started. Any other failure may come after programs ran (under the
     interpreter, a kernel fails in a program, after the programs before it stored their results)."""
+    from course.triton_internals import internal
+
     try:
-        from triton.compiler.errors import CompilationError
-        from triton.runtime.errors import OutOfResources
-    except ImportError:
+        never = (internal("CompilationError"), internal("OutOfResources"))
+    except ImportError:  # MissingInternal
         return False
-    return isinstance(exc, (CompilationError, OutOfResources))
+    return isinstance(exc, never)
 
 
 @contextlib.contextmanager

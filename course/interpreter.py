@@ -45,6 +45,17 @@ import numpy as np
 import torch
 
 
+def unpatched(obj):
+    """The language function behind the interpreter's stand-in for it: an interpreted launch replaces Triton's
+    builtins (``tl.max``, ``triton.language.core.atomic_xchg``) by lambdas that call them, and may leave a
+    module's stand-ins in place after the launch; what a name IS is the function underneath."""
+    while (callable(obj) and getattr(obj, "__name__", "") == "<lambda>"
+           and str(getattr(obj, "__module__", "")).startswith("triton.runtime")
+           and "member" in (getattr(obj, "__kwdefaults__", None) or {})):
+        obj = obj.__kwdefaults__["member"]
+    return obj
+
+
 def patch_interpreter() -> bool:
     """Every patch below; whether all are in place (False when this Triton's interpreter is laid out
     differently: then it keeps its own behaviour)."""
@@ -72,9 +83,11 @@ class InterpreterDriver:
 
 def answer_device_queries() -> bool:
     """Without a GPU Triton has "0 active drivers" and ``driver.active`` raises: make it the interpreter's."""
+    from course.triton_internals import internal
+
     try:
-        from triton.runtime.driver import driver
-    except ImportError:
+        driver = internal("driver")
+    except ImportError:  # MissingInternal
         return False
     if not isinstance(getattr(driver, "_active", None), InterpreterDriver):
         try:

@@ -1058,6 +1058,31 @@ def test_a_warn_once_flag_in_a_global_is_not_kept_state_and_a_kept_tensor_is():
     assert [f.message.split(":")[0] for f in found] == ["assigns the global _last"], found
 
 
+def test_an_atomic_is_found_after_an_interpreted_launch_left_its_stand_ins_in_place():
+    """An interpreted launch replaces triton.language.core's builtins by the interpreter's stand-ins and may
+    leave them there: core.atomic_xchg is then a lambda, not tl.atomic_xchg, unless the stand-in is seen
+    through (the notebook's check() audits in the process that launched the learner's kernels)."""
+    import triton
+    import triton.language as tl
+
+    from autograder import determinism
+
+    @triton.jit
+    def reduce_rows(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        r = tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + r, mask=r < n, other=float("-inf"))
+        tl.store(out_ptr, tl.max(x, axis=0))
+        tl.store(out_ptr + 1, tl.sum(tl.where(r < n, x, 0.0).to(tl.bfloat16), axis=0))
+
+    x = torch.randn(50, dtype=torch.bfloat16)
+    reduce_rows[(1,)](x, torch.empty(2, dtype=torch.bfloat16), 50, BLOCK=64)
+    src = ("import triton\nimport triton.language.core as core\n\n@triton.jit\ndef kernel(p):\n"
+           "    core.atomic_xchg(p, 1.0)\n\ndef {entry}(p):\n    kernel[(1,)](p)\n")
+    bwd = specs.get("layer_norm_bwd")
+    found = determinism.source_findings(bwd, src.replace("{entry}", bwd.entry), "line {}".format)
+    assert len(found) == 1 and found[0].startswith("line 6: calls core.atomic_xchg"), found
+
+
 @pytest.mark.parametrize("spelled", ["tl.atomic_add(p, 1.0)", 'getattr(tl, "atomic_add")(p, 1.0)', "acc(p, 1.0)",
                                      "p.atomic_add(1.0)", "core.atomic_xchg(p, 1.0)"])
 def test_an_atomic_is_found_where_determinism_is_asked_however_it_is_spelled(spelled):
