@@ -86,11 +86,11 @@ _STDLIB = _dirs(*(_paths.get(k) for k in ("stdlib", "platstdlib")))
 _BUILDERS = frozenset(os.path.join(_STDLIB[0], f) for f in ("dataclasses.py", os.path.join("collections", "__init__.py"))
                       ) if _STDLIB else frozenset()
 _GRADER = os.path.join(str(REPOSITORY), "autograder", "")
-# what may start processes: their compilers (the course's own tools run Triton's ptxas: course.aot)
-_TOOLCHAINS = (_package_dir("torch"), _package_dir("triton"), os.path.join(str(REPOSITORY), "course", ""))
 # what may start a process: Triton's compilers (ptxas, the launcher's C compiler) and the course's tools that
 # run them (course.aot); not torch, whose helpers run whatever command they are handed (collect_env.run)
-_COMPILERS = _TOOLCHAINS[1:]
+_COMPILERS = (_package_dir("triton"), os.path.join(str(REPOSITORY), "course", ""))
+# what may run text it builds itself (FX graphs, Triton's launch binder): the compilers, and torch
+_TOOLCHAINS = (_package_dir("torch"), *_COMPILERS)
 
 LEARNER, GRADER, LIBRARY = "learner", "grader", "library"
 _REAL: dict[str, str] = {}
