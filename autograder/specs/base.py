@@ -281,6 +281,8 @@ class Exercise:
             raise ValueError(f"{self.id}: a judge is given for VALUE exercises, and for them only")
         if self.writes and self.harness is None:
             raise ValueError(f"{self.id}: arguments written in place are returned by a harness, with the result")
+        if self.measures_grader and self.performance is not None:  # graded alone already: a timing would wait on itself
+            raise ValueError(f"{self.id}: an exercise graded alone (measures_grader) has no timed part")
         if self.memory is not None and (self.harness is None or self.performance is not None):
             raise ValueError(f"{self.id}: memory is graded through a harness, in place of a performance part")
 
