@@ -32,6 +32,8 @@ line), or, when no recorded call runs (the import, a finalizer), in the next rec
 """
 from __future__ import annotations
 
+import collections
+import dataclasses
 import os
 import re
 import site
@@ -83,8 +85,7 @@ _SITE = _dirs(*(_paths.get(k) for k in ("purelib", "platlib")), *site.getsitepac
 _STDLIB = _dirs(*(_paths.get(k) for k in ("stdlib", "platstdlib")))
 # The standard library's class builders: the text they compile is made from identifiers they check
 # (field names), never from a string the caller hands over.
-_BUILDERS = frozenset(os.path.join(_STDLIB[0], f) for f in ("dataclasses.py", os.path.join("collections", "__init__.py"))
-                      ) if _STDLIB else frozenset()
+_BUILDERS = frozenset(os.path.realpath(module.__file__) for module in (dataclasses, collections))
 _GRADER = os.path.join(str(REPOSITORY), "autograder", "")
 # what may start a process: Triton's compilers (ptxas, the launcher's C compiler) and the course's tools that
 # run them (course.aot); not torch, whose helpers run whatever command they are handed (collect_env.run)
