@@ -362,7 +362,7 @@ def _grade_in(worker, spec, sub, plan, seed, static, baseline=None, clock=None,
         if null:
             violations.append(null)
             correct = False
-    feedback += run_time_notes(static, violations, sub.where)
+    feedback += run_time_notes(static, violations, sub.where) + runner.legality.recovered_notes(verdicts.ops, sub.where)
     if violations:
         feedback.append("correctness points withheld: the submission breaks the exercise's rules (violations above)")
     return _result(spec, correct, perf, credit, violations, feedback, verdicts.rows)

@@ -896,9 +896,19 @@ _THREAD_WHY = ("graded code runs on the grader's thread only: the operator recor
 
 # Operations the worker's audit hook refused (autograder.runtime_audit), recorded under this prefix.
 REFUSED = "refused"
+# ... and one that a library caught and recovered from before the learner's code saw it: a note, not a loss
+RECOVERED = "recovered"
 _REFUSED_WHY = ("refused while graded code ran: the grader sees only the work done in its worker, by code it "
                 "audited (no other processes, no code built or loaded at run time, no unpickling, no ctypes, no "
                 "reading the process's memory)")
+
+
+def recovered_notes(ops_records, where) -> list[str]:
+    """Notes for the operations refused while a library ran and recovered from by the library itself: they
+    never ran, and no code of the learner's asked for them or saw them refused."""
+    found = dict.fromkeys((op.split(":", 1)[1], line) for op, line, _ in ops_records if op.startswith(RECOVERED + ":"))
+    return [f"note: a library the code at {where(line)} called tried to do this and was refused: it {what}; the "
+            "library carried on without it (nothing ran: no points withheld)" for what, line in found]
 
 
 def judge(spec, ops_records, launch_counts, used_kernels_ref: bool, where, largest=()) -> list[str]:
@@ -930,6 +940,8 @@ def judge(spec, ops_records, launch_counts, used_kernels_ref: bool, where, large
         if op.startswith(REFUSED + ":"):
             violations.append(f"{op.split(':', 1)[1]} at {where(line)}: {_REFUSED_WHY}")
             continue
+        if op.startswith(RECOVERED + ":"):
+            continue  # recovered_notes
         if op.startswith(LAUNCH_ARGUMENT + ":"):
             what, _, why = op.split(":", 1)[1].partition(_WHY_SEP)
             violations.append(f"launches {what} at {where(line)}: {why}")

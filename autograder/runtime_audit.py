@@ -11,7 +11,7 @@ submission's import, its calls, and finalizers those calls leave behind, wheneve
   ``subprocess.Popen``) is refused unless Triton or the course's tools ask (Triton runs its compilers,
   ptxas and the launcher's C compiler, during a first launch on a GPU; torch's helpers run whatever command
   they are handed) or an installed library asks while it is being imported (its own set-up, before any code
-  of the learner's runs);
+  of the learner's runs) or runs a command of its own choosing (``_library_own_command``);
 - running code (``exec``, ``eval``, ``compile``, a code object made or unmarshalled by the learner's code)
   is refused unless it is a file the grader audited or an installed module's file, or code torch, Triton or
   the course build for themselves (FX graphs, Triton's launch binder; the stdlib's dataclasses and
@@ -28,7 +28,9 @@ Who asks is read from the stack (as ``autograder.legality`` reads it for operato
 the standard library and Python's import machinery decides; installed code is what ``autograder.imports.
 INSTALLED`` names. A refusal raises ``RunTimeRefused`` where the operation was asked for and is recorded:
 in the operator recorder of the call that runs (``legality.judge`` turns it into a violation naming the
-line), or, when no recorded call runs (the import, a finalizer), in the next recorded call.
+line), or, when no recorded call runs (the import, a finalizer), in the next recorded call; one that a
+library caught and recovered from before the learner's code saw it is recorded as a note
+(``charge_pending``).
 """
 from __future__ import annotations
 
@@ -42,7 +44,8 @@ import sysconfig
 import threading
 
 from autograder.imports import INSTALLED, REPOSITORY
-from autograder.legality import REFUSED  # a refusal is recorded as this prefix, a colon and what was refused
+# a refusal is recorded as one of these prefixes, a colon and what was refused
+from autograder.legality import RECOVERED, REFUSED
 
 
 class RunTimeRefused(PermissionError):
@@ -108,27 +111,92 @@ def _is_stdlib(real: str) -> bool:
     return real.startswith(_STDLIB) and not real.startswith(_SITE)
 
 
+def _whose(frame) -> tuple[str | None, str | None]:
+    """(who, file) for one frame: None for the standard library and the import machinery (how a thing is
+    done, not who asks), but for its class builders; else the grader's own code, an installed library
+    (``file`` is its real path), or anything else, the learner's (its file, a module beside it, code built at
+    run time)."""
+    name = frame.f_code.co_filename
+    if name.startswith("<frozen"):
+        return None, None
+    if name.startswith("<"):
+        return LEARNER, None  # code built at run time
+    real = _real(name)
+    if real in _BUILDERS:
+        return LIBRARY, real
+    if _is_stdlib(real):
+        return None, real
+    if real.startswith(_GRADER):
+        return GRADER, real
+    return (LIBRARY if real.startswith(INSTALLED) else LEARNER), real
+
+
 def asker(frame) -> tuple[str, str | None]:
     """(who, file) for the code that asked for an operation, from the frame that made the call outwards: the
-    standard library and the import machinery are how it is done, not who asks (but for its class
-    builders), so the first other frame decides: the grader's own code, an installed library (``file`` is
-    its real path), or anything else, the learner's (its file, a module beside it, code built at run time)."""
+    first frame that is not the standard library's (``_whose``) decides."""
     while frame is not None:
-        name = frame.f_code.co_filename
-        if name.startswith("<frozen"):
-            frame = frame.f_back
-            continue
-        if name.startswith("<"):
-            return LEARNER, None  # code built at run time
-        real = _real(name)
-        if real in _BUILDERS:
-            return LIBRARY, real
-        if not _is_stdlib(real):
-            if real.startswith(_GRADER):
-                return GRADER, real
-            return (LIBRARY if real.startswith(INSTALLED) else LEARNER), real
+        who, real = _whose(frame)
+        if who is not None:
+            return who, real
         frame = frame.f_back
     return GRADER, None  # nothing but the standard library: the worker's own start
+
+
+def reached_learner(exc: BaseException) -> bool:
+    """Whether a refusal's exception passed through the learner's code on its way out (its traceback runs
+    from the frame that caught it, or the outermost it left, down to the refusal). One that the standard
+    library or an installed library caught and recovered from (``platform`` asks ``uname -p`` and carries
+    on without it) never reached the learner: nothing ran, and no code of the learner's saw it refused. One
+    that never left the hook (the interpreter dropped it: ``sys.addaudithook``) is charged to who asked."""
+    tb, caught_by_library = exc.__traceback__, False
+    while tb is not None:
+        who = _whose(tb.tb_frame)[0]
+        if who == LEARNER:
+            return True
+        caught_by_library = caught_by_library or who != GRADER
+        tb = tb.tb_next
+    return not caught_by_library
+
+
+def _library_own_command(frame) -> bool:
+    """Whether an installed library starts a process of its own choosing (PyTorch's ``collect_env`` asks
+    ``nvidia-smi`` and ``pip`` what is installed): the library function the learner's code called was
+    handed nothing a command could be made of, only plain numbers, flags and installed functions (its
+    ``run(command)`` handed the learner's command, a partial or an object holding one is the learner's
+    choice)."""
+    entry = None
+    while frame is not None:
+        who, _ = _whose(frame)
+        if who == LEARNER:
+            break
+        if who == GRADER:
+            return False
+        if who == LIBRARY:
+            entry = frame
+        frame = frame.f_back
+    if entry is None:
+        return False
+    code = entry.f_code
+    count = code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
+    values = entry.f_locals
+    return all(_chooses_nothing(values.get(name)) for name in code.co_varnames[:count])
+
+
+def _chooses_nothing(value) -> bool:
+    """A value that cannot carry a command: None, a number or flag, an installed library's own function."""
+    if value is None or type(value) in (bool, int, float):
+        return True
+    if type(value) in (tuple, dict) and not value:  # an empty *args or **kwargs
+        return True
+    code = getattr(value, "__code__", None)
+    return type(value).__name__ == "function" and code is not None and _whose_file(code.co_filename) == LIBRARY
+
+
+def _whose_file(filename: str) -> str | None:
+    if filename.startswith("<"):
+        return LEARNER
+    real = _real(filename)
+    return LIBRARY if real.startswith(INSTALLED) and not real.startswith(_GRADER) else None
 
 
 def _library_importing(frame) -> bool:
@@ -147,6 +215,25 @@ def _library_importing(frame) -> bool:
                     return True
         frame = frame.f_back
     return False
+
+
+class _Still:
+    """A frame and its callers as they stood when a refusal was made: a frame that has returned since reports
+    the last line it ran (a module's last line), not the line that asked."""
+    __slots__ = ("f_code", "f_lineno", "f_back")
+
+    @classmethod
+    def of(cls, frame):
+        head = still = None
+        while frame is not None:
+            link = cls()
+            link.f_code, link.f_lineno, link.f_back = frame.f_code, frame.f_lineno, None
+            if still is None:
+                head = link
+            else:
+                still.f_back = link
+            still, frame = link, frame.f_back
+        return head
 
 
 class _Hook:
@@ -168,27 +255,26 @@ class _Hook:
             self.busy.on = False
         if refused:
             what, why = refused
-            self.record(what, sys._getframe(1))
-            raise RunTimeRefused(f"graded code may not do this: it {what} ({_WHY[why]})")
-
-    def record(self, what: str, frame) -> None:
-        legality = sys.modules.get("autograder.legality")
-        rec = legality.ThreadGuard.recorder if legality is not None else None
-        if rec is not None and legality.ThreadGuard.armed == threading.get_ident():
-            rec.note(f"{REFUSED}:{what}", frame)
-        else:
-            self.pending.append((what, frame))
+            exc = RunTimeRefused(f"graded code may not do this: it {what} ({_WHY[why]})")
+            # judged once it has finished its way out (``charge_pending``): who saw it refused
+            self.pending.append((what, _Still.of(sys._getframe(1)), exc))
+            raise exc
 
     def charge_pending(self, recorder) -> None:
-        """Record the refusals made while no recorded call ran (the import, a finalizer) in ``recorder``."""
+        """Record the refusals made since the last time (the import, a finalizer, an unrecorded call, the
+        call that just ran) in ``recorder``. A refusal the learner's code saw (it failed the call, or the
+        learner's code caught it) costs the points: the learner's code asked for it. One that a library
+        caught and recovered from before any code of the learner's saw it costs nothing (``RECOVERED``, a
+        note): the operation never ran, so nothing it could have done reached the grade, and the library, not
+        the learner, chose to try it (``platform.platform()`` asking ``uname -p``)."""
         pending, self.pending = self.pending, []
-        for what, frame in pending:
-            recorder.note(f"{REFUSED}:{what}", frame)
+        for what, frame, exc in pending:
+            recorder.note(f"{REFUSED if reached_learner(exc) else RECOVERED}:{what}", frame)
 
     # -- the rules, one per kind of event: (what, why) when refused, None when allowed
     def _process(self, event, args, frame):
         who, real = asker(frame)
-        if who == LIBRARY and (real.startswith(_COMPILERS) or _library_importing(frame)):
+        if who == LIBRARY and (real.startswith(_COMPILERS) or _library_importing(frame) or _library_own_command(frame)):
             return None
         return _PROCESS[event], "process"
 

@@ -355,6 +355,7 @@ class Worker:
             self._sync()
         except BaseException as exc:  # noqa: BLE001  (the device's own error, found when waiting for it)
             done.ok, done.error = False, describe_error(exc, self.source_file)
+        runtime_audit.charge_pending(rec)  # what the call asked for and was refused, once it is judged who saw it
         done.ops, done.largest, done.launches = rec.records(), list(rec.largest), self.legality.launches()
         done.autotune = list(dict.fromkeys(used))
         self.last = [(out if self.trusted else refuse_unplain(done, out), args)]

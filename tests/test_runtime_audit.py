@@ -26,10 +26,11 @@ runtime_audit.install([path])
 text = open(path).read()
 exec(compile(text, path, "exec"), {{"__name__": "learner", "__file__": path}})
 print("pending", len(runtime_audit.HOOK.pending))
+print("recovered", sorted(what for what, _, exc in runtime_audit.HOOK.pending if not runtime_audit.reached_learner(exc)))
 """
 
 _LEARNER = '''
-import collections, dataclasses, importlib, marshal, os, pickle, sys, timeit, types, typing, weakref
+import collections, dataclasses, functools, importlib, marshal, os, pickle, platform, sys, timeit, types, typing, weakref
 import torch, torch.fx, torch.hub, torch.utils._pytree, torch.utils.benchmark
 
 def attempt(name, fn):
@@ -89,6 +90,9 @@ attempt("library runs a string", lambda: sys.modules["fontlib"].evaluate("1 + 1"
 attempt("through tree_map", lambda: torch.utils._pytree.tree_map(sys.modules["fontlib"].evaluate, ["1 + 1"]))
 attempt("torch timer string", lambda: torch.utils.benchmark.Timer("x = 1").timeit(1))
 attempt("torch runs a command", lambda: __import__("torch.utils.collect_env").utils.collect_env.run("true"))
+attempt("library's own command", lambda: sys.modules["fontlib"].banner())
+attempt("library handed a command", lambda: sys.modules["fontlib"].ask(functools.partial(os.system, "true")))
+attempt("stdlib tries and recovers", lambda: platform.uname().processor)
 LeavesAProcess()
 os.getcwd()  # a hook the learner added would see this
 '''
@@ -96,8 +100,9 @@ os.getcwd()  # a hook the learner added would see this
 REFUSED = ["fork", "posix_spawn", "system", "subprocess", "exec", "timeit string", "type hints", "file beside",
            "pickle", "ctypes", "proc mem", "proc pid mem", "forbidden import", "library asked", "code object",
            "unmarshal", "library runs a string", "through tree_map", "torch timer string",
-           "torch runs a command"]
-ALLOWED = ["timeit function", "plain file", "classes", "library code", "library's own import"]
+           "torch runs a command", "library handed a command"]
+ALLOWED = ["timeit function", "plain file", "classes", "library code", "library's own import",
+           "library's own command", "stdlib tries and recovers"]
 # an installed library that starts a process while it is imported (as matplotlib asks fontconfig for fonts)
 # or compiles its own code then; a library that evaluates the text it is given (sympy's parse_expr, PyYAML's
 # python tags) runs it for whoever called it: for the learner, refused
@@ -111,6 +116,12 @@ def spawn(command):
 
 def evaluate(text):
     return eval(text)
+
+def banner():
+    return os.system("true")  # its own command, as PyTorch's collect_env asks nvidia-smi
+
+def ask(run):
+    return run()
 """
 
 
@@ -132,8 +143,11 @@ def test_the_worker_refuses_what_it_cannot_see_and_lets_libraries_do_their_own_w
     assert "starts a process (os.fork)" in said["fork"] and "process's memory" in said["proc mem"]
     assert "which the grader did not audit" in said["file beside"] and "unpickles" in said["pickle"]
     # nothing recorded them (no graded call ran): they wait for the next recorded call
-    pending = int(run.stdout.split("pending ")[-1])
+    pending = int(run.stdout.split("pending ")[-1].split()[0])
     assert pending >= len(REFUSED) + 2, run.stdout   # with the finalizer's and the audit hook's
+    # every refusal the learner's code saw (it caught each one) is its own; the one the standard library
+    # caught and recovered from (platform asks `uname -p`) is not: it costs nothing (a note)
+    assert "recovered ['starts a process (subprocess)']" in run.stdout, run.stdout
 
 
 def test_a_process_started_through_an_alias_costs_the_points_and_both_layers_name_the_line():
@@ -169,3 +183,14 @@ def test_a_measuring_exercise_may_time_a_statement_with_torchs_timer():
               "print('median', b.Timer('x = 1').timeit(3).median >= 0)\n" % str(ROOT))
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert "median True" in run.stdout, run.stdout + run.stderr
+
+
+def test_environment_banners_of_the_standard_library_and_pytorch_keep_their_points():
+    """platform.platform() tries `uname -p` and recovers when refused (a note, nothing withheld); PyTorch's
+    collect_env runs commands of its own choosing (allowed; its run(command) with the learner's command is
+    refused above, and a refusal the learner's code catches itself still costs the points)."""
+    ex = graded("honest_environment_banner.py", ("softmax",))["softmax"]
+    assert ex["correct"] and not ex["violations"], ex["violations"] + ex["feedback"]
+    assert ex["score"] > 0
+    notes = [f for f in ex["feedback"] if "tried to do this and was refused" in f]
+    assert notes and "at line 11 called" in notes[0] and "no points withheld" in notes[0], ex["feedback"]
