@@ -537,6 +537,9 @@ def load_entry(job: dict):
 
 def main(argv) -> int:
     os.environ["AUTOGRADER_WORKER"] = "1"
+    # A Python a library starts on its own (collect_env's `python -m pip`) must not put the working folder,
+    # the submission's, on its path: a module beside the submission would run there, unseen.
+    os.environ["PYTHONSAFEPATH"] = "1"
     sock = socket.socket(fileno=int(argv[1]))
     import course  # noqa: F401  (the device and the interpreter, before any kernel is defined)
 

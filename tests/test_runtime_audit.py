@@ -194,3 +194,19 @@ def test_environment_banners_of_the_standard_library_and_pytorch_keep_their_poin
     assert ex["score"] > 0
     notes = [f for f in ex["feedback"] if "tried to do this and was refused" in f]
     assert notes and "at line 11 called" in notes[0] and "no points withheld" in notes[0], ex["feedback"]
+
+
+def test_a_librarys_own_python_child_never_runs_a_module_beside_the_submission(tmp_path):
+    """collect_env runs `python -m pip` in the worker's folder, the submission's: a pip.py beside it would run
+    there, in a process the grader cannot see (it could read the worker's memory). The worker's children
+    leave the working folder off their path (PYTHONSAFEPATH)."""
+    (tmp_path / "pip.py").write_text("print('beside-torch==1')\n")
+    banner = (ROOT / "tests" / "submissions" / "honest_environment_banner.py").read_text()
+    (tmp_path / "banner.py").write_text(banner.replace(
+        'print(torch.utils.collect_env.get_pretty_env_info())',
+        'if "beside-torch" in torch.utils.collect_env.get_pretty_env_info():\n'
+        '    raise ValueError("pip.py beside the submission ran in a library\'s child process")'))
+    from autograder.grading import grade_submission
+
+    ex = grade_submission(tmp_path / "banner.py", ["softmax"], quick=True, timeout=120)["exercises"][0]
+    assert ex["correct"] and not ex["violations"], ex["feedback"] + ex["violations"]
