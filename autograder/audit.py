@@ -1313,7 +1313,8 @@ class _Auditor(ast.NodeVisitor):
             hit = _PATH_RULES.get(prefix) or next(((r, w) for pat, r, w in _PATH_PATTERNS
                                                    if fnmatch.fnmatchcase(prefix, pat)), None)
             if (hit is None and prefix == path and prefix.startswith("importlib.") and not
-                    any(prefix == r or prefix.startswith(r + ".") or r.startswith(prefix + ".") for r in _IMPORTLIB_READS)):
+                    any(prefix == r or prefix.startswith(r + ".") or r.startswith(prefix + ".") for r in _IMPORTLIB_READS)
+                    and not self._names_its_module(node, path)):
                 hit = ("forbidden-import", f"importlib {_IMPORTLIB_WHY}")
             if hit:
                 rule, why = hit
@@ -1331,6 +1332,41 @@ class _Auditor(ast.NodeVisitor):
                 self._forbidden(node, name, f"uses {spelled}" + (f" ({path})" if path != spelled else ""))
                 return True
         return False
+
+    def _names_its_module(self, node, path) -> bool:
+        """importlib used where no module is named by a computed name: ``importlib.reload(helper)`` of a module
+        beside the submission that the source imports by name (picking up edits to a helper, which the audit
+        reads as it is now; a library reloaded would shed what the grader set up in it), and
+        ``importlib.import_module(package)`` whose module only tells its version (Liger-Kernel's
+        ``compare_version``): the module never reaches any other code."""
+        call = self.parents.get(id(node))
+        if not (isinstance(call, ast.Call) and call.func is node and len(call.args) == 1 and not call.keywords):
+            return False
+        if path == "importlib.reload":
+            arg = call.args[0]
+            found = self.paths(arg) if isinstance(arg, (ast.Name, ast.Attribute)) else set()
+            return bool(found) and all(_is_external(p) and not p.startswith("<") and not _installed_module(p.split(".")[0])
+                                       for p in found)  # the submission's own module, not a library's
+        return path == "importlib.import_module" and self._only_its_version(call)
+
+    def _only_its_version(self, call) -> bool:
+        """Whether what ``call`` returns is used for its ``__version__`` alone: read at once, or bound to a
+        name of the function it is in that nothing else reads."""
+        parent = self.parents.get(id(call))
+        if isinstance(parent, ast.Attribute) and parent.attr == "__version__":
+            return True
+        if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name)):
+            return False
+        name, function = parent.targets[0].id, self.parents.get(id(parent))
+        while function is not None and not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            function = self.parents.get(id(function))
+        if function is None or any(isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names
+                                   for n in ast.walk(function)):
+            return False
+        above = {id(child): n for n in ast.walk(function) for child in ast.iter_child_nodes(n)}  # not all visited yet
+        uses = [n for n in ast.walk(function) if isinstance(n, ast.Name) and n.id == name and n is not parent.targets[0]]
+        return all(isinstance(n.ctx, ast.Load) and isinstance(above.get(id(n)), ast.Attribute)
+                   and above[id(n)].attr == "__version__" for n in uses)
 
     def _numeric_use(self, node, path) -> bool:
         """Whether a numeric library's ``path`` is used on values in graded code: anywhere in code the entry

@@ -369,6 +369,13 @@ CHEATS = {
         "threading", "signal", "_signal", "pickle", "marshal", "shutil", "tempfile", "atexit", "_thread",
         "concurrent.futures", "unittest.mock", "urllib.request", "cupy", "numba.cuda", "jax.numpy", "zipimport", "pkgutil")] + [
         "from ctypes import *", "from importlib import import_module", "import importlib\nimportlib.reload(m)",
+        # reloading a library sheds what the grader set up in it; a module imported by a computed name that
+        # leaves the function which imported it (returned, kept, rebound) is a name the audit cannot see
+        "import importlib, torch\nimportlib.reload(torch)", "import importlib\nimport triton.runtime.jit as j\nimportlib.reload(j)",
+        "import importlib\ndef f(p):\n    pkg = importlib.import_module(p)\n    return pkg.__version__, pkg",
+        "import importlib\ndef f(p):\n    pkg = importlib.import_module(p)\n    return pkg.asarray",
+        "import importlib\ndef f(p):\n    global pkg\n    pkg = importlib.import_module(p)\n    return pkg.__version__",
+        "import importlib\nnp = importlib.import_module('num' + 'py')",
         "import importlib.util as u\nu.spec_from_file_location('h', 'h.py')", "from multiprocessing import Process",
         "import pickle as p", "from unittest import mock",
         # a forbidden module reached as an attribute of an allowed one is that module
@@ -766,6 +773,29 @@ def test_audits_in_threads_never_parse_at_once(monkeypatch):
 
 # Honest patterns of public kernels: none of them is a finding (they keep every point they earn).
 HONEST_PATTERNS = {
+    "reloading a helper module imported by name (picking up its edits)": """
+        import importlib
+        import rowkern
+        importlib.reload(rowkern)
+        from rowkern import softmax
+        def f(x):
+            return softmax(x)
+    """,
+    "a version check that imports the package it is given (Liger-Kernel's compare_version)": """
+        import importlib
+        import operator
+        def compare_version(package, op, target):
+            try:
+                pkg = importlib.import_module(package)
+            except ImportError:
+                return False
+            return op(tuple(pkg.__version__.split(".")), tuple(target.split(".")))
+        def version_of(package):
+            return importlib.import_module(package).__version__
+        NEW = compare_version("triton", operator.ge, "3.0.0")
+        def f(x):
+            return x
+    """,
     "own method named like a torch function": """
         import torch
         class FusedHead:
