@@ -264,6 +264,47 @@ def hands_values_out(func, args, kwargs, out, operators_ran: bool) -> bool:
     return not (operators_ran and isinstance(out, _ONE_VALUE))
 
 
+class Metadata:
+    """The arguments of the exercise graded in this process that are metadata (``Exercise.metadata``: lengths,
+    block tables, positions), by position; set where the exercise is known (the worker, ``check``)."""
+
+    positions: tuple = ()
+
+    def __init__(self, inputs):
+        # storage -> its bytes when the call began: the grader's own integers, as long as they stay unchanged
+        self.kept: dict = {}
+        for i in self.positions if inputs is not None else ():
+            if i < len(inputs) and isinstance(inputs[i], torch.Tensor):
+                self.keep(inputs[i])
+
+    @staticmethod
+    def _key(t):
+        return t.device, t.untyped_storage().data_ptr()
+
+    @staticmethod
+    def _bytes(t):
+        return torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage())
+
+    def keep(self, t) -> None:
+        from torch.utils._python_dispatch import _disable_current_modes
+
+        with _disable_current_modes():
+            self.kept[self._key(t)] = self._bytes(t).clone()
+
+    def holds(self, t) -> bool:
+        """Whether ``t`` shows (a view of) a metadata argument, or a copy of one, with the values it was given:
+        values the grader chose, that carry none of the data the exercise computes on."""
+        if not self.kept or not isinstance(t, torch.Tensor) or t.is_sparse:
+            return False
+        kept = self.kept.get(self._key(t))
+        if kept is None:
+            return False
+        from torch.utils._python_dispatch import _disable_current_modes
+
+        with _disable_current_modes():
+            return bool(torch.equal(self._bytes(t), kept))
+
+
 class _Exits(TorchFunctionMode):
     """The function-level half of the recorder: notes the calls that take values out of torch
     (``hands_values_out``) made by anyone but the grader and the interpreter (``_asked_by``)."""
@@ -278,7 +319,8 @@ class _Exits(TorchFunctionMode):
             return func(*args, **(kwargs or {}))
         before = self.recorder.operators
         out = func(*args, **(kwargs or {}))
-        if hands_values_out(func, args, kwargs, out, self.recorder.operators != before):
+        if (hands_values_out(func, args, kwargs, out, self.recorder.operators != before)
+                and not (args and self.recorder.metadata.holds(args[0]))):  # seq_lens.tolist(): the grader's integers
             self._note(func, sys._getframe(1))
         return out
 
@@ -330,6 +372,7 @@ class OpRecorder(TorchDispatchMode):
         self.source_file = source_file
         # given the call's inputs: a write into storage no operator allocated counts for the size rules
         self._provenance = Provenance(inputs) if inputs is not None else None
+        self.metadata = Metadata(inputs)
         # the submission's folder: an operator run by a module beside it is named by that file and line
         self.folder = os.path.realpath(folder) + os.sep if folder else None
         self._beside: dict[str, str | None] = {}
@@ -377,13 +420,16 @@ class OpRecorder(TorchDispatchMode):
             if foreign > self.largest[0]:
                 self.largest = [foreign, name, self._line_from(sys._getframe(1))]
             return out
-        if name == "_local_scalar_dense" and self._scalar_bound and _asked_by(sys._getframe(1)) == LEARNER:
+        if (name == "_local_scalar_dense" and self._scalar_bound and _asked_by(sys._getframe(1)) == LEARNER
+                and not self.metadata.holds(args[0])):
             before = self._scalars
             self._scalars += max(1, -(-args[0].element_size() // self._scalar_unit))
             if before < self._scalar_bound <= self._scalars:
                 self.note(f"{LEAVES_TORCH}:Tensor.item (or float(), int()) on an input's worth of values, one at a "
                           "time", sys._getframe(1))
         line = self.note(name, sys._getframe(1))
+        if name in ("_to_copy", "clone") and args and self.metadata.holds(args[0]):
+            self.metadata.keep(out)  # seq_lens.cpu(): a copy of the metadata, as it was given
         # Memory exercises forbid materializing a large intermediate (the full logits, a dequantized
         # weight): note the largest tensor any operator hands back, whatever the operator is: fresh storage,
         # and results written through out= or grown by resize_ (a view materializes nothing).

@@ -489,6 +489,7 @@ def load_entry(job: dict):
     from autograder.specs import get
 
     spec = get(job["exercise"])
+    legality.Metadata.positions = tuple(spec.metadata)
     if job["code"] == "baseline":
         return spec.performance.baseline, protocol.Ready("ok")
     if job["code"] == "naive":  # calibration: the version a learner writes before the course, timed alike
@@ -558,6 +559,7 @@ def main(argv) -> int:
 
 
 def make_worker(fn, job: dict) -> Worker:
+    from autograder import legality
     from autograder.determinism import atomics
     from autograder.specs import get
 

@@ -291,3 +291,40 @@ def test_a_launcher_that_sizes_its_key_loop_by_the_longest_sequence_is_honest():
     assert max_len == 90
     ops = {op for op, _line, _n in rec.records()}
     assert "max" in ops and ops <= specs.get("paged_decode_attention").rules.allowed_ops, ops
+
+
+@pytest.mark.parametrize("exercise, names", [("paged_decode_attention", ("block_table", "seq_lens")),
+                                             ("rope_kv_append", ("positions",))])
+def test_a_launcher_may_read_the_metadata_out_of_torch_and_never_the_data(exercise, names, monkeypatch):
+    """Lengths, block tables and positions say where the data is: `seq_lens.tolist()` (a copy, a row, another
+    integer type) sizes a grid, as the grader gave them. The float inputs, the metadata's storage after
+    anything was written into it, and values computed from the metadata stay in torch."""
+    from autograder import legality, specs
+
+    spec = specs.get(exercise)
+    signature = spec.signature.split("(", 1)[1].split(")")[0].split(", ")
+    assert tuple(signature[i] for i in spec.metadata) == names
+    monkeypatch.setattr(legality.Metadata, "positions", spec.metadata)
+    data = torch.randn(4, 8)
+    meta = torch.tensor([[3, 90, 17, 5], [0, 1, 2, 3]], dtype=torch.int32)
+    args = [data] * (max(spec.metadata) + 1)
+    for i in spec.metadata:
+        args[i] = meta
+
+    def left_torch(fn):
+        rec = legality.OpRecorder(None, inputs=tuple(args))
+        with rec:
+            fn()
+        return [op for op, _line, _n in rec.records() if op.startswith(legality.LEAVES_TORCH)]
+
+    assert left_torch(lambda: (max(meta[0].tolist()), meta.cpu().tolist(), meta.to(torch.int64).numpy(),
+                               meta.clone().tolist(), [int(v) for v in meta.view(-1)])) == []
+    assert left_torch(lambda: data.tolist())
+    assert left_torch(lambda: data.view(torch.int32).tolist())
+    assert left_torch(lambda: (meta + 1).tolist())
+
+    def written():
+        meta.view(-1).copy_(data.view(-1)[:8].view(torch.int32))
+        return meta.tolist()
+
+    assert left_torch(written)

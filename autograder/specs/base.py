@@ -253,6 +253,10 @@ class Exercise:
     # ... except these arguments (indices), which the call writes in place as outputs (a KV cache): the
     # harness returns them with the result, and they are judged against the reference like any output.
     writes: tuple[int, ...] = ()
+    # Arguments (indices) that are metadata: integers saying where the data is (lengths, block tables,
+    # positions), not the data the exercise computes on. A launcher may read them out of torch
+    # (``seq_lens.tolist()`` to size its grid), as they were given; the float inputs stay in torch.
+    metadata: tuple[int, ...] = ()
     # How the worker (and check) calls the entry point: harness(fn, args) -> (output, measured), where
     # measured is a dict of numbers (held_bytes, peak_bytes for ``memory``) and may name a rule the call
     # broke (measured["violation"]: a sentence). None: output = fn(*args), nothing measured.

@@ -364,7 +364,7 @@ EXERCISES = [
         signature="rope_kv_append(q, k, v, cos, sin, k_cache, v_cache, positions) -> q_rot (caches written)",
         correctness_points=7, performance_points=3, cases=_rope_cases, reference=reference.rope_kv_append,
         out_dtypes=lambda a: (a[0].dtype, a[5].dtype, a[6].dtype), kind=TRITON, harness=rope_outputs,
-        writes=(5, 6), rules=ROPE_RULES,
+        writes=(5, 6), metadata=(7,), rules=ROPE_RULES,
         performance=Performance(
             inputs=_rope_perf_inputs, baseline=eager_rope, fresh=rope_fresh,
             baseline_name="eager PyTorch (slices, products, cat; two indexed cache writes)", nbytes=_rope_bytes,
@@ -378,7 +378,7 @@ EXERCISES = [
         id="paged_decode_attention", notebook=NOTEBOOK, entry="paged_decode_attention",
         signature="paged_decode_attention(q, k_pages, v_pages, block_table, seq_lens, sm_scale) -> o [B, H, D]",
         correctness_points=7, performance_points=3, cases=_paged_cases, reference=reference.paged_decode_attention,
-        tolerances=PAGED_TOLERANCES, kind=TRITON, timeout_s=300.0,
+        tolerances=PAGED_TOLERANCES, kind=TRITON, timeout_s=300.0, metadata=(3, 4),
         # max: a launcher that sizes its key loop by int(seq_lens.max()), as vLLM's do (none of attention's work)
         rules=triton_rules(WHY_PAGED, max_launches=2, extra_ops={"max"}, kernel_library=TL_SOFTMAX),
         performance=Performance(
