@@ -14,7 +14,7 @@ Rules (``RULES`` holds the list):
   harmless and not reported) or of ``kernels_ref``;
 - forbidden-import: modules that reach into the process (gc, ctypes, inspect, importlib, builtins, ...),
   start threads or processes, open sockets, unpickle, copy files;
-- process: ``os`` functions that write files or descriptors, spawn, signal or change the environment,
+- process: ``os`` functions that write files or descriptors, spawn, signal or change the working folder,
   and ``sys`` internals used for patching (``sys.modules``, ``sys.settrace``, ``sys._getframe``, ...), ``sys``
   reached as another module's attribute (``logging.sys``);
 - patching: assigning (also ``+=``, ``setattr``, ``del``, ``delattr``) to attributes of modules, classes
@@ -37,6 +37,10 @@ Rules (``RULES`` holds the list):
   ``F.softmax``, ``x.softmax(...)``, ``nn.Softmax``, ``a @ b``...), in the code the entry point can reach
   (``entry``), outside Triton kernels. ``forbidden_calls_for(spec)`` derives them from a spec's
   ``rules`` (``allowed_ops``, ``why``).
+- environment: writes to ``os.environ`` (``putenv``, ``setdefault``, ``del``...); judged where they run
+  (``autograder.runtime_audit``): one that leaves the environment as the grader set it changes nothing
+  (``os.environ.setdefault("TRITON_INTERPRET", "1")``, Triton's way to run on a CPU), one that changes it is
+  refused.
 
 - kernel-library: a Triton library function that does the exercise's work inside a kernel (``tl.softmax``
   where the exercise teaches the softmax), from the spec's ``Rules.kernel_library``: no operator records
@@ -75,7 +79,7 @@ class Finding:
 
 RULES = ("grader-import", "reference-import", "forbidden-import", "process", "patching", "dynamic-code",
          "escape", "grader-state", "feature", "file-write", "forbidden-call", "kept-state", "kernel-library",
-         "outside-torch")
+         "outside-torch", "environment")
 
 _KEPT = ("keeps results between calls: every call must compute its own answer (the grader gives each call "
          "fresh values; a cache can only hide a slow kernel or return an answer for other values)")
@@ -155,7 +159,8 @@ FORBIDDEN_MODULES: dict[str, str] = {
 # Dotted paths whose use is reported wherever they appear (an alias or a prefix counts): path -> (rule, why).
 _WRITES = "writes files or file descriptors"
 _SPAWNS = "starts or signals processes"
-_ENV = "changes the environment of the grading process"
+_ENV = ("changes the environment of the grading process (judged where it runs: a write that leaves the "
+        "environment as the grader set it changes nothing)")
 _STATE = ("reads or changes what the grader sets up around each call (memory poisoning, deterministic "
           "mode): a graded function must not tell a checked call from a timed one")
 _STACK = "inspects the caller's stack: a graded function must not tell a checked call from a timed one"
@@ -167,9 +172,10 @@ _PATH_RULES: dict[str, tuple[str, str]] = {
         "lchown", "utime", "sendfile", "memfd_create")},
     **{f"os.{n}": ("process", _SPAWNS) for n in (
         "system", "popen", "fork", "forkpty", "kill", "killpg", "setsid", "setpgid", "register_at_fork")},
-    **{f"os.{n}": ("process", _ENV) for n in (
+    **{f"os.{n}": ("environment", _ENV) for n in (
         "putenv", "unsetenv", "environ.update", "environ.setdefault", "environ.pop", "environ.popitem",
-        "environ.clear", "environ.__setitem__", "environ.__delitem__", "chdir", "fchdir")},
+        "environ.clear", "environ.__setitem__", "environ.__delitem__")},
+    **{f"os.{n}": ("process", "changes the working folder of the grading process") for n in ("chdir", "fchdir")},
     "sys.modules": ("process", "reaches every loaded module (the grader's too) to patch or replace it"),
     **{f"sys.{n}": ("process", "hooks into the interpreter, under the grader's code as well") for n in (
         "settrace", "setprofile", "_getframe", "_current_frames", "meta_path", "path_hooks",
@@ -1453,8 +1459,7 @@ class _Auditor(ast.NodeVisitor):
         elif isinstance(target, ast.Subscript):
             owners = self.external(target.value)
             if any(p.startswith("os.environ") for p in owners):
-                self.report(target, "process", f"{verb} {self.text(target)}: changes the environment of the "
-                            "grading process")
+                self.report(target, "environment", f"{verb} {self.text(target)}: {_ENV}")
             elif any(p.startswith("sys.modules") for p in owners):
                 pass  # reported as a use of sys.modules
             elif owners - {"<type>"}:

@@ -370,8 +370,9 @@ def _grade_in(worker, spec, sub, plan, seed, static, baseline=None, clock=None,
 
 # Audit rules judged by what runs: an operator the exercise forbids, written where the graded calls never
 # execute it (a branch for other arguments, a debug path), costs nothing and is reported as a note; one that
-# runs is seen by the operator recorder (deny by default) and costs the points.
-RUN_TIME_RULES = frozenset({"forbidden-call"})
+# runs is seen by the operator recorder (deny by default) and costs the points. A write to the environment
+# is judged by the worker's audit hook where it runs: refused (and charged) when it changes a variable.
+RUN_TIME_RULES = {"forbidden-call": "no graded call ran it", "environment": "it changed nothing where it ran"}
 
 
 @dataclass
@@ -401,7 +402,7 @@ def static_violations(spec, sub: Submission) -> StaticFindings:
                         entry=spec.entry, kernels_beside=kernels_beside(sub), kernel_library=spec.rules.kernel_library,
                         outside_torch=spec.judged_on_tensors)
     now = [f for f in found if f.rule not in RUN_TIME_RULES]
-    later = [(f.line, f.describe(sub.where)) for f in found if f.rule in RUN_TIME_RULES]
+    later = [(f.line, f"{f.describe(sub.where)} ({RUN_TIME_RULES[f.rule]}") for f in found if f.rule in RUN_TIME_RULES]
     own = encoding_violations(sub.source, sub.where) if sub.kind == "python" else []  # a notebook's cells have none
     return StaticFindings(own + audit.violations(now, sub.where) + helper_violations(spec, sub)
                           + determinism.source_findings(spec, sub.source, sub.where), later)
@@ -411,8 +412,7 @@ def run_time_notes(static: StaticFindings, violations: list[str], where) -> list
     """Notes for the forbidden calls the source shows and no graded call ran (the recorder names a line that
     ran one: 'at line N:')."""
     ran = "\n".join(violations)
-    return [f"note: {text} (no graded call ran it: no points withheld)" for line, text in static.run_time
-            if f"at {where(line)}:" not in ran]
+    return [f"note: {text}: no points withheld)" for line, text in static.run_time if f"at {where(line)}:" not in ran]
 
 
 def helper_violations(spec, sub: Submission) -> list[str]:
@@ -434,7 +434,8 @@ def helper_violations(spec, sub: Submission) -> list[str]:
                        "submission imports must be readable Python, in UTF-8")
             continue
         out += encoding_violations(source, lambda line, name=name: f"{name}, line {line}")
-        out += audit.violations(found, lambda line, name=name: f"{name}, line {line}")
+        out += audit.violations([f for f in found if f.rule != "environment"],  # judged where it runs
+                                lambda line, name=name: f"{name}, line {line}")
     return out
 
 

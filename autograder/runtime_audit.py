@@ -19,6 +19,7 @@ submission's import, its calls, and finalizers those calls leave behind, wheneve
   read, a string handed to ``timeit`` (torch's Timer included), ``typing.get_type_hints`` or any library
   that evaluates text (sympy's ``parse_expr``, PyYAML's python tags), and the learner's own ``exec`` are
   refused;
+- a write to the environment that changes it (one that leaves it as it was changes nothing);
 - unpickling anything that names a global (``pickle``, ``torch.load(weights_only=False)``), loading native
   code or touching raw memory through ``ctypes`` (unless a library or the grader asks), opening a process's memory
   (``/proc/self/mem``, ``/proc/<pid>/mem``, ``pagemap``, ``/dev/mem``), importing a module the audit
@@ -66,6 +67,8 @@ _WHY = {
     "memory": "reading the process's memory by address takes values out of torch where nothing records it",
     "import": "the audit forbids this module in graded code",
     "hook": "audit hooks are the grader's",
+    "environment": "the grader's process runs with the environment it was given (Triton's and torch's "
+                   "settings, the commands libraries run): a write that leaves it as it was is fine",
 }
 # /proc/<pid or self>/(task/<tid>/)mem, pagemap, map_files: another way to read memory by address
 _PROCESS_MEMORY = re.compile(r"^/proc/(?:self|thread-self|\d+)(?:/task/\d+)?/(?:mem|pagemap|map_files(?:/.*)?)$"
@@ -344,6 +347,20 @@ class _Hook:
             return f"imports {args[0]}", "import"
         return None
 
+    def _environment(self, event, args, frame):
+        """A learner's write to the environment that changes it (``os.environ[k] = v``, ``del``, ``putenv``);
+        one that leaves a variable as it was (``setdefault`` of a set variable, the value it holds) changes
+        nothing. A library's own settings (collect_env turns pip's version check off) are its business."""
+        if asker(frame)[0] != LEARNER:
+            return None
+        key, value = (list(args) + [None, None])[:2]
+        key = os.fsdecode(key) if isinstance(key, bytes) else key
+        value = os.fsdecode(value) if isinstance(value, bytes) else value
+        now = os.environ.get(key) if isinstance(key, str) else None
+        if event == "os.putenv" and now == value or event == "os.unsetenv" and now is None:
+            return None
+        return f"changes the environment variable {key} ({now!r} -> {value!r})", "environment"
+
     def _hook(self, event, args, frame):
         return ("adds an audit hook", "hook") if asker(frame)[0] != GRADER else None
 
@@ -402,7 +419,8 @@ _EVENTS = {**{e: _Hook._process for e in _PROCESS},
                                          "ctypes.cdata/buffer", "ctypes.string_at", "ctypes.wstring_at",
                                          "ctypes.addressof", "ctypes.call_function", "ctypes.set_errno",
                                          "ctypes.get_errno")},
-           "open": _Hook._open, "import": _Hook._import, "sys.addaudithook": _Hook._hook}
+           "open": _Hook._open, "import": _Hook._import, "sys.addaudithook": _Hook._hook,
+           "os.putenv": _Hook._environment, "os.unsetenv": _Hook._environment}
 
 HOOK: _Hook | None = None
 

@@ -1,7 +1,8 @@
 """Course device, interpreter switch and problem-size switch.
 
 Rules (one place, so notebooks, kernels, grader and tests agree):
-- a CUDA GPU present            -> DEVICE = cuda, kernels compiled by Triton, SIZE = "large";
+- a CUDA GPU present            -> DEVICE = cuda, kernels compiled by Triton (TRITON_INTERPRET=0 unless
+                                   set), SIZE = "large";
 - no GPU                        -> DEVICE = cpu, TRITON_INTERPRET=1 (set here, before any kernel is
                                    defined), SIZE = "small" (the interpreter is slow: ~0.7 s for a
                                    512x1000 softmax).
@@ -26,6 +27,11 @@ if not ON_GPU:
     # Must happen before triton.jit runs on any kernel: a kernel defined earlier would be compiled for
     # a GPU that is not there. kernels_ref, autograder and the notebooks import course first.
     os.environ["TRITON_INTERPRET"] = "1"
+else:
+    # Said outright: a learner's os.environ.setdefault("TRITON_INTERPRET", "1") (Triton's way to run on a
+    # CPU) then finds it set and leaves the GPU's kernels compiled (the grader refuses changes to its
+    # environment, and a write that leaves it as it was changes nothing).
+    os.environ.setdefault("TRITON_INTERPRET", "0")
 
 INTERPRET: bool = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 DEVICE: torch.device = torch.device("cuda" if ON_GPU else "cpu")

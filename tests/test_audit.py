@@ -384,6 +384,14 @@ CHEATS = {
         "import torch\nfrom torch import inspect as i", "import torch\ngetattr(torch, 'inspect').stack()",
         "import torch\ntorch.builtins.exec('x = 1')",
     ],
+    # judged where they run (autograder.runtime_audit): refused when they change the environment
+    "environment": [
+        "import os\nos.environ['CUDA_LAUNCH_BLOCKING'] = '1'",
+        "import os\nos.environ.update(A='1')",
+        "import os\ndel os.environ['HOME']",
+        "import os\nos.putenv('A', '1')",
+        "import os\nos.environ.setdefault('TRITON_INTERPRET', '1')",
+    ],
     "process": [
         "import sys\nm = sys.modules['autograder']",
         "import logging\nm = logging.sys.modules['autog' + 'rader.legality']",
@@ -411,10 +419,6 @@ CHEATS = {
         "import os\nos.replace('a', 'b')",
         "import os\nos.rename('a', 'b')",
         "import os\nos.makedirs('d')",
-        "import os\nos.environ['CUDA_LAUNCH_BLOCKING'] = '1'",
-        "import os\nos.environ.update(A='1')",
-        "import os\ndel os.environ['HOME']",
-        "import os\nos.putenv('A', '1')",
         "from os import system\nsystem('ls')",
         "import os as o\nrun = o.popen",
         "import torch.multiprocessing as mp",

@@ -69,6 +69,8 @@ def test_device_switch_matches_this_machine():
     else:
         assert not course.ON_GPU and course.DEVICE.type == "cpu"
         assert os.environ["TRITON_INTERPRET"] == "1" and course.INTERPRET
+    # said outright either way: a learner's os.environ.setdefault("TRITON_INTERPRET", "1") changes nothing
+    assert "TRITON_INTERPRET" in os.environ
     assert course.pick(small=1, large=2) == (2 if course.SIZE == "large" else 1)
     assert "torch" in course.describe() and "triton" in course.describe()
 

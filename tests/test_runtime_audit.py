@@ -93,6 +93,9 @@ attempt("torch runs a command", lambda: __import__("torch.utils.collect_env").ut
 attempt("library's own command", lambda: sys.modules["fontlib"].banner())
 attempt("library handed a command", lambda: sys.modules["fontlib"].ask(functools.partial(os.system, "true")))
 attempt("stdlib tries and recovers", lambda: platform.uname().processor)
+attempt("environment left as it was", lambda: (os.environ.setdefault("PATH", "/nowhere"),
+                                               os.environ.__setitem__("PATH", os.environ["PATH"])))
+attempt("environment changed", lambda: os.environ.__setitem__("CUDA_LAUNCH_BLOCKING", "1"))
 LeavesAProcess()
 os.getcwd()  # a hook the learner added would see this
 '''
@@ -100,9 +103,9 @@ os.getcwd()  # a hook the learner added would see this
 REFUSED = ["fork", "posix_spawn", "system", "subprocess", "exec", "timeit string", "type hints", "file beside",
            "pickle", "ctypes", "proc mem", "proc pid mem", "forbidden import", "library asked", "code object",
            "unmarshal", "library runs a string", "through tree_map", "torch timer string",
-           "torch runs a command", "library handed a command"]
+           "torch runs a command", "library handed a command", "environment changed"]
 ALLOWED = ["timeit function", "plain file", "classes", "library code", "library's own import",
-           "library's own command", "stdlib tries and recovers"]
+           "library's own command", "stdlib tries and recovers", "environment left as it was"]
 # an installed library that starts a process while it is imported (as matplotlib asks fontconfig for fonts)
 # or compiles its own code then; a library that evaluates the text it is given (sympy's parse_expr, PyYAML's
 # python tags) runs it for whoever called it: for the learner, refused
@@ -193,7 +196,10 @@ def test_environment_banners_of_the_standard_library_and_pytorch_keep_their_poin
     assert ex["correct"] and not ex["violations"], ex["violations"] + ex["feedback"]
     assert ex["score"] > 0
     notes = [f for f in ex["feedback"] if "tried to do this and was refused" in f]
-    assert notes and "at line 11 called" in notes[0] and "no points withheld" in notes[0], ex["feedback"]
+    assert notes and "at line 18 called" in notes[0] and "no points withheld" in notes[0], ex["feedback"]
+    # the environment as the course set it (TRITON_INTERPRET on the CPU, said outright on a GPU): unchanged
+    quiet = [f for f in ex["feedback"] if "it changed nothing where it ran: no points withheld" in f]
+    assert [f.split(":")[1].strip() for f in quiet] == ["line 8", "line 16"], ex["feedback"]
 
 
 def test_a_librarys_own_python_child_never_runs_a_module_beside_the_submission(tmp_path):

@@ -1,12 +1,19 @@
 # An honest softmax whose module prints where it runs, as bug reports ask: platform.platform() (Python 3.11
 # asks `uname -p` through subprocess and carries on without it when refused) and PyTorch's own environment
-# report (collect_env runs nvidia-smi, pip and the like: commands of its own choosing).
+# report (collect_env runs nvidia-smi, pip and the like: commands of its own choosing). It asks for Triton's
+# interpreter where there is no GPU, in the two ways Triton's documentation and tutorials do.
+import os
 import platform
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import torch
 import torch.utils.collect_env
 import triton
 import triton.language as tl
+
+if not torch.cuda.is_available():
+    os.environ["TRITON_INTERPRET"] = "1"
 
 print("running on", platform.platform())
 print(torch.utils.collect_env.get_pretty_env_info())
