@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import math
 import os
+import re
+import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Sequence
 
@@ -360,6 +362,62 @@ def write_json(path: str, ceilings: Ceilings, rows: Sequence[Row], verdicts: Seq
         "goals_total": len(verdicts),
     }
     files.write_json_atomic(path, payload, nonfinite_as_null=True)
+
+
+# ---------------------------------------------------------------------------------------------- repeated runs
+
+def goal_rule(goal: str) -> tuple[str, float]:
+    """(comparison, threshold) of a goal's text: ("<=", 1.5) from "triton: eager/triton <= 1.5"."""
+    m = re.search(r"(>=|<=) (\S+)$", goal)
+    if not m:
+        raise ValueError(f"not a goal's text: {goal!r}")
+    return m.group(1), float(m.group(2))
+
+
+def summarise_runs(runs: Sequence[Sequence[dict] | None], repeat: int) -> list[dict]:
+    """Each goal judged on its distribution over repeated runs of the suite.
+
+    ``runs`` holds each run's verdicts as write_json wrote them (``None`` for a run that left none), in run
+    order; ``repeat`` is how many runs were asked for. Per goal: its value in each run (``None`` where the run
+    gave none: the candidate failed its check, or the run crashed before the case), the worst of them (the
+    minimum of a ``>=`` goal, the maximum of a ``<=`` goal), their median, and how many runs measured it. A
+    goal passes only when every one of the ``repeat`` runs measured it and passed: its worst run passes, and a
+    run that is missing counts against it, never for it.
+    """
+    found: dict[tuple, dict] = {}
+    for k, verdicts in enumerate(runs):
+        for v in verdicts or ():
+            key = (v["op"], v["label"], v["goal"])
+            if key not in found:
+                cmp, threshold = goal_rule(v["goal"])
+                found[key] = {"op": v["op"], "label": v["label"], "goal": v["goal"], "cmp": cmp,
+                              "threshold": threshold, "values": [None] * len(runs), "passes": [False] * len(runs)}
+            found[key]["values"][k] = v["value"]
+            found[key]["passes"][k] = bool(v["passed"]) and v["value"] is not None
+    summary = []
+    for g in found.values():
+        measured = [x for x in g["values"] if x is not None]
+        worst = (min if g["cmp"] == ">=" else max)(measured) if measured else None
+        passes = g.pop("passes")
+        summary.append({**g, "worst": worst, "median": statistics.median(measured) if measured else None,
+                        "runs": len(measured), "passed": len(passes) == repeat and all(passes)})
+    return summary
+
+
+def format_repeat_table(goals: Sequence[dict], repeat: int) -> str:
+    """One line per goal over the runs: worst, median, threshold, PASS/MISS, runs that measured it."""
+    cases = [f"{g['op']} {g['label']}" for g in goals]
+    texts = [g["goal"].rsplit(f" {g['cmp']} ", 1)[0] for g in goals]  # the threshold has its own column
+    wc, wg = max(map(len, cases), default=4), max(map(len, texts), default=4)
+    header = f"{'case':<{wc}}  {'goal':<{wg}} {'worst':>8} {'median':>8} {'threshold':>10}  verdict  runs"
+    lines = [header, "-" * len(header)]
+    for g, case, text in zip(goals, cases, texts):
+        lines.append(f"{case:<{wc}}  {text:<{wg}} {_fmt(g['worst'], '8.3f'):>8} {_fmt(g['median'], '8.3f'):>8} "
+                     f"{g['cmp'] + ' ' + format(g['threshold'], 'g'):>10}  {'PASS' if g['passed'] else 'MISS':<7}  "
+                     f"{g['runs']}/{repeat}")
+    passed = sum(g["passed"] for g in goals)
+    lines.append(f"goals: {passed}/{len(goals)} passed in every one of {repeat} runs")
+    return "\n".join(lines)
 
 
 def write_plots(directory: str, rows: Sequence[Row], ceilings: Ceilings, prefix: str = "") -> list[str]:

@@ -2,6 +2,7 @@
 table, JSON and plot writing, with a stub timer and stub ceilings (no GPU)."""
 import json
 import math
+import pathlib
 import sys
 import types
 
@@ -270,3 +271,142 @@ def test_a_case_whose_set_up_fails_is_reported_and_the_suite_goes_on():
     assert [(r.op, r.candidate, r.correct) for r in rows] == [("bad", "triton", False), ("bad", "eager", False),
                                                               ("ok", "triton", True)]
     assert "case set-up failed: TypeError: bad inputs" in rows[0].note
+
+
+# ---------------------------------------------------------------------------------------------- --repeat
+
+def ratio_case():
+    """One case whose triton/eager ratio each run sets, with a >= goal and a <= goal on it."""
+    return BenchCase("fake_norm", "64 float32", lambda: (torch.ones(64),),
+                     {"triton": lambda x: x * 1, "eager": lambda x: x + 0}, reference=lambda x: x.double(),
+                     goals=[Goal.faster("triton", "eager", 1.5), Goal.faster("triton", "eager", 1.0),
+                            Goal("triton", "ratio", "<=", 2.0, "eager")])
+
+
+def in_process_runs(monkeypatch, speedups, broken=None):
+    """run_once for bench.main(--repeat): run k is bench.main in this process with eager timed at
+    speedups[k] x triton's time; ``broken`` maps a run number to what it does instead. Returns (run_once,
+    the argument lists it was given)."""
+    fake = types.ModuleType("fake_repeat_ops")
+    fake.bench_cases = lambda quick: [ratio_case()]
+    monkeypatch.setitem(sys.modules, "fake_repeat_ops", fake)
+    given = []
+
+    def run_once(argv):
+        given.append(argv)
+        k = len(given)
+        if broken and k in broken:
+            return broken[k](argv)
+        times = iter([1.0, speedups[k - 1]])  # triton, then eager
+        return bench.main(argv, timer=lambda fn: next(times), ceilings=CEILINGS, modules=("fake_repeat_ops",))
+    return run_once, given
+
+
+def test_repeat_runs_the_suite_n_times_and_judges_each_goal_on_its_worst_run(tmp_path, monkeypatch, capsys):
+    run_once, given = in_process_runs(monkeypatch, [1.8, 1.4, 1.7, 2.1])
+    out = tmp_path / "bench-quick.json"
+    assert bench.main(["--quick", "--repeat", "4", "--no-progress", "--json", str(out)], run_once=run_once) == 0
+    assert [a[-1] for a in given] == [str(tmp_path / f"bench-quick-run{k}.json") for k in (1, 2, 3, 4)]
+    assert all(json.loads((tmp_path / f"bench-quick-run{k}.json").read_text())["goals_total"] == 3 for k in (1, 2, 3, 4))
+    summary = json.loads(out.read_text())
+    assert summary["repeat"] == 4 and [r["exit"] for r in summary["runs"]] == [0, 0, 0, 0]
+    assert summary["quick"] and "fresh process" in summary["method"] and "gpu" in summary
+    goals = {g["goal"]: g for g in summary["goals"]}
+    at_least = goals["triton: eager/triton >= 1.5"]
+    assert at_least["values"] == pytest.approx([1.8, 1.4, 1.7, 2.1])
+    assert at_least["worst"] == pytest.approx(1.4) and at_least["median"] == pytest.approx(1.75)
+    assert not at_least["passed"]  # three runs pass, the worst does not: a MISS
+    at_most = goals["triton: eager/triton <= 2"]
+    assert at_most["worst"] == pytest.approx(2.1) and at_most["cmp"] == "<=" and not at_most["passed"]
+    assert goals["triton: eager/triton >= 1"]["passed"] and goals["triton: eager/triton >= 1"]["runs"] == 4
+    assert summary["goals_passed"] == 1 and summary["goals_total"] == 3
+    printed = capsys.readouterr().out
+    table = printed[printed.index("each goal judged on its worst run"):].splitlines()
+    rows = [line for line in table if line.startswith("fake_norm")]
+    assert len(rows) == 3 and "1.400" in rows[0] and "1.750" in rows[0] and ">= 1.5" in rows[0]
+    assert "MISS" in rows[0] and rows[0].endswith("4/4") and "PASS" in rows[1] and "2.100" in rows[2]
+    assert table[-1].startswith("goals: 1/3 passed") and "wrote" in printed  # the table comes last
+
+
+def test_a_run_that_crashes_is_reported_and_the_others_are_summarised(tmp_path, monkeypatch, capsys):
+    def killed(argv):
+        return -9  # no results file at all
+
+    def cut_off(argv):  # a run that finished one goal, then died
+        path = pathlib.Path(argv[-1])
+        bench.main(argv, timer=lambda fn: 1.0, ceilings=CEILINGS, modules=("fake_repeat_ops",))
+        data = json.loads(path.read_text())
+        path.write_text(json.dumps({**data, "partial": True, "goals": data["goals"][:1]}))
+        return 1
+
+    run_once, _ = in_process_runs(monkeypatch, [1.8, None, None, 1.9], broken={2: killed, 3: cut_off})
+    out = tmp_path / "bench-quick.json"
+    assert bench.main(["--repeat", "4", "--no-progress", "--json", str(out)], run_once=run_once) == 1
+    summary = json.loads(out.read_text())
+    errors = [r.get("error") for r in summary["runs"]]
+    assert errors[0] is None and errors[3] is None
+    assert errors[1] == "was killed by signal 9 and left no results"
+    assert errors[2] == "exited with code 1 before it finished (1 goal(s) measured, kept)"
+    goals = {g["goal"]: g for g in summary["goals"]}
+    first = goals["triton: eager/triton >= 1.5"]
+    assert first["values"] == pytest.approx([1.8, None, 1.0, 1.9]) and first["runs"] == 3
+    assert first["worst"] == pytest.approx(1.0) and first["median"] == pytest.approx(1.8)
+    # a goal that passed in every run that measured it still misses: two of four runs did not measure it
+    passed_where_measured = goals["triton: eager/triton >= 1"]
+    assert passed_where_measured["runs"] == 2 and not passed_where_measured["passed"]
+    printed = capsys.readouterr().out
+    assert "run 2 was killed by signal 9" in printed and "2/4" in printed
+
+
+def test_a_repeated_call_cut_off_resumes_at_the_next_run(tmp_path, monkeypatch, capsys):
+    run_once, given = in_process_runs(monkeypatch, [1.6, 1.7, 1.8, 1.9])
+    out = tmp_path / "bench.json"
+    now = [0.0]
+
+    def clock():
+        return now[0]
+
+    def timed(argv):  # each run takes 100 s
+        now[0] += 100
+        return run_once(argv)
+
+    args = bench.parse_args(["--repeat", "3", "--no-progress", "--json", str(out), "--stop-after", "150"])
+    assert bench.repeat(args, timed, clock=clock) == 1  # run 2 would end at 200 s: not started
+    assert len(given) == 1 and "stopped before run 2 of 3" in capsys.readouterr().out
+    assert json.loads(out.read_text())["goals_passed"] == 0  # one run of three judges nothing
+    (tmp_path / "bench-run2.json").write_text('{"partial": true, "goals": []}')  # cut off mid-run
+    args = bench.parse_args(["--repeat", "3", "--no-progress", "--json", str(out)])
+    assert bench.repeat(args, timed, clock=clock) == 0
+    assert len(given) == 3  # run 1 kept, runs 2 and 3 run
+    summary = json.loads(out.read_text())
+    assert [r.get("kept", False) for r in summary["runs"]] == [True, False, False]
+    assert summary["goals"][0]["values"] == pytest.approx([1.6, 1.7, 1.8]) and summary["goals"][0]["passed"]
+    # a finished run of another suite is not kept
+    args = bench.parse_args(["--repeat", "1", "--quick", "--no-progress", "--json", str(out)])
+    assert bench.repeat(args, timed, clock=clock) == 0 and len(given) == 4
+
+
+def test_repeat_arguments_and_the_runs_it_starts():
+    args = bench.parse_args(["--quick", "--ops", "a,b", "--repeat", "3", "--clock", "gpu", "--no-progress"])
+    assert bench.child_args(args, "x.json") == ["--quick", "--ops", "a,b", "--clock", "gpu", "--no-progress",
+                                                "--json", "x.json"]
+    assert bench.child_args(bench.parse_args(["--repeat", "2"]), "y.json") == ["--clock", "protocol", "--json", "y.json"]
+    assert bench.run_paths("r/bench-quick.json", 2) == ["r/bench-quick-run1.json", "r/bench-quick-run2.json"]
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--repeat", "0"])
+
+
+def test_goals_summarised_over_runs_worst_by_direction():
+    def verdicts(*values):
+        return [{"op": "o", "label": "l", "goal": "triton: fraction of peak >= 0.9", "value": values[0],
+                 "passed": values[0] is not None and values[0] >= 0.9},
+                {"op": "o", "label": "l", "goal": "triton: eager/triton <= 1.1", "value": values[1],
+                 "passed": values[1] is not None and values[1] <= 1.1}]
+
+    [peak, ratio] = benchmarking.summarise_runs([verdicts(0.95, 1.0), verdicts(0.91, 1.05), verdicts(0.97, 0.9)], 3)
+    assert (peak["worst"], peak["median"], peak["runs"], peak["passed"]) == (0.91, 0.95, 3, True)
+    assert (ratio["worst"], ratio["median"], ratio["passed"]) == (1.05, 1.0, True)
+    [peak, ratio] = benchmarking.summarise_runs([verdicts(0.95, 1.0), verdicts(None, 1.2)], 2)
+    assert peak["worst"] == 0.95 and peak["runs"] == 1 and not peak["passed"]  # a run without a value fails
+    assert ratio["worst"] == 1.2 and not ratio["passed"]
+    assert benchmarking.goal_rule("triton: eager/triton >= 1.5") == (">=", 1.5)

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Named stages on a GPU machine, in one call from the repository root:
 #   bash tools/gpu_session.sh STAGE [STAGE ...]
-# Stages: env | kernel-tests | bench | bench-gpu | bench-quick | bench-quick-gpu | bench-matmul | gpu-tests | notebooks | capstone | autograde | naive |
+# Stages: env | kernel-tests | bench | bench-gpu | bench-quick | bench-quick-gpu | bench-quick-repeat | bench-matmul | gpu-tests | notebooks | capstone | autograde | naive |
 #         autograder-check | sandbox | batch-throughput | probe-configs | probe-matmul | probe-attention | probe-attention-bwd |
 #         probe-attention-decode | launch-cost |
 #         launch-cost-memory | protocol-timeline | grading-time | serving | serving-bench | serving-notebook | serving-grade |
 #         repeat-grading
-# OPS=a,b limits bench, bench-quick and probe-configs to those ops; PYTEST_K=expr selects kernel-tests; ASSIGNMENTS=05_layer_norm,... limits notebooks and autograde;
+# OPS=a,b limits bench, bench-quick, bench-quick-repeat and probe-configs to those ops; PYTEST_K=expr selects kernel-tests; ASSIGNMENTS=05_layer_norm,... limits notebooks and autograde;
 # ONLY=label,... limits autograder-check to those submissions; AUTOGRADE_FLAGS=--no-execute grades without
 # executing the notebooks (calibration only).
 # Carried wheels (.whl/, for a GPU image that has only torch and triton) are installed first. Fill .whl/ on
@@ -83,6 +83,14 @@ for stage in "$@"; do
         # The full sweeps by the GPU's time alone: which misses are the launcher's CPU time, shape by shape.
         bench-gpu) TAIL=120 run_logged bench-gpu python3 -m kernels_ref.bench --clock gpu --no-progress ${OPS:+--ops "$OPS"} --json "$RES/bench-gpu.json" ;;
         bench-quick) TAIL=80 run_logged bench-quick python3 -m kernels_ref.bench --quick --no-progress ${OPS:+--ops "$OPS"} --json "$RES/bench-quick.json" ;;
+        # The quick suite REPEAT times (default 5), each run a fresh process, every goal judged on its worst run:
+        # bench-quick-repeat.json (each goal's worst, median and verdict) beside bench-quick-repeat-run<k>.json.
+        # No run starts that would end past the stage's time limit; BENCH_FROM=results/<run> (carried in the
+        # working tree) brings an earlier call's finished runs in, and the count resumes after them.
+        bench-quick-repeat) [ -n "${BENCH_FROM:-}" ] && cp "$BENCH_FROM"/bench-quick-repeat-run* "$RES/"
+                            TAIL=60 run_logged bench-quick-repeat python3 -m kernels_ref.bench --quick --no-progress \
+                                --repeat "${REPEAT:-5}" --stop-after $(( ${STAGE_TIMEOUT:-540} - 30 )) \
+                                ${OPS:+--ops "$OPS"} --json "$RES/bench-quick-repeat.json" ;;
         # The same cases by the GPU's time alone (the launch hidden): how much of a miss is the launcher's CPU time.
         bench-quick-gpu) TAIL=80 run_logged bench-quick-gpu python3 -m kernels_ref.bench --quick --clock gpu --no-progress ${OPS:+--ops "$OPS"} --json "$RES/bench-quick-gpu.json" ;;
         notebooks) run_logged notebooks python3 -m tools.execute_notebook --timeout 900 $(notebook_sources) ;;
