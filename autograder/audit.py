@@ -264,6 +264,11 @@ _ESCAPE_DUNDERS = frozenset({
     "__torch_function__", "__init_subclass__",
 })
 _ESCAPE_NAMES = frozenset({"__builtins__", "__loader__"})
+# Names a module has without binding them (``__name__``, ``__file__``...), and those the grading worker gives
+# a submission's module: Jupyter's display() and the stand-in for what a notebook's magics hand back
+# (``autograder.submission.STAND_IN``).
+_MODULE_NAMES = frozenset({*vars(type(builtins)("m")), "__file__", "__cached__", "__builtins__", "__annotations__",
+                           "display", "_ipython_only"})
 # Frames and what leads to them, whatever the receiver (``logging.currentframe`` is ``sys._getframe``): a frame
 # reaches the grader's locals (its recorder) as well as telling a checked call from a timed one.
 _FRAME_ATTRS = frozenset({
@@ -382,9 +387,28 @@ def course_kernels() -> frozenset:
 _COURSE_KERNELS = None
 
 
-def _triton_decorated(node, scopes) -> bool:
-    return any(p.startswith("triton.") for d in node.decorator_list
-               for p in scopes.paths(d.func if isinstance(d, ast.Call) else d, scopes.module))
+def _triton_decorated(node, scopes, scope=None) -> bool:
+    """Whether a def carries one of Triton's decorators, its names read in ``scope`` (the module's by default)."""
+    return any(_is_external(p) and p.startswith("triton.") for d in node.decorator_list
+               for p in scopes.paths(d.func if isinstance(d, ast.Call) else d, scope or scopes.module))
+
+
+def kernel_definitions(source: str) -> dict[int, ast.FunctionDef]:
+    """The defs the audit judges as Triton kernels (its kernel rules apply to their bodies), by the first
+    line of each definition (its first decorator's, else the ``def``'s: the ``co_firstlineno`` of the
+    function it makes). What Triton may compile or interpret is exactly these texts
+    (``autograder.kernel_source``)."""
+    tree = parse(source)
+    scopes = _Scopes(tree)
+    wrapped, _ = _triton_wrapped(tree, scopes)
+    out = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        enclosing = scopes.of[node].parent
+        if _triton_decorated(node, scopes, enclosing) or (enclosing is scopes.module and node.name in wrapped):
+            out[min([node.lineno, *(d.lineno for d in node.decorator_list)])] = node
+    return out
 
 
 @functools.lru_cache(maxsize=4096)
@@ -493,6 +517,7 @@ def audit(source: str, *, allow: Iterable[str] = frozenset(), forbidden_calls: I
     scopes.entry = entry  # called by the grader with tensors: its parameters are never configuration
     reachable = _reachable(tree, entry) if (entry and (forbidden_calls or kernel_library)) else None
     auditor = _Auditor(scopes, frozenset(allow), forbidden_calls, reachable)
+    auditor.graded = _reachable(tree, entry) if entry else None
     auditor.kernels_beside, auditor.kernel_library = frozenset(kernels_beside), dict(kernel_library)
     auditor.outside_torch = outside_torch
     auditor.visit(tree)
@@ -705,6 +730,10 @@ class _Scopes:
             self._bind_target(node.optional_vars, ("call", node.context_expr), scope)
         elif isinstance(node, ast.ExceptHandler) and node.name:
             scope.bind(node.name, {_LOCAL})
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+            scope.bind(node.name, {_LOCAL})
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            scope.bind(node.rest, {_LOCAL})
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _FILLERS
               and isinstance(node.func.value, ast.Name)):
             for arg in node.args + [k.value for k in node.keywords]:     # box.append(torch)
@@ -1094,6 +1123,9 @@ class _Auditor(ast.NodeVisitor):
         self.stack: list[_Scope] = [scopes.module]
         self.kernel_depth = 0        # inside @triton.jit functions
         self.reach_depth = 0         # inside a statement the entry point can reach
+        self.graded = None           # ids of the nodes the entry point can run (None: all of the source)
+        self.graded_depth = 0        # inside one of them
+        self.annotation_depth = 0    # inside a variable's annotation (never evaluated in a function)
         self.parents: dict[int, ast.AST] = {}
         self.own_methods = {f.name for c in ast.walk(scopes.module.node) if isinstance(c, ast.ClassDef)
                             for f in c.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
@@ -1136,11 +1168,14 @@ class _Auditor(ast.NodeVisitor):
         for child in ast.iter_child_nodes(node):
             self.parents[id(child)] = node
         reach = self.reachable is not None and id(node) in self.reachable
+        graded = self.graded is not None and id(node) in self.graded
         self.reach_depth += reach
+        self.graded_depth += graded
         try:
             return super().visit(node)
         finally:
             self.reach_depth -= reach
+            self.graded_depth -= graded
 
     # -- scopes
     def _in_scope(self, node, kernel=False):
@@ -1163,8 +1198,7 @@ class _Auditor(ast.NodeVisitor):
     def visit_FunctionDef(self, node):
         if node.name in ("__torch_dispatch__", "__torch_function__"):
             self.report(node, "escape", f"defines {node.name}, which intercepts torch operators (the grader's too)")
-        kernel = any(p.startswith("triton.") for d in node.decorator_list
-                     for p in self.external(d.func if isinstance(d, ast.Call) else d))
+        kernel = _triton_decorated(node, self.scopes, self.stack[-1])  # as kernel_definitions judges it
         kernel = kernel or (len(self.stack) == 1 and node.name in self.jit_wrapped)
         if self.reachable is not None and self.reach_depth > 0:
             for d in node.decorator_list:
@@ -1238,6 +1272,17 @@ class _Auditor(ast.NodeVisitor):
             for p in sorted(self.paths(node)):
                 if _is_external(p) and p != "<type>" and self._check_path(node, p, node.id):
                     break
+            self._check_unbound(node)
+
+    def _check_unbound(self, node):
+        """Deny by default: graded code reads only names its source binds (or Python's builtins, or the
+        module's own attributes). Any other name holds whatever something else put in the module at run
+        time (the Triton interpreter used to copy numpy and inspect there), which the audit cannot judge."""
+        if (self.annotation_depth or (self.graded is not None and self.graded_depth == 0)
+                or node.id in _MODULE_NAMES or self.scopes.lookup(node.id, self.stack[-1])):
+            return
+        self.report(node, "escape", f"reads {node.id}, a name the submission never binds (no import, assignment "
+                    "or def of it): whatever the process put there at run time is not code the audit can judge")
 
     def visit_Attribute(self, node):
         self._check_dunder(node)
@@ -1260,6 +1305,8 @@ class _Auditor(ast.NodeVisitor):
                 self.visit(base)
             elif base.id in _ESCAPE_NAMES:
                 self.visit_Name(base)
+            else:
+                self._check_unbound(base)
             return
         self.generic_visit(node)
 
@@ -1520,7 +1567,14 @@ class _Auditor(ast.NodeVisitor):
     def visit_AnnAssign(self, node):
         if node.value is not None:
             self._check_store(node.target, "assigns")
-        self.generic_visit(node)
+        self.visit(node.target)
+        self.annotation_depth += 1
+        try:
+            self.visit(node.annotation)
+        finally:
+            self.annotation_depth -= 1
+        if node.value is not None:
+            self.visit(node.value)
 
     def visit_Delete(self, node):
         for t in node.targets:

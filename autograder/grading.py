@@ -418,17 +418,19 @@ def run_time_notes(static: StaticFindings, violations: list[str], where) -> list
 def helper_violations(spec, sub: Submission) -> list[str]:
     """The audit of every module beside the submission that it imports (``Submission.helpers``, the texts
     the worker runs): they are the submission too. Which of their operators run is judged at run time, like
-    the submission's own."""
-    from autograder import audit
+    the submission's own; their kernels keep the exercise's kernel rules, the determinism it asks for
+    included (an atomic in a helper's kernel is an atomic in the submission's)."""
+    from autograder import audit, determinism
 
     out, beside = [], kernels_beside(sub)
+    library = {**spec.rules.kernel_library, **determinism.atomics(spec)}
     for path, source in sub.helpers.items():
         name = os.path.relpath(path, sub.path.parent)
         try:
             if source is None:
                 raise UnicodeError("not UTF-8 text")
             found = audit.audit(source, allow=spec.rules.features, kernels_beside=beside,
-                                kernel_library=spec.rules.kernel_library, outside_torch=spec.judged_on_tensors)
+                                kernel_library=library, outside_torch=spec.judged_on_tensors)
         except (UnicodeError, SyntaxError, ValueError) as exc:
             out.append(f"{name}: the grader could not read it ({type(exc).__name__}); a module the "
                        "submission imports must be readable Python, in UTF-8")

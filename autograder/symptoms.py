@@ -43,7 +43,7 @@ def diagnose_error(error: str) -> Symptom:
     kind = (error or "").split(":", 1)[0].strip().rsplit(".", 1)[-1]
     # the grader refused it: the message is the cause
     if kind in ("ThreadRefused", "ImportRefused", "CallbackRefused", "ArgumentRefused", "OutputRefused",
-                "RunTimeRefused"):
+                "RunTimeRefused", "KernelSourceRefused"):
         return Symptom("refused")
     if kind in ("NameError", "UnboundLocalError"):  # a name never defined: no input family explains it
         return Symptom("name-error", {"error": error.strip()})

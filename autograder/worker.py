@@ -497,10 +497,16 @@ def load_entry(job: dict):
     source_file = job["source_file"]
     watch = legality.KernelsRefWatch().install()
     legality.CourseTools.install()  # before the submission takes any name from measure
+    from autograder import kernel_source
     from autograder.imports import ImportGuard, seen
     from autograder.runtime_audit import install
     from autograder.submission import STAND_IN
 
+    with open(source_file, encoding="utf-8") as fh:
+        text = fh.read()
+    # Triton compiles or interprets only the kernels the grader audited, as it read them (read here, before
+    # the audit hook: reading them parses text)
+    kernel_source.install({source_file: text, **(job.get("audited") or {})})
     # from here on, for the life of the worker: no other processes, no code the grader did not audit
     install([source_file, *(job.get("audited") or {})], tensors=spec.judged_on_tensors)
     # after the watch (which notes a kernels_ref import before the guard refuses it)
@@ -517,8 +523,6 @@ def load_entry(job: dict):
 
     saved_builtins = dict(builtins.__dict__)
     try:
-        with open(source_file, encoding="utf-8") as fh:
-            text = fh.read()
         seen(source_file, text)  # Triton reads its kernels' source as compiled here, whatever a coding line says
         code = compile(text, source_file, "exec")
         with legality.ThreadGuard.armed_for():

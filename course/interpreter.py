@@ -28,6 +28,16 @@ interpreter off after that and before it imports Triton (tests/_sm90_compile.py 
   interpreted kernel, libdevice's functions (however imported) compute with numpy in the argument's dtype;
   one with no numpy version here raises an error that names it.
 
+- ``keep_kernel_modules_as_written()``: to run an interpreted kernel, the interpreter rewrites its text into
+  calls of its own (``interpreter_semantic``...) and, at the kernel's first launch, copied every global of
+  its own module (``np``, ``inspect``, ``time``, the interpreter's internals) into the kernel's module
+  wherever that module lacked the name: the module then held names its source never bound, numpy and
+  inspect among them (a kernel's module is a learner's submission). Patched: the names the rewriting
+  inserted reach the rewritten kernel as closure variables, and so do the kernel's own closure variables
+  (what a GPU's compiler captures with the module's globals); the kernel's module is left as written. The
+  interpreter's check that a kernel's module sees ``triton.language`` (which the copy used to satisfy for a
+  kernel whose ``tl`` was a closure variable) looks at the kernel's closure too.
+
 ``launch_cpu_arguments_in_place()`` is applied at ``import course``, before ``course.bounds`` wraps the same
 launch (so that the bounds checks see the tensors the kernel gets): before a launch the interpreter
 "copies the arguments to the host" (for CPU tensors: the same storage) and after it copies them back,
@@ -39,7 +49,10 @@ after the launch.
 """
 from __future__ import annotations
 
+import ast
+import io
 import math
+import tokenize
 
 import numpy as np
 import torch
@@ -59,8 +72,9 @@ def unpatched(obj):
 def patch_interpreter() -> bool:
     """Every patch below; whether all are in place (False when this Triton's interpreter is laid out
     differently: then it keeps its own behaviour)."""
-    return all([round_interpreted_bf16(), compute_bf16_in_fp32(), float_arguments_as_fp32(), libdevice_in_numpy(),
-                answer_device_queries()])
+    # keep_kernel_modules_as_written first: libdevice_in_numpy wraps the language patch it adjusts
+    return all([keep_kernel_modules_as_written(), round_interpreted_bf16(), compute_bf16_in_fp32(),
+                float_arguments_as_fp32(), libdevice_in_numpy(), answer_device_queries()])
 
 
 class InterpreterDriver:
@@ -409,3 +423,89 @@ def libdevice_in_numpy() -> bool:
     patched._course_libdevice = True
     interpreter._patch_lang = patched
     return True
+
+
+def keep_kernel_modules_as_written() -> bool:
+    """Run a rewritten kernel without adding the interpreter's globals to its module (module docstring)."""
+    _, interpreter = _interpreter()
+    rewriter = getattr(interpreter, "FunctionRewriter", None)
+    if rewriter is None or not all(hasattr(rewriter, n) for n in ("_transform_ast", "_compile_and_exec")):
+        return False
+    if getattr(rewriter._compile_and_exec, "_course_closed", False):
+        return True
+    transform = rewriter._transform_ast
+
+    def transform_ast(self, src):
+        self._course_source = src  # the kernel's own text: names in it are the kernel's, never inserted
+        return transform(self, src)
+
+    def compile_and_exec(self, transformed_ast):
+        own = _names(getattr(self, "_course_source", ""))
+        fn_globals, helpers = self.fn.__globals__, vars(interpreter)
+        inserted = {n.id for n in ast.walk(transformed_ast) if isinstance(n, ast.Name)} - own - set(fn_globals)
+        values = {**{n: helpers[n] for n in inserted if n in helpers}, **_closure_values(self.fn)}
+        bind = _closure(transformed_ast, sorted(values), self.fn.__name__)
+        namespace = {**self.kwargs}
+        exec(compile(bind, filename=self.filename, mode="exec"), fn_globals, namespace)  # noqa: S102
+        return namespace[_BIND](*(values[n] for n in sorted(values)))
+
+    patch_lang = interpreter._patch_lang
+
+    def patch_lang_seeing_closures(fn):
+        return patch_lang(fn if _sees_language(fn.__globals__) else _WithClosure(fn))
+
+    transform_ast._course_closed = compile_and_exec._course_closed = True
+    rewriter._transform_ast, rewriter._compile_and_exec = transform_ast, compile_and_exec
+    interpreter._patch_lang = patch_lang_seeing_closures
+    return True
+
+
+def _closure_values(fn) -> dict:
+    """A function's closure variables that hold a value, by name."""
+    cells = zip(fn.__code__.co_freevars, fn.__closure__ or ())
+    out = {}
+    for name, cell in cells:
+        try:
+            out[name] = cell.cell_contents
+        except ValueError:  # a cell not filled yet
+            pass
+    return out
+
+
+def _sees_language(namespace: dict) -> bool:
+    import triton.language as tl
+
+    return any(value is tl or value is tl.core for value in namespace.values())
+
+
+class _WithClosure:
+    """A kernel function as the interpreter's language check sees it: its globals and its closure."""
+
+    def __init__(self, fn):
+        self.__globals__ = {**fn.__globals__, **_closure_values(fn)}
+
+
+_BIND = "_course_interpreter_bind"
+
+
+def _names(src: str) -> set:
+    """The identifiers a text spells (read with tokenize: nothing is compiled)."""
+    try:
+        return {t.string for t in tokenize.generate_tokens(io.StringIO(src).readline) if t.type == tokenize.NAME}
+    except (tokenize.TokenError, SyntaxError):
+        return set()
+
+
+def _closure(module: ast.Module, names: list, name: str) -> ast.Module:
+    """``def _course_interpreter_bind(<names>): <module's statements>; return <name>``: the statements'
+    functions see ``names`` as closure variables and every other name in their module's globals."""
+    extra = {"type_params": []} if "type_params" in ast.FunctionDef._fields else {}
+    first = module.body[0] if module.body else None
+    outer = ast.FunctionDef(
+        name=_BIND, args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=n) for n in names], kwonlyargs=[],
+                                       kw_defaults=[], defaults=[]),
+        body=[*module.body, ast.Return(value=ast.Name(id=name, ctx=ast.Load()))], decorator_list=[], returns=None,
+        **extra)
+    if first is not None:
+        ast.copy_location(outer, first)
+    return ast.fix_missing_locations(ast.Module(body=[outer], type_ignores=[]))

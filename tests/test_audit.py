@@ -1153,3 +1153,43 @@ def test_registering_a_fake_or_a_backward_for_ones_own_triton_op_is_not_a_librar
         ''')
     found = [(f.line, f.rule) for f in audit(src) if f.rule == "feature"]
     assert found == [(14, "feature")], audit(src)  # the registration for torch's own softmax
+
+
+def test_graded_code_reads_only_names_its_source_binds():
+    """Deny by default: a name the submission never binds holds whatever the process put in its module (the
+    Triton interpreter used to copy numpy and inspect there), so graded code may not read it; builtins, a
+    module's own attributes and every way Python binds a name are the source's."""
+    source = textwrap.dedent('''
+        import torch
+
+
+        def softmax(x):
+            e = np.exp(x.numpy())
+            return inspect.getclosurevars(softmax)
+
+
+        def honest(x, pairs):
+            match pairs:
+                case [first, *rest]:
+                    pass
+                case {"k": value, **others}:
+                    pass
+            total: Sequence = [y for y in range(len(x)) if (z := y)]
+            try:
+                pass
+            except ValueError as exc:
+                print(exc)
+            with open(__file__) as fh:
+                fh.read()
+            display(__name__, first, rest, value, others, z)
+            return x
+
+
+        def never_graded():
+            return plt.plot()
+    ''')
+    found = [(f.line, f.message.split(",")[0]) for f in audit(source, entry="softmax") if "never binds" in f.message]
+    assert found == [(6, "reads np"), (7, "reads inspect")], found
+    assert not [f for f in audit(source, entry="honest") if "never binds" in f.message]
+    # with no entry point (a module beside the submission) all of it is graded code
+    assert [f.line for f in audit(source) if "never binds" in f.message] == [6, 7, 28]

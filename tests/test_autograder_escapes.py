@@ -711,3 +711,24 @@ def test_a_library_softmax_handed_to_the_kernel_as_an_argument_scores_zero_and_i
     assert ex["score"] == 0 and not ex["correct"]
     assert any(v.startswith("launches _rows with triton.language.softmax as its argument FN at line 22:")
                and "Triton's library softmax" in v for v in ex["violations"]), ex["violations"]
+
+
+@pytest.mark.parametrize("name, found", [
+    ("wrapped_kernel_source", "_shown is wrapped (it has __wrapped__): Triton would read the source of _real"),
+    ("interpreter_last_def", "the text Triton reads for _rows is not the def the grader audited")])
+def test_a_kernel_triton_reads_other_than_the_audited_one_scores_zero_and_is_named(name, found):
+    # functools.wraps points Triton at another function's source; a string holding a def line makes the
+    # interpreter run from there: either way Triton would run text the audit never judged as the kernel
+    ex = escape(name)
+    assert ex["score"] == 0 and not ex["correct"]
+    assert any(found in v and "at line " in v for v in ex["violations"]), ex["violations"]
+
+
+def test_a_name_the_interpreter_left_in_the_module_is_neither_there_nor_readable():
+    # the Triton interpreter used to copy numpy into the module of a kernel it launched: a bare `np` then
+    # computed the softmax. The module now keeps what its source binds, and the audit names the reads
+    ex = escape("interpreter_names")
+    assert ex["score"] == 0 and not ex["correct"]
+    found = "\n".join(ex["violations"])
+    assert "line 29: reads np, a name the submission never binds" in found, found
+    assert "NameError" in text(ex)

@@ -366,3 +366,22 @@ def test_on_a_gpu_two_calls_on_the_same_inputs_must_give_the_same_bits(monkeypat
     found = determinism.repeat_check(Worker(True), spec, plan)
     assert "different bits in dk" in found and "deterministic" in found
     assert determinism.repeat_check(Worker(True), specs.get("flash_attention_fwd"), plan) is None
+
+
+def test_atomics_in_a_kernel_of_a_module_beside_the_submission_are_a_finding(tmp_path):
+    """The submission's kernel calls a @triton.jit helper of a module beside it that accumulates with
+    tl.atomic_add: every module the submission imports is the submission, determinism included."""
+    from autograder import grading, specs
+    from autograder.submission import load
+
+    (tmp_path / "lnacc.py").write_text("import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+                                       "def accumulate(p, v):\n    tl.atomic_add(p, v)\n")
+    (tmp_path / "sub.py").write_text("import triton\nfrom lnacc import accumulate\n\n\n@triton.jit\n"
+                                     "def kernel(p):\n    accumulate(p, 1.0)\n\n\n"
+                                     "def layer_norm_bwd(dy, x, weight, mean, rstd):\n    kernel[(1,)](dy)\n")
+    found = grading.static_violations(specs.get("layer_norm_bwd"), load(tmp_path / "sub.py")).violations
+    assert any(v.startswith("lnacc.py, line 7: calls tl.atomic_add in the Triton kernel accumulate")
+               and "deterministic" in v for v in found), found
+    # where the exercise asks for no determinism, the same helper is no finding
+    assert not any("atomic" in v for v in grading.static_violations(specs.get("layer_norm_fwd"),
+                                                                      load(tmp_path / "sub.py")).violations)

@@ -148,3 +148,30 @@ def test_the_interpreter_answers_the_device_query_triton_s_tutorials_make_at_imp
     assert active.get_active_torch_device() == torch.device("cpu") and active.get_current_device() == 0
     with pytest.raises(AttributeError, match="get_benchmarker: the Triton interpreter"):
         active.get_benchmarker()
+
+
+def test_an_interpreted_launch_adds_nothing_to_the_kernels_module(tmp_path):
+    """The interpreter rewrites a kernel into calls of its own and used to copy its module's globals (np,
+    inspect, time, its internals) into the kernel's module at the first launch: a submission then held
+    numpy and inspect without importing them. The kernel still runs (comparisons and assignments are what
+    the rewriting turns into the interpreter's calls), and its module holds only what its source binds."""
+    import importlib.util
+    import sys
+
+    path = tmp_path / "leak_probe.py"
+    path.write_text("import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+                    "def double_small(x_ptr, n, BLOCK: tl.constexpr):\n"
+                    "    offs = tl.arange(0, BLOCK)\n"
+                    "    x = tl.load(x_ptr + offs, mask=offs < n)\n"
+                    "    tl.store(x_ptr + offs, tl.where(x < 2.0, x * 2, x), mask=offs < n)\n")
+    spec = importlib.util.spec_from_file_location("leak_probe", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    try:
+        before = set(vars(module))
+        x = torch.arange(5.0)
+        module.double_small[(1,)](x, 5, BLOCK=8)
+        assert x.tolist() == [0.0, 2.0, 2.0, 3.0, 4.0]
+        assert set(vars(module)) == before, sorted(set(vars(module)) - before)
+    finally:
+        sys.modules.pop("leak_probe", None)

@@ -1,0 +1,138 @@
+"""What Triton compiles or interprets is a kernel the audit read, as it read it (autograder.kernel_source):
+the texts Triton itself extracts (its compiler's and its interpreter's) are compared with the audited defs.
+No process is started: the worker's install is exercised by tests/test_autograder_escapes.py."""
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import sys
+
+import pytest
+
+from autograder.kernel_source import AuditedKernels
+
+HONEST = '''import functools
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def kernel(x_ptr, n, BLOCK: tl.constexpr):
+    """Doubles x in place."""
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.store(x_ptr + offs, x * 2, mask=offs < n)
+    # a comment after the body, which inspect counts in the function's source
+
+
+def _impl(x):
+    return x + 1
+
+
+impl = triton.jit(_impl)
+
+
+def plain(x):
+    return x
+
+
+def shown(x_ptr):
+    tl.store(x_ptr, 1.0)
+
+
+def real(x_ptr):
+    tl.store(x_ptr, tl.softmax(tl.load(x_ptr)))
+
+
+wrapped = functools.wraps(real)(shown)
+
+
+@triton.jit
+def last_def(x_ptr):
+    tl.store(x_ptr, 1.0)
+    """
+def last_def(x_ptr):
+    tl.store(x_ptr, tl.softmax(tl.load(x_ptr)))
+    return  # """
+'''
+
+
+@pytest.fixture(scope="module")
+def module(tmp_path_factory):
+    path = tmp_path_factory.mktemp("kernels") / "learner_kernels.py"
+    path.write_text(HONEST)
+    spec = importlib.util.spec_from_file_location("learner_kernels", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    yield mod, AuditedKernels({str(path): HONEST})
+    sys.modules.pop("learner_kernels", None)
+
+
+def _raw(obj):
+    while not inspect.isfunction(obj):
+        obj = obj.fn
+    return obj
+
+
+def triton_texts(fn) -> dict:
+    """The texts Triton reads for ``fn``: its compiler's (``JITCallable._src``) and its interpreter's."""
+    from triton.runtime import jit
+    from triton.runtime.interpreter import FunctionRewriter
+
+    callable_cls = getattr(jit, "JITCallable", jit.JITFunction)
+    compiled = callable_cls.__new__(callable_cls)
+    callable_cls.__init__(compiled, fn)
+    rewriter = FunctionRewriter(fn)
+    lines, _ = inspect.getsourcelines(fn)
+    rewriter.def_lineno = rewriter._find_def(lines)
+    return {"compiler": compiled._src, "interpreter": rewriter._prepare_source(lines)}
+
+
+@pytest.mark.parametrize("name", ["kernel", "impl"])
+def test_an_audited_kernel_is_what_triton_reads_on_both_paths(module, name):
+    mod, kernels = module
+    fn = _raw(getattr(mod, name))
+    assert kernels.function_problem(fn) is None
+    for where, text in triton_texts(fn).items():
+        assert kernels.text_problem(fn, text) is None, where
+
+
+def test_a_wrapped_kernel_is_refused_whatever_its_own_text(module):
+    mod, kernels = module
+    problem = kernels.function_problem(mod.wrapped)
+    assert problem is not None and "shown is wrapped" in problem and "source of real" in problem
+    assert kernels.text_problem(mod.wrapped, triton_texts(mod.wrapped)["compiler"]) is not None
+
+
+def test_a_second_def_line_in_a_kernel_is_refused_where_the_interpreter_would_run_it(module):
+    mod, kernels = module
+    fn = _raw(mod.last_def)
+    texts = triton_texts(fn)
+    assert "tl.softmax" in texts["interpreter"].splitlines()[1]  # the interpreter would run the string's def
+    assert "the text Triton reads for last_def is not the def" in kernels.text_problem(fn, texts["interpreter"])
+    assert kernels.text_problem(fn, texts["compiler"]) is None  # a GPU compiles the def the audit read
+
+
+def test_functions_the_audit_did_not_judge_as_kernels_are_refused(module):
+    mod, kernels = module
+    assert "not a Triton kernel the grader audited" in kernels.function_problem(mod.plain)
+    assert "not a Triton kernel the grader audited" in kernels.function_problem(mod.real)
+    assert "is not a function" in kernels.function_problem(print)
+    assert "is not a function" in kernels.function_problem(__import__("functools").partial(mod.plain, 1))
+
+
+def test_tritons_own_functions_are_the_language(module):
+    import triton.language as tl
+
+    _, kernels = module
+    fn = _raw(tl.standard.softmax) if hasattr(tl, "standard") else None
+    if fn is None or not inspect.isfunction(fn):
+        pytest.skip("this Triton's softmax is no jit function")
+    assert kernels.function_problem(fn) is None and kernels.text_problem(fn, "anything") is None
+
+
+def test_a_kernel_text_changed_after_the_audit_is_refused(module):
+    mod, kernels = module
+    fn = _raw(mod.kernel)
+    text = triton_texts(fn)["compiler"].replace("x * 2", "x * 3")
+    assert kernels.text_problem(fn, text) is not None
