@@ -1099,7 +1099,9 @@ def _filled(definition) -> list[str]:
 
 def _reachable(tree: ast.Module, entry: str) -> set:
     """Ids of the AST nodes the entry point can run: its binding statements and, transitively, those of
-    every top-level name they mention."""
+    every top-level name they mention. Code that reads the module's namespace as a whole (``globals()``,
+    ``vars()``, the module imported by its own name) may call anything in it by a computed key
+    (``globals()["_r" + "ows"]``): it reaches every top-level binding."""
     bindings = _module_bindings(tree)
     todo, done, names = list(bindings.get(entry, [])), set(), {entry}
     while todo:
@@ -1108,10 +1110,29 @@ def _reachable(tree: ast.Module, entry: str) -> set:
             continue
         done.add(id(node))
         for n in ast.walk(node):
+            if _reads_namespace(n, bindings):
+                names.update(bindings)
+                todo.extend(b for nodes in bindings.values() for b in nodes)
             if isinstance(n, ast.Name) and n.id in bindings and n.id not in names:
                 names.add(n.id)
                 todo.extend(bindings[n.id])
     return done
+
+
+# What the grading worker names the submission's module (autograder.worker): importing it by that name reads
+# the submission's namespace as a whole.
+_SUBMISSION_MODULE = "submission"
+
+
+def _reads_namespace(node, bindings) -> bool:
+    """``globals()``, ``vars()`` or ``locals()`` (Python's own, not a binding of the submission), or an import of
+    the submission's own module."""
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("globals", "vars", "locals")
+            and node.func.id not in bindings):
+        return True
+    if isinstance(node, ast.Import):
+        return any(a.name.split(".")[0] == _SUBMISSION_MODULE for a in node.names)
+    return isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == _SUBMISSION_MODULE
 
 
 # ------------------------------------------------------------------------------------------ the audit

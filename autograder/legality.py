@@ -58,8 +58,11 @@ _INSTALLED = False
 
 def _counting(run):
     def run_and_count(self, *args, **kwargs):
-        LaunchCallbacks.check(self, kwargs.get("grid"))
+        grid = kwargs.get("grid")
+        LaunchCallbacks.check(self, grid)
         LaunchCallbacks.check_arguments(self, args, kwargs)
+        if callable(grid):  # what the learner's grid callable answers is a grid too
+            kwargs["grid"] = LaunchCallbacks.answering_plain_grids(self, grid)
         if kwargs.get("warmup"):
             return run(self, *args, **kwargs)
         if STATE.benchmarking == 0 and STATE.null:
@@ -67,7 +70,7 @@ def _counting(run):
             return None
         with _counted():
             out = run(self, *args, **kwargs)
-        LaunchCallbacks.check(self, kwargs.get("grid"))  # again: a hook of its own may have added another
+        LaunchCallbacks.check(self, grid)  # again: a hook of its own may have added another
         return out
     run_and_count.__wrapped__ = run
     return run_and_count
@@ -589,12 +592,37 @@ class LaunchCallbacks:
     def check(cls, kernel, grid=None) -> None:
         if cls.owner is None or ThreadGuard.armed != threading.get_ident():
             return
+        if grid is not None and not callable(grid):
+            cls._check_grid(kernel, grid, "as its grid")
         for role, hook in cls._callbacks(kernel, grid):
             if hook is None or own_code(hook, cls._allowed):
                 continue
             what = f"{role} {_describe(hook)}"
             cls.owner_note(what)
             raise CallbackRefused(f"Triton was given {what}: {_CALLBACK_WHY}")
+
+    @classmethod
+    def _check_grid(cls, kernel, grid, role: str) -> None:
+        """A grid is what it claims to be: a tuple or list of Python (or numpy) ints. Triton's launch takes its
+        length and its numbers (``len(grid)``, ``range(grid[0])``); on an object of another class, those run
+        the class's Python outside the learner's code (a ``__len__`` that computes the exercise)."""
+        problem = _grid_problem(grid)
+        if problem is not None:
+            what = f"{_kernel_name(kernel)} with {problem} {role}"
+            cls.owner_note(f"{what}{_WHY_SEP}{_GRID_WHY}", LAUNCH_ARGUMENT)
+            raise ArgumentRefused(f"Triton's launch of {what}: {_GRID_WHY}")
+
+    @classmethod
+    def answering_plain_grids(cls, kernel, grid):
+        """The learner's grid callable (while learner code runs), its answer judged like a grid given as it is."""
+        if cls.owner is None or ThreadGuard.armed != threading.get_ident():
+            return grid
+
+        def plain_grid(meta):
+            answer = grid(meta)
+            cls._check_grid(kernel, answer, "as the answer of its grid callable")
+            return answer
+        return plain_grid
 
     @classmethod
     def owner_note(cls, what: str, prefix: str = LAUNCH_CALLBACK) -> None:
@@ -625,6 +653,12 @@ class LaunchCallbacks:
         kind = type(value)
         if depth > 8:
             return "a container nested too deep", _ARGUMENT_WHY
+        if kind in (torch.Tensor, torch.nn.Parameter):
+            shadowing = sorted(n for n in vars(value) if hasattr(kind, n))
+            if shadowing:  # t.data_ptr = ...: found on the tensor before its class's own method
+                return (f"a tensor whose own attribute {shadowing[0]} hides Tensor.{shadowing[0]}",
+                        _SHADOW_WHY)
+            return None
         if kind in _PLAIN_ARGUMENTS or (isinstance(value, _np_generic()) and kind.__module__ == "numpy"):
             return None
         if kind in (tuple, list, torch.Size):
@@ -684,6 +718,22 @@ _ARGUMENT_WHY = ("a Triton kernel takes tensors, numbers, strings, dtypes, tuple
                  "calls outside your kernel (an object's methods, a functools.partial, a plain function), "
                  "where the grader cannot see whose work it is")
 _PLAIN_ARGUMENTS = frozenset({int, float, bool, str, type(None), torch.Tensor, torch.nn.Parameter, torch.dtype})
+_SHADOW_WHY = ("Triton's launch (and, on the CPU, the interpreter) calls a tensor argument's methods (data_ptr, "
+               "stride, ...): one set on the tensor itself runs your Python outside your code, where the grader "
+               "cannot see whose work it is; hand the kernel a tensor as torch made it")
+_GRID_WHY = ("a grid is a tuple (or list) of up to three ints, or a function of yours that returns one: "
+             "Triton reads its length and numbers, and an object of another class runs its own Python there, "
+             "outside your code")
+
+
+def _grid_problem(grid) -> str | None:
+    """None for a plain grid (a tuple, list or torch.Size of ints); else what it is, in words."""
+    if type(grid) not in (tuple, list, torch.Size):
+        return f"an object of type {_describe(type(grid))}"
+    for n in grid:
+        if not (type(n) in (int, bool) or (isinstance(n, _np_generic()) and type(n).__module__ == "numpy")):
+            return f"a grid holding an object of type {_describe(type(n))}"
+    return None
 
 
 @functools.cache

@@ -108,3 +108,14 @@ class HasDataPtr:
 
     def __init__(self, fn):
         self.data_ptr = fn
+
+
+class OwnGrid(tuple):
+    """A grid of the learner's class: its ``__len__`` is the learner's Python, which Triton would run."""
+
+    def __len__(self):
+        return 1
+
+
+def grid_answering_own_grid(meta):
+    return OwnGrid((1,))

@@ -1193,3 +1193,18 @@ def test_graded_code_reads_only_names_its_source_binds():
     assert not [f for f in audit(source, entry="honest") if "never binds" in f.message]
     # with no entry point (a module beside the submission) all of it is graded code
     assert [f.line for f in audit(source) if "never binds" in f.message] == [6, 7, 28]
+
+
+@pytest.mark.parametrize("call", ['globals()["_r" + "ows"](x)', 'vars()["_rows"](x)',
+                                  'import submission as me\n    getattr(me, "_rows")(x)'])
+def test_code_that_reads_the_modules_namespace_reaches_all_of_it(call):
+    """A function called by a computed key of globals() (or of the submission's module imported by its own
+    name) is graded code like one called by its name: the audit cannot tell which one the key names."""
+    source = ("import numpy as np\nimport torch\n\n\ndef _rows(x):\n    return torch.from_numpy(np.exp(x.numpy()))\n\n\n"
+              f"def softmax(x):\n    {call}\n    return x\n")
+    spec = specs.get("softmax")
+    found = audit(source, entry="softmax", forbidden_calls=forbidden_calls_for(spec), outside_torch=True)
+    assert any(f.line == 6 and f.rule == "outside-torch" for f in found), found
+    unreached = source.replace(call, "pass")
+    assert not [f for f in audit(unreached, entry="softmax", forbidden_calls=forbidden_calls_for(spec),
+                                 outside_torch=True) if f.rule == "outside-torch"]

@@ -732,3 +732,50 @@ def test_a_name_the_interpreter_left_in_the_module_is_neither_there_nor_readable
     found = "\n".join(ex["violations"])
     assert "line 29: reads np, a name the submission never binds" in found, found
     assert "NameError" in text(ex)
+
+
+def test_a_grid_is_a_tuple_of_ints_or_an_own_function_answering_one():
+    """Triton reads a grid's length and numbers (under the interpreter, outside any learner frame): an
+    object of the learner's class there, given or answered by a grid callable, is refused; plain grids
+    launch as before."""
+    import numpy as np
+    import torch
+
+    from _launch_callbacks import OwnGrid, grid_answering_own_grid, launch, own_function
+    from autograder.legality import LAUNCH_ARGUMENT, ArgumentRefused, judge
+    from autograder.specs import get
+
+    x = torch.arange(8.0)
+    for grid, role in ((OwnGrid((1,)), "as its grid"), (grid_answering_own_grid, "as the answer of its grid callable"),
+                       ((1, OwnGrid((1,))), "as its grid")):
+        with _armed() as rec:
+            with pytest.raises(ArgumentRefused, match="a grid is a tuple"):
+                launch("grid", x, grid)
+        assert [op.split(":")[0] for op, _line, _n in rec.records()] == [LAUNCH_ARGUMENT], rec.records()
+        found = judge(get("softmax"), rec.records(), [1], False, "line {}".format)
+        assert len(found) == 1 and role in found[0] and "_add_one" in found[0], found
+    with _armed() as rec:
+        for grid in ((1,), (np.int64(1), 1), torch.Size([1]), own_function):
+            assert torch.equal(launch("grid", x, grid), x + 1), grid
+    assert rec.records() == [], rec.records()
+
+
+def test_a_tensor_argument_whose_own_attribute_hides_a_tensor_method_is_refused():
+    import functools
+
+    import torch
+
+    from _launch_callbacks import apply, own_exp
+    from autograder.legality import ArgumentRefused, LaunchCallbacks
+
+    x = torch.arange(8.0)
+    shadowed = torch.zeros(1)
+    shadowed.data_ptr = functools.partial(torch.ops.aten._softmax.default, x, -1, False)
+    with _armed() as rec:
+        with pytest.raises(ArgumentRefused, match="own attribute data_ptr hides Tensor.data_ptr"):
+            apply(x, own_exp, shadowed)
+        tagged = torch.zeros(1)
+        tagged.course_tag = "mine"  # an attribute of its own that Tensor has not: nothing of Triton's reads it
+        assert torch.allclose(apply(x, own_exp, tagged), x.exp())
+    assert len(rec.records()) == 1
+    assert LaunchCallbacks._argument_problem(torch.nn.Parameter(torch.zeros(1))) is None
