@@ -14,10 +14,11 @@ So, in a grading worker (``install``), every text Triton is about to compile (``
 kernel launched, the Triton functions it calls, their cache keys) or to interpret
 (``FunctionRewriter.rewrite_ast``) must be one of the audited kernel defs (``audit.kernel_definitions``):
 the same function (a plain function, not wrapped, defined where the audit saw a kernel) and the same
-statements (the text parses to that one def, decorators aside). Triton's own functions (``tl.softmax``'s
-body, reductions' combine functions) and the course's (``course.triton_compat``) are Triton's language
-itself. Anything else is refused where Triton reads it, during the launch that needs it: the call is
-recorded as a refused launch (``legality.judge`` names the line) and raises ``KernelSourceRefused``.
+statements (the text reads as that one def, token by token, decorators and comments aside). Triton's own
+functions (``tl.softmax``'s body, reductions' combine functions) and the course's (``course.triton_compat``,
+the grader's fresh values in ``autograder.fresh``) are not the learner's. Anything else is refused where
+Triton reads it, during the launch that needs it: the call is recorded as a refused launch
+(``legality.judge`` names the line) and raises ``KernelSourceRefused``.
 """
 from __future__ import annotations
 
@@ -30,7 +31,9 @@ import tokenize
 import types
 
 _REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_COURSE = os.path.join(_REPOSITORY, "course") + os.sep
+# the course's packages: their kernels are the course's own (the grader's fresh-values kernel runs in the
+# worker on a GPU; course.triton_compat's helpers are called from learners' kernels)
+_COURSE = tuple(os.path.join(_REPOSITORY, p) + os.sep for p in ("course", "measure", "autograder"))
 _WHY = ("Triton compiles (or, on the CPU, interprets) the text it reads for a kernel, and that text must be a "
         "kernel the grader audited, exactly as the audit read it: a function decorated with @triton.jit (or "
         "given to triton.jit) in your file, not wrapped (functools.wraps points Triton at another function's "
@@ -124,7 +127,7 @@ def _triton_dir() -> str:
 def _trusted(filename: str) -> bool:
     """Triton's own files and the course's package: the language and its helpers, never the learner's."""
     real = os.path.realpath(filename)
-    return real.startswith((_triton_dir(), _COURSE))
+    return real.startswith((_triton_dir(), *_COURSE))
 
 
 def _name(obj) -> str:

@@ -714,12 +714,13 @@ def test_a_library_softmax_handed_to_the_kernel_as_an_argument_scores_zero_and_i
 
 
 @pytest.mark.parametrize("name, found", [
-    ("wrapped_kernel_source", "_shown is wrapped (it has __wrapped__): Triton would read the source of _real"),
-    ("interpreter_last_def", "the text Triton reads for _rows is not the def the grader audited")])
+    ("escape_wrapped_kernel_source.py", "_shown is wrapped (it has __wrapped__): Triton would read the source of _real"),
+    ("interpreter_last_def.py", "the text Triton reads for _rows is not the def the grader audited")])
 def test_a_kernel_triton_reads_other_than_the_audited_one_scores_zero_and_is_named(name, found):
     # functools.wraps points Triton at another function's source; a string holding a def line makes the
-    # interpreter run from there: either way Triton would run text the audit never judged as the kernel
-    ex = escape(name)
+    # interpreter run from there (a GPU's compiler takes the first def, the one the audit read): either way
+    # Triton would run text the audit never judged as the kernel
+    ex = graded(name, ("softmax",))["softmax"]
     assert ex["score"] == 0 and not ex["correct"]
     assert any(found in v and "at line " in v for v in ex["violations"]), ex["violations"]
 

@@ -136,3 +136,16 @@ def test_a_kernel_text_changed_after_the_audit_is_refused(module):
     fn = _raw(mod.kernel)
     text = triton_texts(fn)["compiler"].replace("x * 2", "x * 3")
     assert kernels.text_problem(fn, text) is not None
+
+
+def test_the_courses_own_kernels_run_in_a_worker(module):
+    """The grader makes a timed call's fresh values with its own Triton kernel in the worker (on a GPU), and
+    learners' kernels call course.triton_compat's helpers: the course's kernels are not the learner's."""
+    from autograder import fresh
+    from course import triton_compat
+
+    _, kernels = module
+    for kernel in (fresh._jitter_kernel, triton_compat.dot):
+        fn = _raw(kernel)
+        assert kernels.function_problem(fn) is None
+        assert kernels.text_problem(fn, triton_texts(fn)["compiler"]) is None

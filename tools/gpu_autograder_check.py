@@ -20,8 +20,9 @@ one subprocess per submission, sequentially (the GPU is never shared while timin
    learner's own class that computes when walked, logits written through ``out=``, a branch only the
    timed workload takes, values taken out of torch as text or through functools, Python called from a
    kernel, tl.softmax in place of the exercise (also handed to a kernel as its constexpr argument), an
-   object of the learner's class as a launch argument, a child process started through torch.os and a
-   finalizer writing the answer after the call all score 0; a public-style fused loss, a triton_op softmax,
+   object of the learner's class as a launch argument, a child process started through torch.os, a
+   finalizer writing the answer after the call, a kernel whose function is wrapped (Triton would compile
+   another function's source) and a bare numpy name the source never binds all score 0; a public-style fused loss, a triton_op softmax,
    a libdevice GELU, a softmax with math's constants and triton.jit called as a function in its kernel,
    Triton's vector-add tutorial and a notebook written with IPython's syntax (read without IPython on the
    runner) stay correct. ``--only legality-solutions`` (about 5 minutes): the solutions of 05-09 stay
@@ -274,7 +275,7 @@ LEGALITY_ESCAPES = ("escape_hook_computes", "escape_heuristic_computes", "escape
                     "escape_unaudited_module", "escape_only_when_timed", "escape_lazy_tuple",
                     "bytecode_beside", "escape_values_leave_as_text", "escape_python_in_kernel",
                     "escape_forks_through_an_alias", "escape_finalizer_computes", "escape_object_as_launch_argument",
-                    "escape_library_softmax_as_argument")
+                    "escape_library_softmax_as_argument", "escape_wrapped_kernel_source", "escape_interpreter_names")
 # escapes of exercises other than softmax: file stem -> the exercises it answers
 OTHER_EXERCISES = {"escape_course_tools": ["benchmark", "peak_memory_bytes"], "escape_lazy_tuple": ["layer_norm_fwd"]}
 TIMED_ONLY = ("escape_only_when_timed",)
