@@ -80,9 +80,9 @@ GPUS = ("NVIDIA H100 80GB HBM3", "NVIDIA H200")  # the GPUs the course's thresho
 
 def _bench_evidence():
     found = []
-    for run in RUNS:
-        for entry in run.files("bench"):
-            for row in run.load(entry)["rows"]:
+    for run in RUNS:  # a single run's file, and each run of a repeated suite (its summary holds no rows)
+        for entry in run.files("bench") + run.files("bench-run"):
+            for row in run.load(entry).get("rows", []):
                 for ex, (op, label, baseline) in BENCH_EVIDENCE.items():
                     if (row["op"], row["label"], row["candidate"]) == (op, label, "triton") \
                             and row["speedup"].get(baseline) is not None:
@@ -422,3 +422,51 @@ def test_outcomes_keep_each_students_report_and_drop_the_scratch_course(tmp_path
     assert kept.name == "05_layer_norm-solution.json" and not (tmp_path / "course").exists()
     assert data["gpu"] == run["gpu"] and data["protocol"] == timing.PROTOCOL and data["notebooks"] == {"x": 1}
     assert results.file_kind(f"grading-x/{kept.name}") == "outcome"
+
+
+def test_bench_tables_show_a_repeated_suite_by_its_worst_run_and_a_single_run_as_one_run(tmp_path, monkeypatch):
+    """A folder holding a single-run bench file and a repeated suite (python -m kernels_ref.bench --repeat 3):
+    results/README.md's table shows the single run's goals "got" in "1 run" and the repeated suite's worst
+    and median with its medians as the rates; README's goals table shows each goal's worst run."""
+    import sys
+    import types
+
+    import torch
+
+    from kernels_ref import bench
+    from kernels_ref.benchmarking import BenchCase, Ceilings, Goal
+
+    def case(op):
+        return BenchCase(op, "4096 float32", lambda: (torch.ones(8),), {"triton": lambda x: x * 1, "eager": lambda x: x + 0},
+                         reference=lambda x: x.double(), nbytes=10**9, goals=[Goal.faster("triton", "eager", 1.5)])
+
+    fake = types.ModuleType("fake_results_ops")
+    fake.bench_cases = lambda quick: [case("fake_single"), case("fake_repeated")]
+    monkeypatch.setitem(sys.modules, "fake_results_ops", fake)
+    folder = tmp_path / "h200-2026-12-01"
+    ceilings = Ceilings(copy_gbps=3000.0, matmul_tflops=700.0)
+
+    def run(argv, ms):  # triton's time, then eager's (1.0 ms)
+        times = iter([ms, 1.0])
+        return bench.main(argv, timer=lambda fn: next(times), ceilings=ceilings, modules=("fake_results_ops",))
+
+    assert run(["--quick", "--ops", "fake_single", "--no-progress", "--json", str(folder / "bench-quick.json")], 0.5) == 0
+    triton_ms = iter([1 / 1.7, 1 / 1.4, 1 / 1.9])  # speedups over eager 1.7, 1.4, 1.9
+    assert bench.main(["--quick", "--ops", "fake_repeated", "--repeat", "3", "--no-progress", "--json",
+                       str(folder / "bench-repeat.json")],
+                      run_once=lambda argv: run(argv, next(triton_ms))) == 0
+    info = results.index(folder, META)
+    kinds = {f["path"]: f["kind"] for f in info["files"]}
+    assert kinds["bench-repeat.json"] == "bench" and kinds["bench-repeat-run2.json"] == "bench-run"
+    runs = results.runs(tmp_path)
+    shown = results_tables.bench_section(runs)
+    [single] = [line for line in shown.splitlines() if line.startswith("| fake_single")]
+    assert "pass (1 run): eager/triton >= 1.5 (got 2)" in single and "2000 GB/s" in single
+    [repeated] = [line for line in shown.splitlines() if line.startswith("| fake_repeated")]
+    assert "miss (worst of 3 runs): eager/triton >= 1.5 (worst 1.4, median 1.7)" in repeated
+    assert "| 1700 GB/s | 0.567 | 1.70x |" in repeated  # the median run's rate and speedup
+    assert "the summary of 3 of 3 runs" in " ".join(shown.split()) and "copy **3000 GB/s**" in shown
+    goals = results_tables.goals_section(runs)
+    assert goals.splitlines()[0].endswith("| goal | H200 |")
+    assert "| fake_repeated fp32 | 4096 | eager/triton >= 1.5 | 1.4 MISS (worst of 3 runs, 2026-12-01) |" in goals
+    assert "| fake_single fp32 | 4096 | eager/triton >= 1.5 | 2 pass (1 run, 2026-12-01) |" in goals

@@ -35,7 +35,8 @@ HEADER_LINES = 30  # a header is found within a file's first lines
 
 # What each kind of file in a run folder is (run.json's "kind"), from its name.
 KINDS = (
-    (r"bench[^/]*\.json", "bench"),            # python -m kernels_ref.bench --json
+    (r"bench[^/]*-run\d+\.json", "bench-run"),  # python -m kernels_ref.bench --repeat N: one run of N
+    (r"bench[^/]*\.json", "bench"),            # python -m kernels_ref.bench --json (with --repeat: the summary)
     (r"(.*/)?calibration\.json", "calibration"),  # tools/gpu_autograde.py: solution and naive speedups (per
                                                  # repeated grading: run-k/, tools/gpu_repeat_grading.py)
     (r"(.*/)?autograde\.json", "autograde"),   # tools/gpu_autograde.py: calibration rows + nbgrader runs
@@ -60,7 +61,8 @@ KINDS = (
     (r".*", "other"),
 )
 # What a file of each kind is, until someone writes better in run.json.
-WHAT = {"bench": "python -m kernels_ref.bench --json", "calibration": "speedups of the solutions and the naive "
+WHAT = {"bench": "python -m kernels_ref.bench --json (with --repeat N: each goal's worst and median over the runs)",
+        "bench-run": "one run of python -m kernels_ref.bench --repeat N, the summary beside it", "calibration": "speedups of the solutions and the naive "
         "versions, per exercise", "autograde": "tools/gpu_autograde.py: calibration rows and nbgrader autograde",
         "repeat": "tools/gpu_repeat_grading.py: each exercise's speedups over the repeated gradings, and the rules",
         "check": "tools/gpu_autograder_check.py: rows, repeat spreads and expectations",

@@ -6,22 +6,27 @@ measured results from results/ (one command, nothing copied by hand).
     python -m tools.results_tables --check   # exit 1 if a file differs from what is generated
 
 A section lives between ``<!-- results:NAME begin -->`` and ``<!-- results:NAME end -->``. README.md holds
-``curriculum`` (notebooks and their graded exercises, from ``course/manifest.py``) and ``headline`` (each
-performance exercise's solution speedup on the newest calibration run of every GPU); results/README.md holds
-the full tables: ``bench`` (the reference kernels, ``python -m kernels_ref.bench``), ``autograder`` (the
+``curriculum`` (notebooks and their graded exercises, from ``course/manifest.py``), ``headline`` (each
+performance exercise's solution speedup on the newest calibration run of every GPU) and ``goals`` (each goal
+of the quick benchmark suite on every GPU: its worst run, a repeated suite's or a single run's);
+results/README.md holds the full tables: ``bench`` (the reference kernels, ``python -m kernels_ref.bench``,
+a repeated suite's goals with their worst and median runs), ``autograder`` (the
 grader's reports and the naive versions' speedups) and ``calibration`` (solution and naive speedups on every
 GPU against today's thresholds in autograder/specs). tests/test_results.py checks that both are in sync.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import re
+import statistics
 import sys
+from dataclasses import dataclass
 
 from tools import results
 
 # Which file holds which generated sections (paths relative to the repository root).
-FILES = {"README.md": ("curriculum", "headline"), "results/README.md": ("bench", "autograder", "calibration")}
+FILES = {"README.md": ("curriculum", "headline", "goals"), "results/README.md": ("bench", "autograder", "calibration")}
 SECTIONS = tuple(name for names in FILES.values() for name in names)
 DTYPES = {"bfloat16": "bf16", "bf16": "bf16", "float32": "fp32", "float16": "fp16"}
 MAIN_BASELINES = ("eager", "compiled")  # the bench table's two speedup columns
@@ -60,13 +65,35 @@ def split_label(label: str) -> tuple[str, str | None]:
     return label, None
 
 
-def goal_cell(verdicts: list[dict], extras: list[str]) -> str:
-    if not verdicts:
+def goal_cell(goals: list[dict], extras: list[str], repeat: int = 1) -> str:
+    """The goals column: the verdict over the runs, then each goal with its worst value (and median, where the
+    suite was repeated); ``goals`` as ``distribution`` gives them."""
+    if not goals:
         return "; ".join(extras) or "-"
-    verdict = "pass" if all(v["passed"] for v in verdicts) else "miss"
-    # a goal against a baseline that failed its own check has no value: "got -"
-    goals = [f"{goal_text(v)} (got {'-' if v['value'] is None else format(v['value'], '.3g')})" for v in verdicts]
-    return f"{verdict}: " + "; ".join(goals + extras)
+    verdict = "pass" if all(g["passed"] for g in goals) else "miss"
+    runs = "1 run" if repeat == 1 else f"worst of {repeat} runs"
+    return f"{verdict} ({runs}): " + "; ".join([f"{goal_text(g)} ({measured(g, repeat)})" for g in goals] + extras)
+
+
+def measured(goal: dict, repeat: int) -> str:
+    """"got 1.32" (one run), "worst 1.27, median 1.45" (repeated): a goal without a value has "-"."""
+    if repeat == 1:
+        return f"got {number(goal['worst'])}"
+    text = f"worst {number(goal['worst'])}, median {number(goal['median'])}"
+    return text if goal["runs"] == repeat else f"{text}, measured in {goal['runs']} of {repeat} runs"
+
+
+def number(x: float | None) -> str:
+    return "-" if x is None else format(x, ".3g")
+
+
+def distribution(verdict: dict) -> dict:
+    """A single run's goal verdict in the shape of a repeated suite's goal (kernels_ref.benchmarking.
+    summarise_runs): its one value is its worst and its median."""
+    if "worst" in verdict:
+        return verdict
+    value = verdict["value"]
+    return {**verdict, "worst": value, "median": value, "runs": int(value is not None)}
 
 
 def goal_text(verdict: dict) -> str:
@@ -82,9 +109,10 @@ def with_verdicts(row: dict, goals: list[dict]) -> dict:
     return {**row, "verdicts": [g for g in goals if (g["op"], g["label"]) == (row["op"], row["label"])]}
 
 
-def bench_row(row: dict, case_rows: list[dict], companions: list[dict]) -> list[str]:
-    """One table row for the triton candidate of a case (its goal verdicts in row["verdicts"]): rate,
-    fraction of peak, speedups, goals; companions are the triton rows of the case's "... vs X" variants."""
+def bench_row(row: dict, case_rows: list[dict], companions: list[dict], repeat: int = 1) -> list[str]:
+    """One table row for the triton candidate of a case (its goals in row["verdicts"], as ``distribution``
+    gives them): rate, fraction of peak, speedups, goals; companions are the triton rows of the case's
+    "... vs X" variants; ``repeat``: how many runs the file judged its goals on."""
     shape, dtype = split_label(row["label"])
     memory = row["peak_bytes"] is not None
     if memory:
@@ -109,7 +137,7 @@ def bench_row(row: dict, case_rows: list[dict], companions: list[dict]) -> list[
             named = {baseline(v) for v in r["verdicts"]}
             extras += [f"{times(x)} {name}" for name, x in r["speedup"].items()
                        if name not in MAIN_BASELINES and name not in named]
-    goals = goal_cell(row["verdicts"] + [v for c in companions for v in c["verdicts"]], extras)
+    goals = goal_cell(row["verdicts"] + [v for c in companions for v in c["verdicts"]], extras, repeat)
     return [row["op"] + (f" {dtype}" if dtype and dtype != "bf16" else ""), shape, rate,
             "-" if memory or row["fraction_of_peak"] is None else f"{row['fraction_of_peak']:.3g}",
             times(speedup.get("eager"), suffix), times(speedup.get("compiled"), suffix.replace(" memory", "")),
@@ -121,38 +149,125 @@ def with_files(runs: list[results.Run], kind: str):
     return [(run, run.files(kind)) for run in runs if run.files(kind)]
 
 
+@dataclass
+class BenchFile:
+    """One bench result as the table shows it: a single run's file, or a repeated suite's summary (``python -m
+    kernels_ref.bench --repeat N``) with its runs' rows folded into medians."""
+
+    path: str
+    data: dict
+    rows: list[dict]
+    goals: list[dict]
+    repeat: int
+    ceilings: list[dict]
+
+    @classmethod
+    def load(cls, run: results.Run, entry: dict) -> "BenchFile":
+        data = run.load(entry)
+        if "repeat" not in data:
+            return cls(entry["path"], data, data["rows"], [distribution(v) for v in data["goals"]], 1,
+                       [data["ceilings"]] if data["ceilings"].get("copy_gbps") else [])
+        folder = (run.path / entry["path"]).parent
+        runs = [json.loads((folder / r["file"]).read_text()) for r in data["runs"] if (folder / r["file"]).exists()]
+        return cls(entry["path"], data, median_rows(runs), data["goals"], data["repeat"],
+                   [d["ceilings"] for d in runs if d.get("ceilings", {}).get("copy_gbps")])
+
+    def described(self) -> str:
+        text = f"`{self.path}`" + (" (transcribed from its log)" if self.data.get("transcribed") else "")
+        if self.repeat > 1:
+            text += f" (the summary of {len(self.data['runs'])} of {self.repeat} runs, each in a file beside it)"
+        return text
+
+    def ceilings_text(self, named: bool) -> str:
+        """This file's ceilings, each measured in its own run: a range over repeated runs."""
+        if not self.ceilings:
+            return ""
+        name = f" (`{self.path}`{f', {len(self.ceilings)} runs' if self.repeat > 1 else ''})" if named else ""
+        copy = spread([c["copy_gbps"] for c in self.ceilings], ".0f")
+        matmul = spread([c["matmul_tflops"] for c in self.ceilings], ".0f")
+        return (f"Ceilings{name}: device-to-device copy **{copy} GB/s** (read + write), "
+                f"bf16 matmul **{matmul} TFLOP/s**.")
+
+
+def median_rows(runs: list[dict]) -> list[dict]:
+    """The rows of repeated runs of a suite, one per case and candidate: each measured number the median of
+    the runs that measured it; correct only if correct in every run."""
+    same: dict[tuple, list[dict]] = {}
+    for data in runs:
+        for r in data["rows"]:
+            same.setdefault((r["op"], r["label"], r["candidate"]), []).append(r)
+    rows = []
+    for found in same.values():
+        row = {**found[0], "correct": all(r["correct"] for r in found)}
+        for key in ("ms", "peak_bytes", "gbps", "tflops", "fraction_of_peak"):
+            row[key] = median_of([r[key] for r in found])
+        names = dict.fromkeys(k for r in found for k in r["speedup"])
+        row["speedup"] = {k: median_of([r["speedup"].get(k) for r in found]) for k in names}
+        rows.append(row)
+    return rows
+
+
+def median_of(values: list) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
 def bench_section(runs: list[results.Run]) -> str:
     parts = []
     for run, files in with_files(runs, "bench"):
-        loaded = [(f, run.load(f)) for f in files]
-        first = loaded[0][1]
-        ceilings = [(f["path"], d["ceilings"]) for f, d in loaded if d["ceilings"].get("copy_gbps")]
-        described = ", ".join(f"`{f['path']}`" + (" (transcribed from its log)" if d.get("transcribed") else "")
-                              for f, d in loaded)
-        text = [f"{machine_line(run.info)}. Method: {first['method']}."]
-        for path, c in ceilings:  # each file's own, measured in its own run
-            named = f" (`{path}`)" if len(ceilings) > 1 else ""
-            text.append(f"Ceilings{named}: device-to-device copy **{c['copy_gbps']:.0f} GB/s** (read + write), "
-                        f"bf16 matmul **{c['matmul_tflops']:.0f} TFLOP/s**.")
-        text.append(f"Files: `results/{run.name}/`: {described}, and the plots beside them.")
+        loaded = [BenchFile.load(run, f) for f in files]
+        ceilings = [b for b in loaded if b.ceilings]
+        text = [f"{machine_line(run.info)}. Method: {loaded[0].data['method']}."]
+        text += [b.ceilings_text(named=len(ceilings) > 1) for b in ceilings]
+        text.append(f"Files: `results/{run.name}/`: {', '.join(b.described() for b in loaded)}, and the plots "
+                    f"beside them.")
         if len(loaded) > 1:
             text.append("A case timed by several files is shown from the newest.")
         newest = {}  # (op, label) -> its table row, from the newest file that timed the case
-        for _, data in sorted(loaded, key=lambda fd: fd[1].get("date") or ""):
+        for b in sorted(loaded, key=lambda b: b.data.get("date") or ""):
             cases = {}
-            for r in data["rows"]:
+            for r in b.rows:
                 cases.setdefault((r["op"], r["label"]), []).append(r)
             for (op, label), case_rows in cases.items():
                 triton = next((r for r in case_rows if r["candidate"] == "triton"), None)
                 if triton is None or " vs " in label:
                     continue
-                companions = [with_verdicts(r, data["goals"]) for r in data["rows"]
+                companions = [with_verdicts(r, b.goals) for r in b.rows
                               if r["op"] == op and r["candidate"] == "triton" and r["label"].startswith(label + " vs ")]
-                newest[(op, label)] = bench_row(with_verdicts(triton, data["goals"]), case_rows, companions)
+                newest[(op, label)] = bench_row(with_verdicts(triton, b.goals), case_rows, companions, b.repeat)
         rows = list(newest.values())
         header = ["op (bf16 unless noted)", "shape", "Triton", "of peak", "vs eager", "vs torch.compile", "goals"]
         parts.append(wrap(" ".join(text)) + "\n\n" + table(header, rows))
     return "\n\n".join(parts)
+
+
+def goals_section(runs: list[results.Run]) -> str:
+    """The quick suite's goals on each GPU, each from the newest quick run (protocol clock) that judged it: its
+    worst run's value and verdict, and how many runs that was (a goal judged on one run says "1 run")."""
+    newest: dict[str, dict] = {}  # GPU model -> (op, label, goal) -> (goal, repeat, date)
+    for run in runs:  # oldest first: a newer file replaces an older one
+        loaded = [BenchFile.load(run, f) for f in run.files("bench")]
+        for b in sorted(loaded, key=lambda b: b.data.get("date") or ""):
+            if not b.data.get("quick") or b.data.get("clock") == "gpu":
+                continue
+            for g in b.goals:
+                newest.setdefault(gpu_model(run), {})[(g["op"], g["label"], g["goal"])] = (g, b.repeat, run_date(run))
+    gpus = sorted(newest)
+    keys = list(dict.fromkeys(k for gpu in gpus for k in newest[gpu]))
+    rows = []
+    for op, label, goal in keys:
+        cells = []
+        for gpu in gpus:
+            found = newest[gpu].get((op, label, goal))
+            if found is None:
+                cells.append("-")
+                continue
+            g, repeat, date = found
+            runs_text = "1 run" if repeat == 1 else f"worst of {repeat} runs"
+            cells.append(f"{number(g['worst'])} {'pass' if g['passed'] else 'MISS'} ({runs_text}, {date})")
+        shape, dtype = split_label(label)
+        rows.append([op + (f" {dtype}" if dtype and dtype != "bf16" else ""), shape, goal_text({"goal": goal})] + cells)
+    return table(["op (bf16 unless noted)", "shape", "goal"] + [gpu.upper() for gpu in gpus], rows)
 
 
 # ----------------------------------------------------------------------------- autograder
@@ -269,9 +384,14 @@ def gpu_model(run: results.Run) -> str:
     return run.name.rsplit("-", 3)[0]
 
 
+def run_date(run: results.Run) -> str:
+    """"2026-11-23" for the run folder "h100-2026-11-23"."""
+    return run.name[len(gpu_model(run)) + 1:]
+
+
 def column(run: results.Run) -> str:
     """"H100, 2026-11-23" for the run folder "h100-2026-11-23"."""
-    return f"{gpu_model(run).upper()}, {run.name[len(gpu_model(run)) + 1:]}"
+    return f"{gpu_model(run).upper()}, {run_date(run)}"
 
 
 def headline_section(runs: list[results.Run]) -> str:
@@ -325,7 +445,8 @@ def curriculum_section() -> str:
 
 def sections(runs: list[results.Run] | None = None) -> dict[str, str]:
     runs = results.runs() if runs is None else runs
-    return {"curriculum": curriculum_section(), "headline": headline_section(runs), "bench": bench_section(runs),
+    return {"curriculum": curriculum_section(), "headline": headline_section(runs), "goals": goals_section(runs),
+            "bench": bench_section(runs),
             "autograder": autograder_section(runs), "calibration": calibration_section(runs)}
 
 
