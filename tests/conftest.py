@@ -69,6 +69,7 @@ WORKER_TESTS: dict[str, set[str] | str] = {
         "test_list_shows_every_exercise_with_notebook_points_and_signature", "test_unknown_exercise_exits_2",
         "test_unusable_input_exits_2_with_one_line"},
     "test_autograder_measure": {"test_correct_measurements_pass", "test_wrong_measurements_fail"},
+    "test_bench": {"test_stopping_a_repeated_bench_stops_the_run_it_started"},
     "test_autograder_specs_05_08": {
         "test_a_layer_norm_backward_with_atomics_is_a_finding_with_the_notebooks_reason",
         "test_calling_the_taught_torch_operator_scores_zero_and_names_it",

@@ -410,3 +410,39 @@ def test_goals_summarised_over_runs_worst_by_direction():
     assert peak["worst"] == 0.95 and peak["runs"] == 1 and not peak["passed"]  # a run without a value fails
     assert ratio["worst"] == 1.2 and not ratio["passed"]
     assert benchmarking.goal_rule("triton: eager/triton >= 1.5") == (">=", 1.5)
+
+
+def test_stopping_a_repeated_bench_stops_the_run_it_started(monkeypatch):
+    """A time limit's SIGTERM to `kernels_ref.bench --repeat` ends the run in flight too: a run left going
+    would hold the GPU unseen while the next stage times."""
+    import os
+    import signal
+    import subprocess
+    import threading
+
+    started, popen = [], subprocess.Popen
+
+    def sleeper(cmd, **kw):  # stands in for a run of the suite that takes a minute
+        started.append(popen([sys.executable, "-c", "import time; time.sleep(60)"], **kw))
+        return started[-1]
+
+    class Unhandled(Exception):
+        pass
+
+    def unhandled(signum, frame):
+        raise Unhandled("run_child left SIGTERM to its default: this process would die, its run go on")
+
+    monkeypatch.setattr(bench.subprocess, "Popen", sleeper)
+    previous = signal.signal(signal.SIGTERM, unhandled)
+    try:
+        threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM)).start()
+        with pytest.raises(SystemExit) as stopped:
+            bench.run_child(["--quick"])
+        assert stopped.value.code == 128 + signal.SIGTERM
+        assert started and started[0].poll() is not None  # the run ended with this process
+        assert signal.getsignal(signal.SIGTERM) is unhandled  # and the handler it found is back
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        for child in started:
+            if child.poll() is None:
+                child.kill()
