@@ -11,7 +11,8 @@ FILE, run k writes ``<FILE stem>-run<k>.json`` (and its plots) beside FILE, and 
 each goal's value in every run, its worst (the minimum of a ``>=`` goal, the maximum of a ``<=`` one),
 median and verdict (PASS only when every run passed). A run that crashes is reported in the summary and
 the others are still summarised; a finished run of the same suite found beside FILE is kept, so a call cut
-off by a time limit resumes (``--stop-after S`` starts no run that would end past S seconds).
+off by a time limit resumes (``--stop-after S`` starts no run that would end past S seconds); runs kept
+from a call on another GPU or other versions make no distribution with these, and no goal passes then.
 """
 from __future__ import annotations
 
@@ -198,7 +199,7 @@ def repeat(args: argparse.Namespace, run_once, clock=time.monotonic) -> int:
     scratch = None if args.json else tempfile.TemporaryDirectory()
     summary_path = args.json or os.path.join(scratch.name, "bench.json")
     os.makedirs(os.path.dirname(os.path.abspath(summary_path)), exist_ok=True)
-    records, verdicts, datas, goals = [], [], [], []
+    records, verdicts, datas, goals, mixed = [], [], [], [], None
     started, longest = clock(), 0.0
     for k, path in enumerate(run_paths(summary_path, args.repeat), start=1):
         record = {"run": k, "file": os.path.basename(path)}
@@ -224,10 +225,12 @@ def repeat(args: argparse.Namespace, run_once, clock=time.monotonic) -> int:
         verdicts.append(data.get("goals") if data else None)
         if data:
             datas.append(data)
-        goals = benchmarking.summarise_runs(verdicts, args.repeat)
-        write_summary(summary_path, args, records, goals, datas)  # after every run: a call cut off keeps it
+        goals, mixed = judge(verdicts, datas, args.repeat)
+        write_summary(summary_path, args, records, goals, datas, mixed)  # after every run: a call cut off keeps it
     if args.json:
         print(f"wrote {args.json} and {len(datas)} run file(s) beside it")
+    if mixed:
+        print(f"no goal passes: {mixed}")
     for r in records:  # a crashed run is named, never dropped silently
         if r.get("error"):
             print(f"run {r['run']} {r['error']}")
@@ -235,7 +238,22 @@ def repeat(args: argparse.Namespace, run_once, clock=time.monotonic) -> int:
     print(benchmarking.format_repeat_table(goals, args.repeat))
     if scratch is not None:
         scratch.cleanup()
-    return 1 if any(r.get("error") for r in records) or len(records) < args.repeat else 0
+    return 1 if any(r.get("error") for r in records) or len(records) < args.repeat or mixed else 0
+
+
+MACHINE_KEYS = ("gpu", "torch", "triton")
+
+
+def judge(verdicts: list, datas: list[dict], n: int) -> tuple[list[dict], str | None]:
+    """Each goal over the runs, and why none may pass where the runs kept from earlier calls were measured on
+    another machine than the others (a distribution of one GPU's runs, never of two)."""
+    goals = benchmarking.summarise_runs(verdicts, n)
+    machines = sorted({tuple(str(d.get(k)) for k in MACHINE_KEYS) for d in datas})
+    if len(machines) < 2:
+        return goals, None
+    for g in goals:
+        g["passed"] = False
+    return goals, "the runs were measured on different machines: " + "; ".join(", ".join(m) for m in machines)
 
 
 def run_problem(exit_code: int, data: dict | None) -> str | None:
@@ -249,7 +267,8 @@ def run_problem(exit_code: int, data: dict | None) -> str | None:
     return f"{how} before it finished ({done} goal(s) measured, kept)" if data.get("partial") else how
 
 
-def write_summary(path: str, args, records: list[dict], goals: list[dict], datas: list[dict]) -> None:
+def write_summary(path: str, args, records: list[dict], goals: list[dict], datas: list[dict],
+                  mixed: str | None = None) -> None:
     """The repeated runs' summary: where (the runs' own machine keys), how, each run, each goal's distribution."""
     meta = next(({k: d.get(k) for k in ("gpu", "driver", "torch", "triton", "python", "date")} for d in datas), None)
     method = (f"{args.repeat} runs of python -m kernels_ref.bench, each in a fresh process, every goal judged on "
@@ -258,6 +277,7 @@ def write_summary(path: str, args, records: list[dict], goals: list[dict], datas
         **(meta or files.environment("")), "method": method,
         "quick": args.quick, "ops": args.ops, "clock": args.clock, "repeat": args.repeat, "runs": records,
         "goals": goals, "goals_passed": sum(g["passed"] for g in goals), "goals_total": len(goals),
+        **({"error": mixed} if mixed else {}),
     }
     files.write_json_atomic(path, payload, nonfinite_as_null=True)
 

@@ -359,7 +359,7 @@ def test_a_run_that_crashes_is_reported_and_the_others_are_summarised(tmp_path, 
 
 
 def test_a_repeated_call_cut_off_resumes_at_the_next_run(tmp_path, monkeypatch, capsys):
-    run_once, given = in_process_runs(monkeypatch, [1.6, 1.7, 1.8, 1.9])
+    run_once, given = in_process_runs(monkeypatch, [1.6, 1.7, 1.8, 1.9, 1.75])
     out = tmp_path / "bench.json"
     now = [0.0]
 
@@ -384,6 +384,14 @@ def test_a_repeated_call_cut_off_resumes_at_the_next_run(tmp_path, monkeypatch, 
     # a finished run of another suite is not kept
     args = bench.parse_args(["--repeat", "1", "--quick", "--no-progress", "--json", str(out)])
     assert bench.repeat(args, timed, clock=clock) == 0 and len(given) == 4
+    # runs kept from a call on another GPU make no distribution with this one's: nothing passes
+    second = tmp_path / "bench-run2.json"
+    second.write_text(json.dumps({**json.loads(second.read_text()), "gpu": "NVIDIA H200"}))
+    args = bench.parse_args(["--repeat", "3", "--no-progress", "--json", str(out)])
+    assert bench.repeat(args, timed, clock=clock) == 1 and len(given) == 5  # runs 2 and 3 kept, run 1 run
+    summary = json.loads(out.read_text())
+    assert "different machines" in summary["error"] and "NVIDIA H200" in summary["error"]
+    assert summary["goals_passed"] == 0 and "no goal passes" in capsys.readouterr().out
 
 
 def test_repeat_arguments_and_the_runs_it_starts():
