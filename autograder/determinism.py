@@ -27,20 +27,71 @@ def atomics(spec) -> dict:
     return {f"triton.language.{name}": spec.deterministic for name in ORDERED_ATOMICS}
 
 
-def source_findings(spec, source: str, where) -> list[str]:
+def source_findings(spec, source: str, where, helpers: dict | None = None) -> list[str]:
     """Violations for order-dependent atomics in the Triton kernels ``spec.entry`` can reach, however they
     are spelled (``tl.atomic_add``, ``getattr(tl, "atomic_add")``, an alias, ``ptr.atomic_add``): the
-    audit resolves each call to what it is."""
+    audit resolves each call to what it is. ``helpers``: {module name: (file name, text)} of the modules
+    beside the submission that it imports: a kernel of theirs that the entry point reaches (a helper
+    ``accumulate`` the submission's kernel calls, and what that calls in turn) is the submission's too."""
     library = atomics(spec)
     if not library:
         return []
-    from autograder.audit import audit
+    out, todo, done = [], [(None, spec.entry)], set()
+    while todo:
+        module, entry = todo.pop()
+        if (module, entry) in done:
+            continue
+        done.add((module, entry))
+        text, at = (source, where) if module is None else (helpers[module][1], _at(helpers[module][0]))
+        package = None if module is None else (module if helpers[module][0].endswith("__init__.py")
+                                               else module.rpartition(".")[0])
+        found, mentioned = _reached_atomics(text, entry, library, package)
+        out += [f"{at(f.line)}: {f.message}" for f in found if f"{at(f.line)}: {f.message}" not in out]
+        todo += [(m, name) for m, name in mentioned if m in (helpers or {})]
+    return out
+
+
+def _at(name: str):
+    return lambda line: f"{name}, line {line}"
+
+
+def _reached_atomics(text: str, entry: str, library: dict, package: str | None) -> tuple[list, list]:
+    """(the atomics findings of the kernels ``entry`` reaches in ``text``, the (module, name) pairs that
+    code imports from other modules); ``package``: the package a relative import in ``text`` starts from."""
+    import ast
+
+    from autograder.audit import _reachable, audit, parse
 
     try:
-        found = audit(source, entry=spec.entry, kernel_library=library)
+        found = [f for f in audit(text, entry=entry, kernel_library=library) if f.rule == "kernel-library"]
+        tree = parse(text)
     except (SyntaxError, ValueError):
-        return []
-    return [f"{where(f.line)}: {f.message}" for f in found if f.rule == "kernel-library"]
+        return [], []
+    reached = _reachable(tree, entry)
+    imports = {}  # name bound here -> (module, name there)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.level == 0 or package is not None):
+            base = node.module or ""
+            if node.level:  # from .mod import k, in a package beside the submission
+                parts = package.split(".") if package else []
+                parts = parts[:len(parts) - (node.level - 1)] if node.level > 1 else parts
+                base = ".".join([*parts, *([node.module] if node.module else [])])
+            imports.update({a.asname or a.name: (base, a.name) for a in node.names})
+        elif isinstance(node, ast.Import):
+            imports.update({a.asname or a.name: (a.name, None) for a in node.names})
+    mentioned = []
+    for node in ast.walk(tree):
+        if id(node) not in reached:
+            continue
+        if isinstance(node, ast.ImportFrom):  # a name handed on (a package's __init__: from .acc import k)
+            mentioned += [imports[a.asname or a.name] for a in node.names if (a.asname or a.name) in imports]
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Name) and inner.id in imports and imports[inner.id][1] is not None:
+                mentioned.append(imports[inner.id])
+            elif (isinstance(inner, ast.Attribute) and isinstance(inner.value, ast.Name)
+                  and inner.value.id in imports and imports[inner.value.id][1] is None):
+                mentioned.append((imports[inner.value.id][0], inner.attr))  # helpers.accumulate
+    return found, mentioned
 
 
 def repeat_check(session, spec, plan) -> str | None:

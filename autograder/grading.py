@@ -405,7 +405,7 @@ def static_violations(spec, sub: Submission) -> StaticFindings:
     later = [(f.line, f"{f.describe(sub.where)} ({RUN_TIME_RULES[f.rule]}") for f in found if f.rule in RUN_TIME_RULES]
     own = encoding_violations(sub.source, sub.where) if sub.kind == "python" else []  # a notebook's cells have none
     return StaticFindings(own + audit.violations(now, sub.where) + helper_violations(spec, sub)
-                          + determinism.source_findings(spec, sub.source, sub.where), later)
+                          + determinism.source_findings(spec, sub.source, sub.where, helper_modules(sub)), later)
 
 
 def run_time_notes(static: StaticFindings, violations: list[str], where) -> list[str]:
@@ -418,19 +418,17 @@ def run_time_notes(static: StaticFindings, violations: list[str], where) -> list
 def helper_violations(spec, sub: Submission) -> list[str]:
     """The audit of every module beside the submission that it imports (``Submission.helpers``, the texts
     the worker runs): they are the submission too. Which of their operators run is judged at run time, like
-    the submission's own; their kernels keep the exercise's kernel rules, the determinism it asks for
-    included (an atomic in a helper's kernel is an atomic in the submission's)."""
-    from autograder import audit, determinism
+    the submission's own (the determinism an exercise asks for: ``determinism.source_findings``)."""
+    from autograder import audit
 
     out, beside = [], kernels_beside(sub)
-    library = {**spec.rules.kernel_library, **determinism.atomics(spec)}
     for path, source in sub.helpers.items():
         name = os.path.relpath(path, sub.path.parent)
         try:
             if source is None:
                 raise UnicodeError("not UTF-8 text")
             found = audit.audit(source, allow=spec.rules.features, kernels_beside=beside,
-                                kernel_library=library, outside_torch=spec.judged_on_tensors)
+                                kernel_library=spec.rules.kernel_library, outside_torch=spec.judged_on_tensors)
         except (UnicodeError, SyntaxError, ValueError) as exc:
             out.append(f"{name}: the grader could not read it ({type(exc).__name__}); a module the "
                        "submission imports must be readable Python, in UTF-8")
@@ -447,20 +445,61 @@ def encoding_violations(source: str, where) -> list[str]:
     return [] if problem is None else [f"{where(problem[0])}: {problem[1]}"]
 
 
+def helper_modules(sub: Submission) -> dict:
+    """{dotted module name: (its file's name beside the submission, its audited text)} of the readable
+    modules beside the submission that it imports."""
+    folder, out = os.path.realpath(sub.path.parent), {}
+    for path, source in sub.helpers.items():
+        if source is None:
+            continue
+        rel = Path(os.path.relpath(path, folder))
+        module = ".".join(rel.with_suffix("").parts)
+        out[module[:-len(".__init__")] if module.endswith(".__init__") else module] = (str(rel), source)
+    return out
+
+
 def kernels_beside(sub: Submission) -> frozenset:
     """Dotted names of the Triton functions of the modules beside the submission that it imports (a kernel
-    may call them: ``from helpers import load_row``); an unreadable module is reported by its audit."""
+    may call them: ``from helpers import load_row``), also where a package hands one on (its ``__init__``:
+    ``from .rows import load_row``); an unreadable module is reported by its audit."""
     from autograder import audit
 
-    folder, names = os.path.realpath(sub.path.parent), set()
-    for path, source in sub.helpers.items():
-        module = ".".join(Path(os.path.relpath(path, folder)).with_suffix("").parts)
-        module = module[:-len(".__init__")] if module.endswith(".__init__") else module
+    modules, names = helper_modules(sub), set()
+    for module, (_, source) in modules.items():
         try:
-            names.update(f"{module}.{name}" for name in audit.kernel_names(source or ""))
+            names.update(f"{module}.{name}" for name in audit.kernel_names(source))
         except (SyntaxError, ValueError):
             pass
+    for _ in range(3):  # a name handed on through a package or two
+        for module, (file, source) in modules.items():
+            package = module if file.endswith("__init__.py") else module.rpartition(".")[0]
+            for base, name, bound in _imported_names(source, package):
+                if f"{base}.{name}" in names:
+                    names.add(f"{module}.{bound}")
     return frozenset(names)
+
+
+def _imported_names(source: str, package: str) -> list:
+    """(module, name, name bound here) of a module's top-level ``from ... import`` statements, relative ones
+    resolved from ``package``."""
+    import ast
+
+    from autograder.audit import parse
+
+    try:
+        tree = parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    out = []
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom):
+            parts = package.split(".") if package else []
+            base = node.module or ""
+            if node.level:
+                parts = parts[:len(parts) - (node.level - 1)] if node.level > 1 else parts
+                base = ".".join([*parts, *([node.module] if node.module else [])])
+            out += [(base, a.name, a.asname or a.name) for a in node.names]
+    return out
 
 
 def _failure_feedback(spec, verdicts) -> list[str]:

@@ -780,3 +780,24 @@ def test_a_tensor_argument_whose_own_attribute_hides_a_tensor_method_is_refused(
         assert torch.allclose(apply(x, own_exp, tagged), x.exp())
     assert len(rec.records()) == 1
     assert LaunchCallbacks._argument_problem(torch.nn.Parameter(torch.zeros(1))) is None
+
+
+def test_a_helper_package_that_hands_its_kernels_on_is_the_learners(tmp_path):
+    """A learner's own helper package whose __init__ hands on the kernels of its modules (from .impl import
+    load_row): its kernel is callable from the submission's kernels like one imported from the module."""
+    from autograder import grading, specs
+    from autograder.submission import load
+
+    (tmp_path / "rows").mkdir()
+    (tmp_path / "rows" / "__init__.py").write_text("from .impl import load_row\n")
+    (tmp_path / "rows" / "impl.py").write_text("import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+                                               "def load_row(p, n, BLOCK: tl.constexpr):\n"
+                                               "    return tl.load(p + tl.arange(0, BLOCK), mask=tl.arange(0, BLOCK) < n)\n")
+    (tmp_path / "sub.py").write_text("import triton\nimport triton.language as tl\nfrom rows import load_row\n\n\n"
+                                     "@triton.jit\ndef kernel(p, n, BLOCK: tl.constexpr):\n"
+                                     "    tl.store(p + tl.arange(0, BLOCK), load_row(p, n, BLOCK) * 2, "
+                                     "mask=tl.arange(0, BLOCK) < n)\n\n\n"
+                                     "def softmax(x):\n    kernel[(1,)](x, x.numel(), BLOCK=16)\n    return x\n")
+    sub = load(tmp_path / "sub.py")
+    assert {"rows.impl.load_row", "rows.load_row"} <= grading.kernels_beside(sub)
+    assert grading.static_violations(specs.get("softmax"), sub).violations == []
