@@ -17,7 +17,8 @@ interpreter off after that and before it imports Triton (tests/_sm90_compile.py 
   nearest even; a ``tl.dot`` of bf16 operands accumulates their exact products in float32, as tensor
   cores do.
 - ``float_arguments_as_fp32()``: a Python float kernel argument reached the kernel as a Python float, so
-  ``eps.to(tl.float32)``, valid on a GPU (where it is an fp32 scalar), raised. Patched to an fp32 scalar.
+  ``eps.to(tl.float32)``, valid on a GPU (where it is an fp32 scalar), raised. Patched to an fp32 scalar;
+  a bool argument, which Triton 3.6 held in an array its own int1 type refused, to an int1 scalar.
 
 - ``answer_device_queries()``: with no GPU Triton has "0 active drivers", so Triton's tutorials, which ask
   ``triton.runtime.driver.active.get_active_torch_device()`` at import, failed to import on the CPU. The
@@ -229,7 +230,8 @@ def compute_bf16_in_fp32() -> bool:
 
 
 def float_arguments_as_fp32() -> bool:
-    """Hand a Python float kernel argument to the interpreted kernel as an fp32 scalar, as a GPU launch does."""
+    """Hand a Python float kernel argument to the interpreted kernel as an fp32 scalar, and a bool as an int1
+    scalar, as a GPU launch does."""
     tl, interpreter = _interpreter()
     if interpreter is None or not hasattr(interpreter, "_implicit_cvt"):
         return False
@@ -240,6 +242,8 @@ def float_arguments_as_fp32() -> bool:
     def implicit_cvt(arg):
         if isinstance(arg, float):
             return tl.tensor(interpreter.TensorHandle(np.array([arg], dtype=np.float32), tl.float32), tl.float32)
+        if isinstance(arg, bool):  # Triton 3.6 holds a bool in an int32 array that its int1 type refuses
+            return tl.tensor(interpreter.TensorHandle(np.array([arg], dtype=np.bool_), tl.int1), tl.int1)
         return original(arg)
 
     implicit_cvt._fp32_floats = True

@@ -175,3 +175,20 @@ def test_an_interpreted_launch_adds_nothing_to_the_kernels_module(tmp_path):
         assert set(vars(module)) == before, sorted(set(vars(module)) - before)
     finally:
         sys.modules.pop("leak_probe", None)
+
+
+@triton.jit
+def _scale_if(x_ptr, y_ptr, flip, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.store(y_ptr + offs, tl.where(flip, -x, x), mask=offs < n)
+
+
+@pytest.mark.parametrize("flip", [True, False])
+def test_a_bool_argument_is_an_int1_scalar(flip):
+    """A bool argument reaches the kernel as the int1 scalar a GPU launch makes of it (Triton 3.6's
+    interpreter held it in an array its own int1 type refused)."""
+    x = torch.randn(10)
+    out = torch.empty_like(x)
+    _scale_if[(1,)](x, out, flip, 10, BLOCK=16)
+    assert torch.equal(out, -x if flip else x)
