@@ -387,6 +387,22 @@ def course_kernels() -> frozenset:
 _COURSE_KERNELS = None
 
 
+def from_imports(nodes, package: str | None) -> list[tuple[str, str, str]]:
+    """(module, name, name bound) of the ``from ... import`` statements among ``nodes``, a relative one
+    resolved from ``package`` (the package a module beside the submission is in; None: none is resolved)."""
+    out = []
+    for node in nodes:
+        if not isinstance(node, ast.ImportFrom) or (node.level and package is None):
+            continue
+        base = node.module or ""
+        if node.level:
+            parts = package.split(".") if package else []
+            parts = parts[:len(parts) - (node.level - 1)] if node.level > 1 else parts
+            base = ".".join([*parts, *([node.module] if node.module else [])])
+        out += [(base, a.name, a.asname or a.name) for a in node.names]
+    return out
+
+
 def _triton_decorated(node, scopes, scope=None) -> bool:
     """Whether a def carries one of Triton's decorators, its names read in ``scope`` (the module's by default)."""
     return any(_is_external(p) and p.startswith("triton.") for d in node.decorator_list

@@ -60,7 +60,7 @@ def _reached_atomics(text: str, entry: str, library: dict, package: str | None) 
     code imports from other modules); ``package``: the package a relative import in ``text`` starts from."""
     import ast
 
-    from autograder.audit import _reachable, audit, parse
+    from autograder.audit import _reachable, audit, from_imports, parse
 
     try:
         found = [f for f in audit(text, entry=entry, kernel_library=library) if f.rule == "kernel-library"]
@@ -68,17 +68,10 @@ def _reached_atomics(text: str, entry: str, library: dict, package: str | None) 
     except (SyntaxError, ValueError):
         return [], []
     reached = _reachable(tree, entry)
-    imports = {}  # name bound here -> (module, name there)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and (node.level == 0 or package is not None):
-            base = node.module or ""
-            if node.level:  # from .mod import k, in a package beside the submission
-                parts = package.split(".") if package else []
-                parts = parts[:len(parts) - (node.level - 1)] if node.level > 1 else parts
-                base = ".".join([*parts, *([node.module] if node.module else [])])
-            imports.update({a.asname or a.name: (base, a.name) for a in node.names})
-        elif isinstance(node, ast.Import):
-            imports.update({a.asname or a.name: (a.name, None) for a in node.names})
+    # name bound here -> (module, name there); a whole module imported: (module, None)
+    imports = {bound: (module, name) for module, name, bound in from_imports(ast.walk(tree), package)}
+    imports.update({a.asname or a.name: (a.name, None) for node in ast.walk(tree) if isinstance(node, ast.Import)
+                    for a in node.names})
     mentioned = []
     for node in ast.walk(tree):
         if id(node) not in reached:

@@ -480,26 +480,13 @@ def kernels_beside(sub: Submission) -> frozenset:
 
 
 def _imported_names(source: str, package: str) -> list:
-    """(module, name, name bound here) of a module's top-level ``from ... import`` statements, relative ones
-    resolved from ``package``."""
-    import ast
-
-    from autograder.audit import parse
+    """(module, name, name bound here) of a module's top-level ``from ... import`` statements."""
+    from autograder.audit import from_imports, parse
 
     try:
-        tree = parse(source)
+        return from_imports(parse(source).body, package)
     except (SyntaxError, ValueError):
         return []
-    out = []
-    for node in tree.body:
-        if isinstance(node, ast.ImportFrom):
-            parts = package.split(".") if package else []
-            base = node.module or ""
-            if node.level:
-                parts = parts[:len(parts) - (node.level - 1)] if node.level > 1 else parts
-                base = ".".join([*parts, *([node.module] if node.module else [])])
-            out += [(base, a.name, a.asname or a.name) for a in node.names]
-    return out
 
 
 def _failure_feedback(spec, verdicts) -> list[str]:
