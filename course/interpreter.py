@@ -19,6 +19,8 @@ interpreter off after that and before it imports Triton (tests/_sm90_compile.py 
 - ``float_arguments_as_fp32()``: a Python float kernel argument reached the kernel as a Python float, so
   ``eps.to(tl.float32)``, valid on a GPU (where it is an fp32 scalar), raised. Patched to an fp32 scalar;
   a bool argument, which Triton 3.6 held in an array its own int1 type refused, to an int1 scalar.
+- ``scalars_index_as_ints()``: Triton 3.6 read a scalar used as an int (``range(0, n, BLOCK)``) with
+  ``int()`` of a one-element array, which NumPy 2.4 refuses; read as its one value, as Triton 3.9 does.
 
 - ``answer_device_queries()``: with no GPU Triton has "0 active drivers", so Triton's tutorials, which ask
   ``triton.runtime.driver.active.get_active_torch_device()`` at import, failed to import on the CPU. The
@@ -75,7 +77,7 @@ def patch_interpreter() -> bool:
     differently: then it keeps its own behaviour)."""
     # keep_kernel_modules_as_written first: libdevice_in_numpy wraps the language patch it adjusts
     return all([keep_kernel_modules_as_written(), round_interpreted_bf16(), compute_bf16_in_fp32(),
-                float_arguments_as_fp32(), libdevice_in_numpy(), answer_device_queries()])
+                float_arguments_as_fp32(), scalars_index_as_ints(), libdevice_in_numpy(), answer_device_queries()])
 
 
 class InterpreterDriver:
@@ -248,6 +250,30 @@ def float_arguments_as_fp32() -> bool:
 
     implicit_cvt._fp32_floats = True
     interpreter._implicit_cvt = implicit_cvt
+    return True
+
+
+def scalars_index_as_ints() -> bool:
+    """A scalar used where Python wants an int (``range(0, n, BLOCK)`` over a runtime ``n``, in a kernel or a
+    Triton function it calls) is read as its one value. Triton 3.6 read it with ``int()`` of a one-element
+    array, which NumPy 2.4 refuses ("only 0-dimensional arrays can be converted to Python scalars")."""
+    from course.triton_internals import internal
+
+    tl, interpreter = _interpreter()
+    try:
+        original = internal("_patch_lang_tensor")
+    except (ImportError, AttributeError):
+        return False
+    if getattr(original, "_scalar_index", False):
+        return True
+
+    def patch_lang_tensor(tensor, scope):
+        original(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0])
+                       if self.handle.data.size == 1 else int(self.handle.data))
+
+    patch_lang_tensor._scalar_index = True
+    interpreter._patch_lang_tensor = patch_lang_tensor
     return True
 
 

@@ -54,6 +54,8 @@ INTERNALS: dict[str, tuple[str, str]] = {
     "ReduceOps.sum": ("triton.runtime.interpreter.ReduceOps.sum", "course.interpreter (bf16 sums)"),
     "ReduceOps.min_max": ("triton.runtime.interpreter.ReduceOps.min_max", "course.interpreter (bf16 max, min)"),
     "_implicit_cvt": ("triton.runtime.interpreter._implicit_cvt", "course.interpreter (float arguments)"),
+    "_patch_lang_tensor": ("triton.runtime.interpreter._patch_lang_tensor",
+                           "course.interpreter (a scalar read as an int)"),
     "_patch_lang": ("triton.runtime.interpreter._patch_lang", "course.interpreter (libdevice under the interpreter)"),
     "InterpreterBuilder.create_masked_load": ("triton.runtime.interpreter.InterpreterBuilder.create_masked_load",
                                               "course.bounds"),

@@ -192,3 +192,27 @@ def test_a_bool_argument_is_an_int1_scalar(flip):
     out = torch.empty_like(x)
     _scale_if[(1,)](x, out, flip, 10, BLOCK=16)
     assert torch.equal(out, -x if flip else x)
+
+
+@triton.jit
+def _row_total(row_ptr, n, BLOCK: tl.constexpr):
+    acc = tl.zeros((BLOCK,), tl.float32)
+    for start in range(0, n, BLOCK):  # n is a runtime scalar handed down from the kernel
+        offs = start + tl.arange(0, BLOCK)
+        acc += tl.load(row_ptr + offs, mask=offs < n, other=0.0)
+    return tl.sum(acc, axis=0)
+
+
+@triton.jit
+def _row_totals(x_ptr, y_ptr, stride, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    tl.store(y_ptr + row, _row_total(x_ptr + row * stride, n, BLOCK))
+
+
+def test_a_loop_bound_handed_to_a_triton_function_is_read_as_its_value():
+    """``range(0, n, BLOCK)`` in a Triton function called with the kernel's runtime ``n`` (Triton 3.6 with
+    NumPy 2.4 refused to read the one-element scalar as an int)."""
+    x = torch.randn(3, 37)
+    out = torch.empty(3)
+    _row_totals[(3,)](x, out, x.stride(0), 37, BLOCK=16)
+    torch.testing.assert_close(out, x.sum(1))
