@@ -144,12 +144,23 @@ def _ipython_call(node) -> tuple[str, list] | None:
 
 
 def _run_target(args: str, folder) -> Path | None:
-    """The file ``%run [-i] file.py`` runs, when it is a Python file in the notebook's folder."""
-    words = [w for w in args.split() if w != "-i"]
-    if folder is None or len(words) != 1 or not words[0].endswith(".py"):
+    """The file ``%run [-i] file`` runs, found as IPython finds it (``get_py_filename``: the name, else the
+    name with ``.py``), when it lies in the notebook's folder or a folder below it (the submission's own
+    files; wherever a link leads, a file outside is never read in as the learner's)."""
+    import shlex
+
+    try:
+        words = [w for w in shlex.split(args) if w != "-i"]
+    except ValueError:
         return None
-    path = (Path(folder) / words[0]).resolve()
-    return path if path.is_file() and path.parent == Path(folder).resolve() else None
+    if folder is None or len(words) != 1 or words[0].endswith((".ipy", ".ipynb")):
+        return None
+    root = Path(folder).resolve()
+    for name in dict.fromkeys((words[0], words[0] if words[0].endswith(".py") else words[0] + ".py")):
+        path = (root / name).resolve()
+        if path.is_file():
+            return path if path.is_relative_to(root) else None
+    return None
 
 
 def _replacement(node, statement: bool, folder):
@@ -167,7 +178,8 @@ def _replacement(node, statement: bool, folder):
         path = _run_target(args[1], folder)
         if path is not None:
             text = path.read_text(encoding="utf-8")
-            return [(line, f"{path.name}, line {i}") for i, line in enumerate(text.splitlines(), start=1)]
+            name = path.relative_to(Path(folder).resolve()).as_posix()
+            return [(line, f"{name}, line {i}") for i, line in enumerate(text.splitlines(), start=1)]
     what = args[0] if method in ("run_line_magic", "run_cell_magic") and args else method
     return "pass" if statement else f"{STAND_IN}({what!r})"
 

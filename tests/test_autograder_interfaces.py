@@ -256,6 +256,28 @@ def test_ipython_syntax_is_graded_as_ipython_runs_it(tmp_path, capsys, monkeypat
     assert sub.where(lines.index("def timed(x):") + 1) == "cell 1, line 4"
 
 
+def test_run_finds_the_file_as_ipython_does_inside_the_notebooks_folder_only(tmp_path, monkeypatch):
+    """%run adds .py to a name that has none, and runs a file in a folder below the notebook's (both the
+    submission's own files, read in as its cells are); a file outside the folder, by a path or through a
+    link, is never read in as the learner's (it would pass the course's own kernels off as theirs)."""
+    from autograder.submission import load
+
+    _write(tmp_path / "rowkern.py", "ROWS = 4\n")
+    (tmp_path / "lib").mkdir()
+    _write(tmp_path / "lib" / "cols.py", "import math\nCOLS = math.floor(10.5)\n")
+    outside = tmp_path.parent / f"{tmp_path.name}_outside"
+    outside.mkdir()
+    _write(outside / "theirs.py", "THEIRS = 1\n")
+    (tmp_path / "linked").symlink_to(outside, target_is_directory=True)
+    sub = load(_notebook(tmp_path / "nb.ipynb", [
+        "%run rowkern", '%run -i "lib/cols.py"', f"%run ../{outside.name}/theirs.py", "%run linked/theirs.py"]))
+    space = _run_graded_source(sub)
+    assert space["ROWS"] == 4 and space["COLS"] == 10 and "THEIRS" not in space
+    lines = sub.source.splitlines()
+    assert sub.where(lines.index("ROWS = 4") + 1) == "rowkern.py, line 1"
+    assert sub.where(lines.index("COLS = math.floor(10.5)") + 1) == "lib/cols.py, line 2"
+
+
 def test_without_ipython_the_same_escapes_are_read(tmp_path, monkeypatch):
     """A GPU runner's image has no IPython: the escape grammar is read by the grader itself, to the same
     Python for the forms a notebook uses."""
