@@ -62,6 +62,7 @@ import functools
 import importlib
 import os
 import threading
+import textwrap
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
@@ -529,6 +530,21 @@ def audit(source: str, *, allow: Iterable[str] = frozenset(), forbidden_calls: I
     for name, why in list(forbidden_calls.items()):
         for other in _ALSO.get(name, ()):
             forbidden_calls.setdefault(other, why)
+    auditor = _audited(tree, allow, forbidden_calls, entry, kernels_beside, kernel_library, outside_torch)
+    if auditor.statements:  # audited again with each literal statement as module code, where timeit runs it
+        blocks = [ast.copy_location(ast.If(test=ast.Constant(True), body=body, orelse=[]), body[0])
+                  for _, body in auditor.statements if body]
+        tree = ast.Module(body=[*tree.body, *blocks], type_ignores=[])
+        auditor = _audited(tree, allow, forbidden_calls, entry, kernels_beside, kernel_library, outside_torch)
+    seen, out = set(), []
+    for f in sorted(auditor.findings, key=lambda f: f.line):  # stable: the first report of a line wins
+        if (f.line, f.rule) not in seen:
+            seen.add((f.line, f.rule))
+            out.append(f)
+    return out
+
+
+def _audited(tree, allow, forbidden_calls, entry, kernels_beside, kernel_library, outside_torch) -> "_Auditor":
     scopes = _Scopes(tree)
     scopes.entry = entry  # called by the grader with tensors: its parameters are never configuration
     reachable = _reachable(tree, entry) if (entry and (forbidden_calls or kernel_library)) else None
@@ -537,12 +553,13 @@ def audit(source: str, *, allow: Iterable[str] = frozenset(), forbidden_calls: I
     auditor.kernels_beside, auditor.kernel_library = frozenset(kernels_beside), dict(kernel_library)
     auditor.outside_torch = outside_torch
     auditor.visit(tree)
-    seen, out = set(), []
-    for f in sorted(auditor.findings, key=lambda f: f.line):  # stable: the first report of a line wins
-        if (f.line, f.rule) not in seen:
-            seen.add((f.line, f.rule))
-            out.append(f)
-    return out
+    return auditor
+
+
+def literal_statements(source: str) -> list[str]:
+    """The string literals ``source`` hands to a statement runner (``timeit.timeit("f(x)", ...)``, torch's
+    ``Timer(stmt="f(x)")``): read and audited as code, the only statement text the worker lets them run."""
+    return [text for text, _ in _audited(parse(source), (), {}, None, (), {}, True).statements]
 
 
 def violations(findings: Iterable[Finding], where=None) -> list[str]:
@@ -1172,6 +1189,7 @@ class _Auditor(ast.NodeVisitor):
         self.kernels_beside: frozenset = frozenset()
         self.kernel_library: dict = {}
         self.outside_torch = False
+        self.statements: list = []  # (text, its statements) handed to a statement runner as a literal
 
     # -- helpers
     def _pure(self, expr) -> bool:
@@ -1684,11 +1702,16 @@ class _Auditor(ast.NodeVisitor):
 
     def _check_statements(self, node, path):
         """``timeit.timeit(stmt, setup)``: a statement that is not a function (a string, or anything that may
-        hold one) is compiled and run as code the audit cannot read."""
+        hold one) is compiled and run as code the audit cannot read; a string literal is source the audit
+        reads: it is audited as code at the call's line (its names are the module's, as ``globals=`` hands
+        them), and the worker lets exactly those statements run (``autograder.runtime_audit``)."""
         for index, name in _STATEMENT_RUNNERS[path]:
             given = node.args[index] if len(node.args) > index else next(
                 (k.value for k in node.keywords if k.arg == name), None)
             if given is None or isinstance(given, ast.Lambda):
+                continue
+            if isinstance(given, ast.Constant) and isinstance(given.value, str):
+                self._audit_statement(node, given)
                 continue
             paths = self.paths(given)
             if paths and _LOCAL not in paths:
@@ -1696,6 +1719,30 @@ class _Auditor(ast.NodeVisitor):
             self.report(node, "dynamic-code", f"{self.text(node)}: {path} compiles and runs {name} as code when it "
                         "is a string, which the audit cannot read (pass a function: timeit.timeit(lambda: f(x)))")
             return
+
+    def _runs_literals(self, call) -> bool:
+        """Whether ``call`` hands a statement runner only literal statements (audited) and functions."""
+        runners = self.paths(call.func) & set(_STATEMENT_RUNNERS) if isinstance(call, ast.Call) else set()
+        if not runners:
+            return False
+        for index, name in _STATEMENT_RUNNERS[sorted(runners)[0]]:
+            given = call.args[index] if len(call.args) > index else next(
+                (k.value for k in call.keywords if k.arg == name), None)
+            if not (given is None or isinstance(given, ast.Lambda) or
+                    isinstance(given, ast.Constant) and isinstance(given.value, str)):
+                return False
+        return True
+
+    def _audit_statement(self, node, given):
+        try:
+            tree = ast.parse(textwrap.dedent(given.value).strip("\n"))
+        except SyntaxError:
+            self.report(node, "dynamic-code", f"{self.text(node)}: the statement {given.value!r} is not Python")
+            return
+        for part in ast.walk(tree):  # named by the call's line
+            if "lineno" in part._attributes:
+                ast.copy_location(part, given)
+        self.statements.append((given.value, tree.body))
 
     # -- what a Triton kernel calls
     def _check_kernel_call(self, node):
@@ -1853,6 +1900,8 @@ class _Auditor(ast.NodeVisitor):
             return
         elif isinstance(parent, ast.Call) and call in parent.args and self.paths(parent.func) & self._NS_READERS:
             return
+        elif isinstance(parent, ast.keyword) and parent.arg == "globals" and self._runs_literals(self.parents.get(id(parent))):
+            return  # timeit.timeit("f(x)", globals=globals()): the audited statement runs in the module's names
         self.report(call, "dynamic-code", f"{self.text(call)} used to write or passed on: changing namespaces "
                     "through globals()/vars() is invisible to the audit")
 

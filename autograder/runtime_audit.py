@@ -16,7 +16,8 @@ submission's import, its calls, and finalizers those calls leave behind, wheneve
   is refused unless it is a file the grader audited or an installed module's file, or code torch, Triton or
   the course build for themselves (FX graphs, Triton's launch binder; the stdlib's dataclasses and
   namedtuples), or a library builds while it is imported; a file beside the submission that the audit never
-  read, a string handed to ``timeit`` (torch's Timer included), ``typing.get_type_hints`` or any library
+  read, a string handed to ``timeit`` (torch's Timer included) but a literal the audit read as a statement,
+  ``typing.get_type_hints`` or any library
   that evaluates text (sympy's ``parse_expr``, PyYAML's python tags), and the learner's own ``exec`` are
   refused;
 - a write to the environment that changes it (one that leaves it as it was changes nothing);
@@ -35,6 +36,7 @@ library caught and recovered from before the learner's code saw it is recorded a
 """
 from __future__ import annotations
 
+import ast
 import collections
 import dataclasses
 import os
@@ -245,7 +247,10 @@ class _Hook:
     def __init__(self, audited, tensors: bool = True):
         self.audited = frozenset(os.path.realpath(p) for p in audited)
         self.tensors = tensors  # an exercise judged on tensors (not 00's and 02's measurements)
-        self.pending: list = []   # (what, frame) refused while no recorded call ran: charged to the next one
+        self.pending: list = []   # (what, frame, exception) refused: charged by charge_pending
+        # the audited literal statements, (their statements' dumps, their names), read before any code of the
+        # learner's runs (reading them imports what the audit resolves)
+        self._literals = _literal_statements(self.audited)
         self.busy = threading.local()
 
     def __call__(self, event, args):
@@ -288,7 +293,7 @@ class _Hook:
         else:
             filename = args[1] if len(args) > 1 else None
         if filename == "<timeit-src>":  # timeit's template: around a function, or holding a statement's text
-            if _timeit_template(event, args):
+            if _timeit_template(event, args) or self._audited_statements(event, args):
                 return None
             if self.tensors:  # a measuring exercise may time a statement with torch's Timer (strings only)
                 return "runs a statement given to timeit as a string (timeit or torch.utils.benchmark)", "code"
@@ -312,6 +317,26 @@ class _Hook:
         if who == LIBRARY and (real in _BUILDERS or real.startswith(_TOOLCHAINS) or _library_importing(frame)):
             return None
         return f"runs code built at run time ({'exec/eval' if event == 'exec' else 'compile'})", "code"
+
+    def _audited_statements(self, event, args) -> bool:
+        """Whether timeit compiles or runs nothing but statements the audit read as code: the string literals
+        the audited files hand to a statement runner (``timeit.timeit("softmax(x)", globals=globals())``,
+        torch's ``Timer(stmt="softmax(x)")``), alone or in timeit's template."""
+        dumps, names = self._literals
+        if not dumps:
+            return False
+        if event == "exec":
+            return hasattr(args[0], "co_names") and _names(args[0]) <= names
+        source = args[0].decode("utf-8", "replace") if isinstance(args[0], bytes) else args[0]
+        try:
+            body = ast.parse(source).body if isinstance(source, str) else None
+        except SyntaxError:
+            return False
+        if body and len(body) == 1 and isinstance(body[0], ast.FunctionDef) and body[0].name == "inner":
+            if ast.dump(body[0].args) != _TEMPLATE_ARGS:
+                return False
+            body = body[0].body
+        return body is not None and _only(body, dumps)
 
     def _code_object(self, event, args, frame):
         """A code object made by hand (``CodeType``, ``code.replace``) or loaded from bytes (``marshal``): the
@@ -390,6 +415,57 @@ def _names(code) -> set:
 
 
 _TIMEIT: tuple | None = None
+_TEMPLATE_ARGS = "arguments(posonlyargs=[], args=[arg(arg='_it'), arg(arg='_timer')], kwonlyargs=[], kw_defaults=[], defaults=[])"
+# timeit's own lines around the statements (its loop is looked into)
+_TEMPLATE_LINES = frozenset(ast.dump(s) for s in ast.parse("_t0 = _timer()\npass\n_t1 = _timer()\nreturn _t1 - _t0").body)
+
+
+def _only(body, dumps) -> bool:
+    """Whether every statement of ``body`` is one of the audited ones or timeit's own (its loop looked into)."""
+    for s in body:
+        if isinstance(s, ast.For) and ast.dump(s.target) == ast.dump(ast.Name("_i", ast.Store())) \
+                and ast.dump(s.iter) == ast.dump(ast.Name("_it", ast.Load())) and not s.orelse:
+            if not _only(s.body, dumps):
+                return False
+        elif ast.dump(s) not in dumps and ast.dump(s) not in _TEMPLATE_LINES:
+            return False
+    return True
+
+
+def _literal_statements(paths) -> tuple[frozenset, frozenset]:
+    """(dumps of each statement, every name they use) of the literal statements the audited files hand to
+    a statement runner (``autograder.audit.literal_statements``)."""
+    from autograder.audit import literal_statements
+
+    import textwrap
+
+    dumps, names = set(), set()
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read()
+            # a statement runner is named in the source (timeit, torch's Timer): else there is none to read
+            texts = literal_statements(text) if "timeit" in text or "Timer" in text else []
+        except (OSError, UnicodeError, SyntaxError, ValueError):
+            continue
+        for text in texts:
+            body = ast.parse(textwrap.dedent(text).strip("\n")).body
+            dumps.update(ast.dump(s) for s in body)
+            names |= _names(compile(ast.Module(body=body, type_ignores=[]), "<statement>", "exec"))
+    if dumps:
+        names |= _TIMEIT_NAMES()
+    return frozenset(dumps), frozenset(names)
+
+
+def _TIMEIT_NAMES() -> frozenset:
+    _timeit_template("compile", ("pass",))  # fills _TIMEIT
+    return _TIMEIT[1] | _names(compile(timeit_template_with("pass"), "<timeit-src>", "exec"))
+
+
+def timeit_template_with(stmt: str) -> str:
+    import timeit
+
+    return timeit.template.format(stmt=stmt, setup="pass", init="")
 
 
 def _timeit_template(event, args) -> bool:

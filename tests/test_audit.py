@@ -464,8 +464,8 @@ CHEATS = {
         "import triton\n@triton.jit\ndef k(x):\n    pass\nk.run = lambda *a, **kw: None",
     ],
     "dynamic-code": [
-        "import timeit\ntimeit.timeit('import torch', number=1)", "import timeit\nS = 'x'\ntimeit.Timer(stmt=S)",
-        "import timeit\ntimeit.repeat(lambda: 1, setup='import os')",
+        "import timeit\ntimeit.timeit('x = (', number=1)", "import timeit\nS = 'x'\ntimeit.Timer(stmt=S)",
+        "import timeit\nS = 'import os'\ntimeit.repeat(lambda: 1, setup=S)",
         "import typing\ndef f(a: 'out.append(1)'):\n    pass\ntyping.get_type_hints(f, localns={})",
         "import torch.hub\nm = torch.hub._import_module('h', 'h.py')",
         "import torch\nm = torch.serialization.load(open('w.pt', 'rb'), weights_only=False)",
@@ -563,6 +563,21 @@ def test_torch_timer_statements_are_code_in_a_tensor_exercise_and_a_measurement_
     snippet = "import torch.utils.benchmark as b\nS = 'y = 1'\nb.Timer(stmt=S).timeit(1)"
     assert "dynamic-code" in {f.rule for f in audit(snippet, outside_torch=True)}
     assert audit(snippet) == []
+
+
+@pytest.mark.parametrize("runner", ["import timeit\ntimeit.timeit({}, globals=globals())",
+                                    "import timeit\ntimeit.repeat({}, globals=globals(), number=1)",
+                                    "import torch.utils.benchmark as b\nb.Timer({}, globals=globals()).timeit(3)"])
+def test_a_literal_statement_is_audited_as_code_and_may_run(runner):
+    """A statement given as a string literal (timeit's documented form, torch's Timer, which takes no
+    function) is source the audit reads: audited as the module's code at the call's line, it may run
+    (the worker lets exactly the audited statements run); what it does is judged like any other line."""
+    honest = "def softmax(x):\n    return x\nx = 1\n" + runner.format(repr("softmax(x)"))
+    assert audit(honest, outside_torch=True) == []
+    for cheat, rule in (("import gc", "forbidden-import"), ("import os; os.system('ls')", "process"),
+                        ("torch.softmax = None", "patching"), ("exec('1')", "dynamic-code")):
+        found = audit("import torch\n" + runner.format(repr(cheat)), outside_torch=True)
+        assert [(f.line, f.rule) for f in found if f.rule == rule][:1] == [(3, rule)], (cheat, found)
 
 
 def test_every_rule_has_cheats_and_a_plain_message():

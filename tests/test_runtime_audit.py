@@ -64,12 +64,15 @@ def traced():
     return torch.fx.symbolic_trace(lambda x: x + 1)(torch.ones(2))
 
 here = os.path.dirname(__file__)
+NAMED = "y = 2"  # a literal, but not one handed to a statement runner: never audited as a statement
 attempt("fork", lambda: torch.os.fork())
 attempt("posix_spawn", lambda: torch.os.posix_spawn("/bin/true", ["true"], {}))
 attempt("system", lambda: torch.os.system("true"))
 attempt("subprocess", lambda: torch.os.popen("true").read())
 attempt("exec", lambda: torch.builtins.exec("x = 1", {}))
-attempt("timeit string", lambda: timeit.timeit("pass", number=1))
+attempt("timeit string", lambda: timeit.timeit("x" + " = 1", number=1))
+attempt("timeit literal", lambda: timeit.timeit("len(here)", globals=globals(), number=1))
+attempt("timeit text of a literal", lambda: timeit.timeit(NAMED, number=1))
 attempt("timeit function", lambda: timeit.timeit(lambda: None, number=1))
 attempt("type hints", lambda: typing.get_type_hints(hinted))
 attempt("file beside", lambda: torch.hub._import_module("beside", os.path.join(here, "beside.py")))
@@ -88,7 +91,8 @@ attempt("library's own import", lambda: __import__("fontlib"))
 attempt("library asked", lambda: sys.modules["fontlib"].spawn("true"))
 attempt("library runs a string", lambda: sys.modules["fontlib"].evaluate("1 + 1"))
 attempt("through tree_map", lambda: torch.utils._pytree.tree_map(sys.modules["fontlib"].evaluate, ["1 + 1"]))
-attempt("torch timer string", lambda: torch.utils.benchmark.Timer("x = 1").timeit(1))
+attempt("torch timer string", lambda: torch.utils.benchmark.Timer("x" + " = 1").timeit(1))
+attempt("torch timer literal", lambda: torch.utils.benchmark.Timer(stmt="len(here)", globals={"here": here}).timeit(1))
 attempt("torch runs a command", lambda: __import__("torch.utils.collect_env").utils.collect_env.run("true"))
 attempt("library's own command", lambda: sys.modules["fontlib"].banner())
 attempt("library handed a command", lambda: sys.modules["fontlib"].ask(functools.partial(os.system, "true")))
@@ -103,9 +107,10 @@ os.getcwd()  # a hook the learner added would see this
 REFUSED = ["fork", "posix_spawn", "system", "subprocess", "exec", "timeit string", "type hints", "file beside",
            "pickle", "ctypes", "proc mem", "proc pid mem", "forbidden import", "library asked", "code object",
            "unmarshal", "library runs a string", "through tree_map", "torch timer string",
-           "torch runs a command", "library handed a command", "environment changed"]
+           "torch runs a command", "library handed a command", "environment changed", "timeit text of a literal"]
 ALLOWED = ["timeit function", "plain file", "classes", "library code", "library's own import",
-           "library's own command", "stdlib tries and recovers", "environment left as it was"]
+           "library's own command", "stdlib tries and recovers", "environment left as it was", "timeit literal",
+           "torch timer literal"]
 # an installed library that starts a process while it is imported (as matplotlib asks fontconfig for fonts)
 # or compiles its own code then; a library that evaluates the text it is given (sympy's parse_expr, PyYAML's
 # python tags) runs it for whoever called it: for the learner, refused
@@ -216,3 +221,11 @@ def test_a_librarys_own_python_child_never_runs_a_module_beside_the_submission(t
 
     ex = grade_submission(tmp_path / "banner.py", ["softmax"], quick=True, timeout=120)["exercises"][0]
     assert ex["correct"] and not ex["violations"], ex["feedback"] + ex["violations"]
+
+
+def test_benchmarks_with_literal_statements_at_import_keep_their_points():
+    """timeit.timeit("softmax(x)", globals=globals()) and torch's Timer(stmt="softmax(x)") at module level:
+    the statements are literals the audit read as code, so the worker lets them run (a statement that is
+    not such a literal is refused: test_the_worker_refuses_what_it_cannot_see_...)."""
+    ex = graded("honest_benchmarks_at_import.py", ("softmax",))["softmax"]
+    assert ex["correct"] and not ex["violations"], ex["violations"] + ex["feedback"]
