@@ -464,6 +464,10 @@ def test_the_legality_group_grades_every_escape_class_and_the_solutions(tmp_path
     assert legality["liger_style_lce"].expect == {"linear_cross_entropy": "correct"}
     assert legality["honest_triton_op_softmax"].expect == {"softmax": "correct"}    # PyTorch's documented way
     assert legality["honest_libdevice_bias_gelu"].expect == {"bias_gelu": "correct"}  # Liger's libdevice.tanh
+    for label, exercise in (("honest_environment_banner", "softmax"), ("honest_benchmarks_at_import", "softmax"),
+                            ("liger_style_layer_norm", "layer_norm_fwd"), ("paged_metadata", "paged_decode_attention")):
+        assert legality[label].expect == {exercise: "correct"} and legality[label].path.is_file(), label
+    assert "max(seq_lens.tolist())" in legality["paged_metadata"].path.read_text()
     # an escape of other exercises is graded on those (the course's tools as benchmark, peak_memory_bytes)
     assert legality["escape_course_tools"].expect == {"benchmark": "zero", "peak_memory_bytes": "zero"}
     assert legality["escape_lazy_tuple"].expect == {"layer_norm_fwd": "zero"}

@@ -24,8 +24,10 @@ one subprocess per submission, sequentially (the GPU is never shared while timin
    finalizer writing the answer after the call, a kernel whose function is wrapped (Triton would compile
    another function's source) and a bare numpy name the source never binds all score 0; a public-style fused loss, a triton_op softmax,
    a libdevice GELU, a softmax with math's constants and triton.jit called as a function in its kernel,
-   Triton's vector-add tutorial and a notebook written with IPython's syntax (read without IPython on the
-   runner) stay correct. ``--only legality-solutions`` (about 5 minutes): the solutions of 05-09 stay
+   Triton's vector-add tutorial, a notebook written with IPython's syntax (read without IPython on the
+   runner), environment reports and TRITON_INTERPRET set at import, benchmarks at import with literal
+   statements, Liger-Kernel's utils beside a layer norm and notebook 10's paged launcher reading
+   ``seq_lens.tolist()`` stay correct. ``--only legality-solutions`` (about 5 minutes): the solutions of 05-09 stay
    correct (and their performance is shown), with the worker's audit hook letting Triton run its
    compilers.
 
@@ -323,6 +325,20 @@ def ipython_notebook(out: Path) -> Path:
     return path
 
 
+def paged_metadata_notebook(out: Path) -> Path:
+    """The course's notebook 10 solution with its paged launcher sizing the splits by the longest sequence
+    read out of torch (``max(seq_lens.tolist())``: metadata, as the grader gave it)."""
+    source = (ROOT / "solutions" / "10_serving" / "10_serving.ipynb").read_text()
+    line = "    capacity = block_table.shape[1] * P\\n"
+    if line not in source:
+        raise SystemExit("solutions/10_serving: the paged launcher's capacity line moved; update paged_metadata_notebook")
+    folder = out / "paged_metadata"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "paged_metadata.ipynb"
+    path.write_text(source.replace(line, "    capacity = max(max(seq_lens.tolist()), 1)\\n"))
+    return path
+
+
 def legality_plan(out: Path) -> list:
     return [
         # honest code written the way public kernels and notebooks are: math's constants and triton.jit called
@@ -344,6 +360,16 @@ def legality_plan(out: Path) -> list:
               {"softmax": "correct"}, group="legality"),
         Grade("honest_libdevice_bias_gelu", SUBMISSIONS / "honest_libdevice_bias_gelu.py", ["bias_gelu"],
               {"bias_gelu": "correct"}, group="legality"),
+        # environment reports and TRITON_INTERPRET set as Triton documents (compiled on the GPU all the same),
+        # benchmarks at import with literal statements, Liger's utils beside a layer norm, metadata read out
+        Grade("honest_environment_banner", SUBMISSIONS / "honest_environment_banner.py", ["softmax"],
+              {"softmax": "correct"}, group="legality"),
+        Grade("honest_benchmarks_at_import", SUBMISSIONS / "honest_benchmarks_at_import.py", ["softmax"],
+              {"softmax": "correct"}, group="legality"),
+        Grade("liger_style_layer_norm", SUBMISSIONS / "liger_style_layer_norm.py", ["layer_norm_fwd"],
+              {"layer_norm_fwd": "correct"}, group="legality"),
+        Grade("paged_metadata", paged_metadata_notebook(out), ["paged_decode_attention"],
+              {"paged_decode_attention": "correct"}, group="legality"),
         *[Grade(f"solution_{nb}", ROOT / "solutions" / nb / f"{nb}.ipynb", exercises,
                 {e: "correct" for e in exercises}, group="legality-solutions")
           for nb, exercises in LEGALITY_SOLUTIONS],
