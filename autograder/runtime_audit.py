@@ -8,10 +8,13 @@ once, in the worker, before the submission is imported; from then on, for the li
 submission's import, its calls, and finalizers those calls leave behind, whenever they run):
 
 - starting a process (``os.fork``, ``forkpty``, ``posix_spawn``, ``exec*``, ``system``,
-  ``subprocess.Popen``) is refused unless Triton or the course's tools ask (Triton runs its compilers,
-  ptxas and the launcher's C compiler, during a first launch on a GPU; torch's helpers run whatever command
-  they are handed) or an installed library asks while it is being imported (its own set-up, before any code
-  of the learner's runs) or runs a command of its own choosing (``_library_own_command``);
+  ``subprocess.Popen``) is refused unless Triton runs its compilers and tools (ptxas, the launcher's C
+  compiler, during a first launch on a GPU) at the sites that run them, for work it drives itself, or the
+  course's ``ptxas_usage`` runs ptxas (``_compiler_site``: torch's helpers and Triton's test runner run
+  whatever command they are handed), or an installed library asks while it is being imported (its own
+  set-up, before any code of the learner's runs) or runs a command of its own choosing
+  (``_library_own_command``); and the process is non-dumpable, so that no other process of the user can
+  open its memory;
 - running code (``exec``, ``eval``, ``compile``, a code object made or unmarshalled by the learner's code)
   is refused unless it is a file the grader audited or an installed module's file, or code torch, Triton or
   the course build for themselves (FX graphs, Triton's launch binder; the stdlib's dataclasses and
@@ -45,6 +48,7 @@ import site
 import sys
 import sysconfig
 import threading
+import timeit
 
 from autograder.imports import INSTALLED, REPOSITORY
 # a refusal is recorded as one of these prefixes, a colon and what was refused
@@ -94,12 +98,26 @@ _STDLIB = _dirs(*(_paths.get(k) for k in ("stdlib", "platstdlib")))
 # The standard library's class builders: the text they compile is made from identifiers they check
 # (field names), never from a string the caller hands over.
 _BUILDERS = frozenset(os.path.realpath(module.__file__) for module in (dataclasses, collections))
+_AST = os.path.realpath(ast.__file__)  # ast.parse compiles to a tree only
+_TIMEIT_FILE = os.path.realpath(timeit.__file__)
 _GRADER = os.path.join(str(REPOSITORY), "autograder", "")
-# what may start a process: Triton's compilers (ptxas, the launcher's C compiler) and the course's tools that
-# run them (course.aot); not torch, whose helpers run whatever command they are handed (collect_env.run)
-_COMPILERS = (_package_dir("triton"), os.path.join(str(REPOSITORY), "course", ""))
+_TRITON = _package_dir("triton")
+_COURSE = os.path.join(str(REPOSITORY), "course", "")
+_COMPILERS = (_TRITON, _COURSE)
 # what may run text it builds itself (FX graphs, Triton's launch binder): the compilers, and torch
 _TOOLCHAINS = (_package_dir("torch"), *_COMPILERS)
+# Where a process may start: the functions in which Triton runs its compilers and tools (file -> functions),
+# and the course's tool that runs Triton's ptxas on a kernel (its command fixed). Not torch, whose helpers
+# run whatever command they are handed (collect_env.run), nor any other function of Triton's (its test
+# runner runs any command): a process is judged by the site that starts it, not by the package it lies in.
+_TRITON_SITES = {os.path.join(_TRITON, *path.split("/")): frozenset(functions) for path, functions in {
+    "runtime/build.py": ("_build",),                                          # the launcher's C compiler
+    "backends/nvidia/compiler.py": ("make_cubin", "get_ptxas_version"),       # ptxas
+    "backends/nvidia/driver.py": ("libcuda_dirs",),                           # ldconfig -p, to find libcuda
+    "knobs.py": ("from_path",),                                               # a CUDA tool's --version
+}.items()}
+_COURSE_SITES = {os.path.join(_COURSE, "aot.py"): frozenset({"ptxas_usage"})}
+_BUILD = os.path.join(_TRITON, "runtime", "build.py")
 
 LEARNER, GRADER, LIBRARY = "learner", "grader", "library"
 _REAL: dict[str, str] = {}
@@ -204,6 +222,39 @@ def _whose_file(filename: str) -> str | None:
     return LIBRARY if real.startswith(INSTALLED) and not real.startswith(_GRADER) else None
 
 
+def _outside_stdlib(frame):
+    """The frames outward from ``frame`` that are neither the standard library nor the import machinery."""
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not name.startswith("<frozen") and (name.startswith("<") or not _is_stdlib(_real(name))):
+            yield frame
+        frame = frame.f_back
+
+
+def _compiler_site(frame) -> bool:
+    """Whether a process is started where Triton runs its compilers and tools (``_TRITON_SITES``) for work
+    Triton drives itself, so that Triton chose the command and its arguments: the code outside Triton entered
+    it elsewhere than at the site (a kernel's launch, ``triton.compile``, the driver's start, a tool's path
+    read from ``knobs``) and elsewhere than ``triton.runtime.build``, which compiles whatever C file it is
+    handed. Or the course's ``ptxas_usage``, which runs Triton's ptxas with arguments of its own."""
+    frames = _outside_stdlib(frame)
+    site = next(frames, None)
+    if site is None or site.f_code.co_filename.startswith("<"):
+        return False
+    real = _real(site.f_code.co_filename)
+    if site.f_code.co_name in _COURSE_SITES.get(real, ()):
+        return True
+    if site.f_code.co_name not in _TRITON_SITES.get(real, ()):
+        return False
+    entry = site
+    for outer in frames:
+        name = outer.f_code.co_filename
+        if name.startswith("<") or not _real(name).startswith(_TRITON):
+            break
+        entry = outer
+    return entry is not site and _real(entry.f_code.co_filename) != _BUILD
+
+
 def _library_importing(frame) -> bool:
     """Whether an installed library's own import runs this (matplotlib asking fontconfig for its fonts while
     ``import matplotlib.pyplot`` runs): its module body is met before any code of the learner's."""
@@ -282,7 +333,7 @@ class _Hook:
     # -- the rules, one per kind of event: (what, why) when refused, None when allowed
     def _process(self, event, args, frame):
         who, real = asker(frame)
-        if who == LIBRARY and (real.startswith(_COMPILERS) or _library_importing(frame) or _library_own_command(frame)):
+        if _compiler_site(frame) or (who == LIBRARY and (_library_importing(frame) or _library_own_command(frame))):
             return None
         return _PROCESS[event], "process"
 
@@ -297,6 +348,10 @@ class _Hook:
                 return None
             if self.tensors:  # a measuring exercise may time a statement with torch's Timer (strings only)
                 return "runs a statement given to timeit as a string (timeit or torch.utils.benchmark)", "code"
+            why = _timeit_statement(frame)
+            if why is None:
+                return None
+            return f"runs a statement given to timeit as a string that {why}", "code"
         if isinstance(filename, bytes):
             filename = os.fsdecode(filename)
         if isinstance(filename, str) and not filename.startswith("<"):
@@ -309,12 +364,17 @@ class _Hook:
                     return f"imports {top}", "import"
                 return None
             return f"runs the file {filename}, which the grader did not audit", "code"
-        # Text is run for torch, Triton and the course (their generated code: FX graphs, Triton's launchers)
-        # and for a library while it is imported; a library that evaluates the text it is handed (sympy's
-        # parse_expr, PyYAML's python tags) runs it for whoever handed it over, the learner's code too when
-        # torch's tree_map does the handing: refused.
+        # Text is run for torch, Triton and the course when they wrote it themselves (FX graphs, Triton's
+        # launchers, dynamo's guards: ``_toolchain_text``) and for a library while it is imported; a library
+        # that evaluates the text it is handed (sympy's parse_expr, PyYAML's python tags, torch's ShapeEnv)
+        # runs it for whoever handed it over, the learner's code too when torch's tree_map does the handing.
         who, real = asker(frame)
-        if who == LIBRARY and (real in _BUILDERS or real.startswith(_TOOLCHAINS) or _library_importing(frame)):
+        if who == LIBRARY and real.startswith(_TOOLCHAINS):
+            why = _toolchain_text(event, args, frame)
+            if why is None:
+                return None
+            return f"runs code built at run time from text that is not the library's own ({why})", "code"
+        if who == LIBRARY and (real in _BUILDERS or _library_importing(frame)):
             return None
         return f"runs code built at run time ({'exec/eval' if event == 'exec' else 'compile'})", "code"
 
@@ -388,6 +448,43 @@ class _Hook:
 
     def _hook(self, event, args, frame):
         return ("adds an audit hook", "hook") if asker(frame)[0] != GRADER else None
+
+
+def _timeit_statement(frame) -> str | None:
+    """In a measuring exercise: what in the statements ``timeit.Timer`` compiles goes beyond calling what its
+    globals hold (``autograder.text_origin.statement_problem``), or None."""
+    from autograder import text_origin
+    from autograder.imports import NOT_LEARNERS
+
+    if frame is None or frame.f_code.co_name != "__init__" or _real(frame.f_code.co_filename) != _TIMEIT_FILE:
+        return "is not compiled by timeit.Timer"
+    local = frame.f_locals
+    refused = {*_forbidden(), *NOT_LEARNERS}
+    namespace = local.get("globals")
+    for text in (local.get("stmt"), local.get("setup")):
+        if isinstance(text, str):
+            text = text.replace("\n" + " " * 8, "\n")  # as handed over: timeit indents its lines into the template
+        why = text_origin.statement_problem(text, namespace if isinstance(namespace, dict) else None, refused)
+        if why is not None:
+            return why
+    return None
+
+
+def _toolchain_text(event, args, frame) -> str | None:
+    """Why text that torch, Triton or the course compile or run is not their own (``autograder.text_origin``),
+    or None: an annotation read as a type, and ``ast.parse`` (a tree, never run), are nobody's code."""
+    from autograder import text_origin
+
+    source = args[0] if event == "compile" and args else None
+    if frame is not None and frame.f_code.co_name == "parse" and _real(frame.f_code.co_filename) == _AST:
+        return None
+    if isinstance(source, ast.AST):
+        source = ast.unparse(source)
+    elif isinstance(source, bytes):
+        source = source.decode("utf-8", "replace")
+    if isinstance(source, str) and text_origin.type_expression(source):
+        return None
+    return text_origin.chosen_by_learner(frame, source if isinstance(source, str) else None)
 
 
 def _forbidden() -> dict:
@@ -505,12 +602,76 @@ def install(audited=(), tensors: bool = True) -> _Hook:
     """Add the worker's audit hook (once per process); ``audited``: the files the grader read and audited
     (the submission's and the modules beside it), which may be compiled and run; ``tensors``: the exercise is
     judged on tensors (a measuring exercise of 00 or 02 may time a statement given as text to torch's Timer,
-    which takes no function)."""
+    which takes no function). The process is made non-dumpable too (``undumpable``)."""
     global HOOK
     if HOOK is None:
+        undumpable()
         HOOK = _Hook(audited, tensors)
         sys.addaudithook(HOOK)
+        _guard_loaded_modules()
     return HOOK
+
+
+def _guard_loaded_modules() -> None:
+    """CPython raises the ``import`` event only for a module not yet in ``sys.modules``: ``import inspect``
+    (or ``__import__("gc")``, ``import autograder.probes``) of a module torch or the worker already loaded
+    raises none. ``__import__`` itself judges those, as the hook judges the others: a module the audit forbids,
+    or the grader's own (``from autograder import check`` excepted), imported by the learner's code itself
+    (its file, a module beside it, text run for it), not by a library's code it called."""
+    import builtins
+
+    from autograder.imports import NOT_LEARNERS
+
+    original = builtins.__import__
+    forbidden = frozenset(_forbidden())
+    graders = tuple(os.path.join(str(REPOSITORY), folder, "") for folder in NOT_LEARNERS - {"course", "measure"})
+
+    def graders_module(top: str) -> bool:  # loaded from the repository's own folders (not a helper named alike)
+        module = sys.modules.get(top)
+        where = getattr(module, "__file__", None) or next(iter(getattr(module, "__path__", None) or ()), None)
+        return isinstance(where, str) and _real(where).startswith(graders)
+
+    def guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
+        top = name.partition(".")[0] if isinstance(name, str) and not level else ""
+        if (top in forbidden or graders_module(top)) and not (
+                name == "autograder" and tuple(fromlist or ()) == ("check",)):
+            frame = sys._getframe(1)  # the frame that runs the import: a library's own imports are its own
+            if _whose(frame)[0] == LEARNER:
+                exc = RunTimeRefused(f"graded code may not do this: it imports {name} ({_WHY['import']})")
+                HOOK.pending.append((f"imports {name}", _Still.of(frame), exc))
+                raise exc
+        return original(name, globals, locals, fromlist, level)
+
+    builtins.__import__ = guarded_import
+
+
+_PR_SET_DUMPABLE, _PR_GET_DUMPABLE = 4, 3
+
+
+def _prctl(*args) -> int | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(*args, 0, 0, 0)
+    except (OSError, AttributeError):
+        return None
+
+
+def undumpable() -> None:
+    """Defence in depth behind the process rule: a non-dumpable process's memory (``/proc/<pid>/mem``) can be
+    opened by no other process of the same user (only by one allowed to trace any process), so a process
+    started past the hook could not read or write the worker's tensors. Its own ``/proc/self`` stays readable,
+    and the processes it starts (Triton's ptxas, the launcher's C compiler) are dumpable again once they run
+    their own program."""
+    _prctl(_PR_SET_DUMPABLE, 0)
+
+
+def dumpable() -> bool | None:
+    """Whether this process is dumpable (None where that cannot be asked)."""
+    answer = _prctl(_PR_GET_DUMPABLE)
+    return None if answer is None or answer < 0 else bool(answer)
 
 
 def charge_pending(recorder) -> None:

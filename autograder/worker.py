@@ -233,6 +233,7 @@ class Worker:
         self.bases: dict[int, tuple] = {}   # a slot's values as loaded: fresh values derive from them
         self.last = None
         self.flush = None
+        self.dropped: list = []  # recorders of what ran while the learner's objects were dropped between calls
         self.torch, self.legality = torch, legality
         legality.install_launch_counter()
         # launch callbacks are judged against the learner's files (or, with no file, code outside the libraries)
@@ -261,8 +262,10 @@ class Worker:
         op = req["op"]
         if op == "load":
             args = self._to_device(req["args"])
-            self.slots[req["slot"]] = self.prepare(args) if self.prepare else args
+            old, self.slots[req["slot"]] = self.slots.get(req["slot"]), self.prepare(args) if self.prepare else args
             self.bases.pop(req["slot"], None)
+            with self._dropping():
+                del old
         elif op == "refill":
             self._refill(req["slot"], req["args"])
         elif op == "jitter":
@@ -275,8 +278,11 @@ class Worker:
             from autograder.argtree import map_tensors
 
             # every tensor its own copy, inside an argument dict too: jittering one slot leaves the others be
+            old = self.slots.get(req["to"])
             self.slots[req["to"]] = tuple(map_tensors(lambda t: t.clone(), a) for a in self.slots[req["slot"]])
             self.bases.pop(req["to"], None)
+            with self._dropping():
+                del old
         elif op == "call":
             slots = [self.slots[i] for i in req["slots"]]
             if req.get("record", True):
@@ -288,7 +294,8 @@ class Worker:
             inputs = ship(list(args)) if req.get("inputs", True) else []
             return protocol.to_wire(protocol.Shipped(ship(out), inputs))
         elif op == "drop":
-            self.last = None
+            with self._dropping():
+                self.last = None
         elif op == "nullify":
             from autograder.legality import disable_triton_launches
 
@@ -304,6 +311,7 @@ class Worker:
         try:
             with self.legality.ThreadGuard.armed_for():
                 try:
+                    self.last = None  # the previous outputs' finalizers run inside this call (see ``call``)
                     self._call_each(slots, outs, empty)
                 except BaseException as exc:  # noqa: BLE001
                     done.ok, done.error = False, describe_error(exc, self.source_file)  # armed: its __str__ is code
@@ -332,12 +340,20 @@ class Worker:
         from autograder import runtime_audit
 
         runtime_audit.charge_pending(rec)  # refused at import, in a finalizer or in an unrecorded call
+        dropped, self.dropped = self.dropped, []
+        for old in dropped:
+            for key, n in old.ops.items():  # what finalizers ran while objects were dropped between calls
+                rec.ops[key] = rec.ops.get(key, 0) + n
         self.legality.reset_launches()
         done = protocol.CallDone(ok=True)
         out = None
         try:
             with rec, AutotunePin.pinned(config) as used, self.legality.ThreadGuard.armed_for(rec), self._tools(rec):
                 try:
+                    # The previous call's outputs are dropped here, under this call's recorder: a finalizer the
+                    # learner's code hung on them (__del__, weakref.finalize) is that code running, and never
+                    # runs between a call and the shipping of its outputs.
+                    self.last = None
                     if empty:
                         out = None
                     elif self.harness is None:
@@ -362,6 +378,23 @@ class Worker:
         return done
 
     # ---------------------------------------------------------------- helpers
+    def _dropping(self):
+        """A context in which the worker lets go of objects the learner's code may have touched (outputs,
+        inputs it kept): their finalizers are the learner's code, so they run under a recorder, garbage cycles
+        included, and what it records is charged to the next checked call (as refusals made outside a call are)."""
+        import contextlib
+
+        @contextlib.contextmanager
+        def scope():
+            rec = self.legality.OpRecorder(self.source_file, self.folder)
+            with rec, self.legality.ThreadGuard.armed_for(rec):
+                yield
+                if self.collects:
+                    gc.collect()
+            self.dropped.append(rec)
+
+        return contextlib.nullcontext() if self.trusted else scope()
+
     def _tools(self, rec):
         import contextlib
 
@@ -408,7 +441,8 @@ class Worker:
 
         if self.flush is None:
             self.flush = l2_flush_buffer()
-        self.last = None
+        with self._dropping():
+            self.last = None
         if self.poison and poison:
             poison_free_cuda_memory()
         self.flush.zero_()

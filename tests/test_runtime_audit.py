@@ -22,16 +22,22 @@ from autograder import runtime_audit
 path, library = sys.argv[1], sys.argv[2]
 runtime_audit.INSTALLED += (library,)  # stands for an installed package (site-packages)
 sys.path.insert(0, library)
+# modules the learner's code may not import, handed over to try what they do (imported here, before the hook)
+import collections, dataclasses, functools, importlib, marshal, os, pickle, platform, timeit, types, typing, weakref
+given = dict(collections=collections, dataclasses=dataclasses, functools=functools, importlib=importlib,
+             marshal=marshal, os=os, pickle=pickle, platform=platform, sys=sys, timeit=timeit, types=types,
+             typing=typing, weakref=weakref)
 runtime_audit.install([path])
 text = open(path).read()
-exec(compile(text, path, "exec"), {{"__name__": "learner", "__file__": path}})
+exec(compile(text, path, "exec"), {{"__name__": "learner", "__file__": path, **given}})
 print("pending", len(runtime_audit.HOOK.pending))
+print("dumpable", runtime_audit.dumpable())
 print("recovered", sorted(what for what, _, exc in runtime_audit.HOOK.pending if not runtime_audit.reached_learner(exc)))
 """
 
 _LEARNER = '''
-import collections, dataclasses, functools, importlib, marshal, os, pickle, platform, sys, timeit, types, typing, weakref
 import torch, torch.fx, torch.hub, torch.utils._pytree, torch.utils.benchmark
+import torch.fx.experimental.symbolic_shapes, torch._guards
 
 def attempt(name, fn):
     try:
@@ -82,6 +88,8 @@ attempt("proc mem", lambda: open("/proc/self/mem", "rb"))
 attempt("proc pid mem", lambda: open(f"/proc/{os.getpid()}/mem", "rb"))
 attempt("plain file", lambda: open(__file__, "rb").close())
 attempt("forbidden import", lambda: importlib.import_module("smtplib"))
+attempt("loaded forbidden import", lambda: __import__("inspect"))  # torch has loaded it: no "import" event
+attempt("loaded grader module", lambda: __import__("autograder.legality"))
 attempt("audit hook", lambda: sys.addaudithook(lambda event, a: print("hooked", event) if event == "os.getcwd" else None))
 attempt("code object", lambda: types.FunctionType(hinted.__code__.replace(co_name="x"), {}))
 attempt("unmarshal", lambda: marshal.loads(marshal.dumps(hinted.__code__)))
@@ -100,17 +108,51 @@ attempt("stdlib tries and recovers", lambda: platform.uname().processor)
 attempt("environment left as it was", lambda: (os.environ.setdefault("PATH", "/nowhere"),
                                                os.environ.__setitem__("PATH", os.environ["PATH"])))
 attempt("environment changed", lambda: os.environ.__setitem__("CUDA_LAUNCH_BLOCKING", "1"))
+attempt("triton runs a command", lambda: __import__("triton._test_runner")._test_runner._run(["true"], cwd="/"))
+attempt("triton builds a C file", lambda: __import__("triton.runtime.build").runtime.build._build(
+    "x", os.path.join(here, "x.c"), here, [], [], [], []))
+attempt("triton's ptxas", lambda: __import__("triton.backends.nvidia.compiler").backends.nvidia.compiler.get_ptxas(90))
+
+class Shown:  # FX writes an argument's repr into the code it compiles
+    def __repr__(self):
+        return "__import__('os').getcwd()"
+
+def graph_of(argument=None, method=None):
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    graph.output(graph.call_method(method, (x,)) if method else graph.call_function(torch.add, (x, argument)))
+    return torch.fx.GraphModule(torch.nn.Module(), graph)(torch.ones(2))
+
+class Named(torch._guards.Source):  # a Source whose name template (torch evaluates it) is the learner's text
+    def name(self):
+        return "1 + 1"
+    _name_template = property(name)
+
+def schema(x: "torch.Tensor", scale: "float") -> "torch.Tensor":
+    return x * scale
+
+shapes = torch.fx.experimental.symbolic_shapes.ShapeEnv()
+attempt("torch evaluates what it is handed", lambda: shapes.evaluate_guards_expression("1 + 1", []))
+attempt("torch evaluates it through tree_map", lambda: torch.utils._pytree.tree_map(shapes.evaluate_symexpr, [["1 + 1"]]))
+attempt("torch evaluates a class's text", lambda: Named().get_value({}, {}, {}))
+attempt("fx writes a repr", lambda: graph_of(Shown()))
+attempt("fx writes a target", lambda: graph_of(method='abs"), __import__("os").getcwd(), getattr(x, "abs'))
+attempt("fx graph", lambda: graph_of(2.0))
+attempt("annotations as text", lambda: torch.library.custom_op("learner_test::scale", mutates_args=())(schema))
 LeavesAProcess()
 os.getcwd()  # a hook the learner added would see this
 '''
 
 REFUSED = ["fork", "posix_spawn", "system", "subprocess", "exec", "timeit string", "type hints", "file beside",
-           "pickle", "ctypes", "proc mem", "proc pid mem", "forbidden import", "library asked", "code object",
+           "pickle", "ctypes", "proc mem", "proc pid mem", "forbidden import", "loaded forbidden import", "loaded grader module", "library asked", "code object",
            "unmarshal", "library runs a string", "through tree_map", "torch timer string",
-           "torch runs a command", "library handed a command", "environment changed", "timeit text of a literal"]
+           "torch runs a command", "library handed a command", "environment changed", "timeit text of a literal",
+           "triton runs a command", "triton builds a C file", "torch evaluates what it is handed",
+           "torch evaluates it through tree_map", "torch evaluates a class's text", "fx writes a repr",
+           "fx writes a target"]
 ALLOWED = ["timeit function", "plain file", "classes", "library code", "library's own import",
            "library's own command", "stdlib tries and recovers", "environment left as it was", "timeit literal",
-           "torch timer literal"]
+           "torch timer literal", "triton's ptxas", "fx graph", "annotations as text"]
 # an installed library that starts a process while it is imported (as matplotlib asks fontconfig for fonts)
 # or compiles its own code then; a library that evaluates the text it is given (sympy's parse_expr, PyYAML's
 # python tags) runs it for whoever called it: for the learner, refused
@@ -147,6 +189,8 @@ def test_the_worker_refuses_what_it_cannot_see_and_lets_libraries_do_their_own_w
     assert all(f"{name} allowed" in run.stdout for name in ALLOWED), run.stdout + run.stderr
     assert "finalizer refused" in run.stdout, run.stdout   # a finalizer is refused whenever it runs
     assert "hooked" not in run.stdout                      # Python drops a hook the worker's refuses
+    # no other process of this user may open the worker's memory (/proc/<pid>/mem) either
+    assert "dumpable False" in run.stdout, run.stdout
     # each refusal names what was refused and why
     assert "starts a process (os.fork)" in said["fork"] and "process's memory" in said["proc mem"]
     assert "which the grader did not audit" in said["file beside"] and "unpickles" in said["pickle"]
@@ -177,20 +221,72 @@ def test_a_finalizer_the_call_leaves_behind_runs_under_the_recorder():
     assert any("calls torch operator aten._softmax at line 18" in v for v in ex["violations"]), ex["violations"]
 
 
+def test_a_finalizer_on_an_output_runs_inside_a_recorded_call():
+    """The worker lets go of the previous call's outputs inside the next call, under its recorder: a finalizer
+    hung on one never runs between a call and the shipping of its outputs, unseen."""
+    ex = graded("escape_finalizer_on_output.py", ("softmax",))["softmax"]
+    assert ex["score"] == 0 and not ex["correct"]
+    # its kernel answers one-column inputs; every other output is what the call itself wrote: nothing (the
+    # finalizer runs when the next call lets go of it, inside that call, and writes an output already shipped)
+    verdicts = {c["case"]: c["verdict"] for c in ex["cases"]}
+    assert verdicts["1x1 float32"] == "ok" and verdicts["3x17 float32"] != "ok", verdicts
+
+
 def test_numpy_over_a_tensors_memory_in_graded_code_costs_the_points_and_names_the_line():
     ex = graded("escape_numpy_stash.py", ("checkpointed_mlp",))["checkpointed_mlp"]
     assert ex["score"] == 0 and not ex["correct"]
     assert any("line 28: uses np.array (numpy.array) in graded code" in v for v in ex["violations"]), ex["violations"]
 
 
+def test_triton_starts_its_compilers_for_a_compile_it_drives(tmp_path):
+    """ptxas, run by Triton's own compile (``triton.compile`` through the course's ahead-of-time tool) and by
+    the course's ``ptxas_usage``, while the hook refuses Triton's test runner and build (tested above)."""
+    script = textwrap.dedent('''
+        import os, sys
+        os.environ["TRITON_INTERPRET"] = "1"
+        sys.path.insert(0, %r)
+        from autograder import runtime_audit
+        import torch, triton, triton.language as tl
+        from course.aot import resource_usage
+        runtime_audit.install([__file__])
+
+        @triton.jit
+        def add_one(x_ptr, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            tl.store(x_ptr + offs, tl.load(x_ptr + offs) + 1)
+
+        print("usage", resource_usage(add_one, torch.ones(16), BLOCK=16)["n_regs"] > 0)
+        print("pending", runtime_audit.HOOK.pending)
+    ''' % str(ROOT))
+    (tmp_path / "compiles.py").write_text(script)
+    run = subprocess.run([sys.executable, str(tmp_path / "compiles.py")], capture_output=True, text=True, timeout=300)
+    assert "usage True" in run.stdout and "pending []" in run.stdout, run.stdout + run.stderr
+
+
 def test_a_measuring_exercise_may_time_a_statement_with_torchs_timer():
     """00's benchmark: torch's Timer takes its statement as text; the worker of a measuring exercise lets
-    timeit's template hold it, the worker of a tensor exercise refuses it (tested above)."""
-    script = ("import sys\nsys.path.insert(0, %r)\nfrom autograder import runtime_audit\n"
-              "runtime_audit.install([], tensors=False)\nimport torch.utils.benchmark as b\n"
-              "print('median', b.Timer('x = 1').timeit(3).median >= 0)\n" % str(ROOT))
+    timeit's template hold a plain one, the worker of a tensor exercise refuses it (tested above)."""
+    script = textwrap.dedent('''
+        import sys
+        sys.path.insert(0, %r)
+        from autograder import runtime_audit
+        runtime_audit.install([], tensors=False)
+        import torch.utils.benchmark as b
+        fn = lambda: None
+        print("median", b.Timer("x = 1").timeit(3).median >= 0, b.Timer("y = fn()\\nfn()", globals={"fn": fn}).timeit(3).median >= 0)
+        for stmt in ("__import__('inspect')", "torch.inspect.stack()", "fn.__closure__", "len(fn)"):
+            try:
+                b.Timer(stmt, globals={"fn": fn}).timeit(1)
+                print("allowed", stmt)
+            except PermissionError as exc:
+                print("refused", stmt, exc)
+    ''' % str(ROOT))
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
-    assert "median True" in run.stdout, run.stdout + run.stderr
+    assert "median True True" in run.stdout, run.stdout + run.stderr
+    # ... but only a statement that calls what its globals hold: no builtin, no special attribute, no module
+    # the learner's code may not import reached through torch (these reached the grader's own probes)
+    assert "allowed" not in run.stdout and run.stdout.count("refused") == 4, run.stdout + run.stderr
+    assert "reaches the module inspect" in run.stdout and "uses __import__" in run.stdout, run.stdout
 
 
 def test_environment_banners_of_the_standard_library_and_pytorch_keep_their_points():
