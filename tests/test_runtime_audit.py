@@ -232,6 +232,19 @@ def test_a_finalizer_on_an_output_runs_inside_a_recorded_call():
     assert verdicts["1x1 float32"] == "ok" and verdicts["3x17 float32"] != "ok", verdicts
 
 
+def test_text_torch_evaluates_for_the_learner_costs_the_points_and_names_the_line():
+    ex = graded("escape_torch_evaluates_text.py", ("softmax",))["softmax"]
+    assert ex["score"] == 0 and not ex["correct"]
+    assert any("text that is not the library's own (it was handed to evaluate_guards_expression) at line 28"
+               in v for v in ex["violations"]), ex["violations"]
+
+
+def test_a_process_triton_starts_on_request_costs_the_points_and_names_the_line():
+    ex = graded("escape_triton_runs_a_command.py", ("softmax",))["softmax"]
+    assert ex["score"] == 0 and not ex["correct"]
+    assert any("starts a process (subprocess) at line 39" in v for v in ex["violations"]), ex["violations"]
+
+
 def test_numpy_over_a_tensors_memory_in_graded_code_costs_the_points_and_names_the_line():
     ex = graded("escape_numpy_stash.py", ("checkpointed_mlp",))["checkpointed_mlp"]
     assert ex["score"] == 0 and not ex["correct"]

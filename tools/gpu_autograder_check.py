@@ -277,7 +277,8 @@ LEGALITY_ESCAPES = ("escape_hook_computes", "escape_heuristic_computes", "escape
                     "escape_unaudited_module", "escape_only_when_timed", "escape_lazy_tuple",
                     "bytecode_beside", "escape_values_leave_as_text", "escape_python_in_kernel",
                     "escape_forks_through_an_alias", "escape_finalizer_computes", "escape_object_as_launch_argument",
-                    "escape_library_softmax_as_argument", "escape_wrapped_kernel_source", "escape_interpreter_names")
+                    "escape_library_softmax_as_argument", "escape_wrapped_kernel_source", "escape_interpreter_names",
+                    "escape_torch_evaluates_text", "escape_triton_runs_a_command", "escape_finalizer_on_output")
 # escapes of exercises other than softmax: file stem -> the exercises it answers
 OTHER_EXERCISES = {"escape_course_tools": ["benchmark", "peak_memory_bytes"], "escape_lazy_tuple": ["layer_norm_fwd"]}
 TIMED_ONLY = ("escape_only_when_timed",)
