@@ -462,9 +462,9 @@ def _timeit_statement(frame) -> str | None:
     refused = {*_forbidden(), *NOT_LEARNERS}
     namespace = local.get("globals")
     for text in (local.get("stmt"), local.get("setup")):
-        if isinstance(text, str):
+        if type(text) is str:
             text = text.replace("\n" + " " * 8, "\n")  # as handed over: timeit indents its lines into the template
-        why = text_origin.statement_problem(text, namespace if isinstance(namespace, dict) else None, refused)
+        why = text_origin.statement_problem(text, namespace if type(namespace) is dict else None, refused)
         if why is not None:
             return why
     return None
@@ -632,9 +632,10 @@ def _guard_loaded_modules() -> None:
         return isinstance(where, str) and _real(where).startswith(graders)
 
     def guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
-        top = name.partition(".")[0] if isinstance(name, str) and not level else ""
+        # read with str's own methods: a str of the learner's class could answer another name than it imports
+        top = str.partition(name, ".")[0] if isinstance(name, str) and not level else ""
         if (top in forbidden or graders_module(top)) and not (
-                name == "autograder" and tuple(fromlist or ()) == ("check",)):
+                str.__eq__(name, "autograder") and type(fromlist) in (tuple, list) and list(fromlist) == ["check"]):
             frame = sys._getframe(1)  # the frame that runs the import: a library's own imports are its own
             if _whose(frame)[0] == LEARNER:
                 exc = RunTimeRefused(f"graded code may not do this: it imports {name} ({_WHY['import']})")

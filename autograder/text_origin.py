@@ -49,25 +49,43 @@ def _installed_file(filename: str | None, grader: bool = False) -> bool:
     return real.startswith(INSTALLED) and (grader or not real.startswith(_GRADER))
 
 
+def _class_field(cls, name: str):
+    """A class's own ``__module__``, ``__qualname__``, ``__mro__``..., read as ``type`` keeps them: no
+    property of a metaclass of the learner's runs (the hook judges nothing while it runs itself)."""
+    if name == "__module__":
+        return type.__dict__["__dict__"].__get__(cls).get("__module__")
+    return type.__dict__[name].__get__(cls)
+
+
+def _own_code(value):
+    """The code of a function a class holds (a method, a property's getter, a static or class method)."""
+    kind = type(value)
+    if issubclass(kind, (staticmethod, classmethod)):
+        value = value.__func__
+    elif issubclass(kind, property):
+        value = value.fget
+    return value.__code__ if type(value) is types.FunctionType else None
+
+
 def _library_class(cls) -> bool:
     """Whether a class is defined by installed code (torch, Triton, the standard library, a builtin). Its
     ``__module__`` is only what it says: a class is known by the files of its own functions, and one that
     holds none by being what its module really holds under its name."""
-    module = sys.modules.get(getattr(cls, "__module__", None) or "")
+    name = _class_field(cls, "__module__")
+    module = sys.modules.get(name if type(name) is str else "")
     if module is None:
         return False
     if module.__name__ == "builtins":
         return True
     if not _installed_file(getattr(module, "__file__", None)):
         return False
-    codes = [getattr(getattr(v, "fget", None) or getattr(v, "__func__", None) or v, "__code__", None)
-             for v in vars(cls).values()]
+    codes = [_own_code(v) for v in type.__dict__["__dict__"].__get__(cls).values()]
     codes = [c for c in codes if c is not None and not c.co_filename.startswith("<")]  # not a dataclass's own
     if codes:
         return all(_installed_file(c.co_filename, grader=True) for c in codes)
     held = module
-    for part in getattr(cls, "__qualname__", "").split("."):
-        held = getattr(held, part, None)
+    for part in _class_field(cls, "__qualname__").split("."):
+        held = getattr(held, part, None) if type(held) is types.ModuleType or _library_class(type(held)) else None
     return held is cls
 
 
@@ -115,9 +133,10 @@ def _strings(values, budget: int = 4096) -> list[str]:
             todo.extend((v, False) for v in (value.func, *value.args, *value.keywords.values()))
         elif kind is types.MethodType:
             todo.append((value.__self__, argument))
-        elif argument and isinstance(getattr(value, "__dict__", None), dict) and not isinstance(
-                value, (types.ModuleType, type, types.FunctionType)):
-            todo.extend((v, False) for v in vars(value).values())
+        elif argument and not issubclass(kind, (types.ModuleType, type, types.FunctionType)) and _library_class(kind):
+            fields = getattr(value, "__dict__", None)  # a library's own object: reading it runs no code of yours
+            if type(fields) is dict:
+                todo.extend((v, False) for v in fields.values())
     return found
 
 
@@ -125,10 +144,10 @@ def _learners_subclass(value) -> bool:
     """An object of the learner's own class derived from a library class (whose methods the library calls
     while it builds text), torch's modules excepted: their methods run as the learner's own frames."""
     cls = type(value)
-    if _library_class(cls) or all(_library_class(base) is False for base in cls.__mro__[1:-1]):
+    if _library_class(cls) or not any(_library_class(base) for base in _class_field(cls, "__mro__")[1:-1]):
         return False
     module = sys.modules.get("torch.nn")
-    return not (module is not None and isinstance(value, module.Module))
+    return not (module is not None and issubclass(cls, module.Module))
 
 
 def _is_code(piece: str) -> bool:
@@ -182,22 +201,22 @@ def _fx_plain(value, depth: int = 0) -> bool:
     """Whether FX writes ``value`` into its code as text of no one's choosing."""
     import torch
 
-    kind = type(value)
-    if kind in _PLAIN or isinstance(value, torch.fx.Node) or depth > 8:
-        return kind in _PLAIN or isinstance(value, torch.fx.Node)
-    if kind in (torch.dtype, torch.device, torch.layout, torch.memory_format) or isinstance(value, torch.Tensor):
+    kind = type(value)  # judged by type alone: isinstance would ask a learner's object its __class__
+    if kind in _PLAIN or kind is torch.fx.Node or depth > 8:
+        return kind in _PLAIN or kind is torch.fx.Node
+    if kind in (torch.dtype, torch.device, torch.layout, torch.memory_format) or kind is torch.Tensor:
         return True
-    if isinstance(value, (torch._ops.OpOverload, torch._ops.OpOverloadPacket, torch._ops.HigherOrderOperator)):
-        return True
+    if issubclass(kind, (torch._ops.OpOverload, torch._ops.OpOverloadPacket, torch._ops.HigherOrderOperator)):
+        return _library_class(kind)
     if kind is slice:
         return all(_fx_plain(v, depth + 1) for v in (value.start, value.stop, value.step))
-    if isinstance(value, enum.Enum):
+    if issubclass(kind, enum.Enum):
         return _library_class(kind) and value.name.isidentifier()
     if not _library_class(kind):  # a container of the learner's class may write itself any way it likes
         return False
-    if isinstance(value, (tuple, list)):  # FX's immutable_list too; a named tuple of a library's
+    if issubclass(kind, (tuple, list)):  # FX's immutable_list too; a named tuple of a library's
         return all(_fx_plain(v, depth + 1) for v in value)
-    if isinstance(value, dict):
+    if issubclass(kind, dict):
         return all(type(k) is str and _fx_plain(v, depth + 1) for k, v in value.items())
     return False
 
@@ -205,7 +224,7 @@ def _fx_plain(value, depth: int = 0) -> bool:
 def _fx_node_problem(node) -> str | None:
     if not node.name.isidentifier():
         return f"a node named {node.name!r}"
-    if isinstance(node.target, str) and not _identifiers(node.target.lstrip("*")):
+    if type(node.target) is str and not _identifiers(node.target.lstrip("*")):
         return f"a node whose target is {node.target!r}"
     if not all(k.isidentifier() for k in node.kwargs):
         return f"a keyword of node {node.name} that is not a name"
@@ -220,8 +239,10 @@ def _fx_node_problem(node) -> str | None:
 def _fx_module_class(cls) -> bool:
     """FX gives each graph module a class of its own (``GraphModule.__new__``), named after what was traced
     and holding the code FX compiled for it."""
-    codes = [getattr(v, "__code__", None) for v in vars(cls).values()]
-    return all(_library_class(base) for base in cls.__bases__) and all(
+    if _library_class(cls):
+        return True
+    codes = [_own_code(v) for v in type.__dict__["__dict__"].__get__(cls).values()]
+    return all(_library_class(base) for base in _class_field(cls, "__bases__")) and all(
         c is None or _installed_file(c.co_filename) or c.co_filename.startswith("<eval_with_key>") for c in codes)
 
 
@@ -246,10 +267,12 @@ def fx_graph_chosen_by_learner(frame) -> str | None:
     """For FX's compile of a graph module's code (``frame``: ``GraphModule.recompile``): what in the graph
     FX would write into the code as the learner chose it, or None when it is all FX's own."""
     module = frame.f_locals.get("self")
+    if not _fx_module_class(type(module)):
+        return f"a {_class_field(type(module), '__qualname__')} of yours writes the code"
     graph = getattr(module, "_graph", None)
-    for obj in (module, graph, getattr(graph, "_codegen", None)):
-        if obj is None or not (_library_class(type(obj)) or obj is module and _fx_module_class(type(obj))):
-            return f"a {type(obj).__name__} of yours writes the code"
+    for obj in (graph, getattr(graph, "_codegen", None)):
+        if obj is None or not _library_class(type(obj)):
+            return f"a {_class_field(type(obj), '__qualname__')} of yours writes the code"
     for node in graph.nodes:
         problem = _fx_node_problem(node)
         if problem is not None:
@@ -268,12 +291,15 @@ def _reaches(root, chain: list[str], refused) -> str | None:
     learner's code may not use, or None."""
     obj = root
     for name in [None, *chain]:
-        if name is not None:
-            if not isinstance(obj, types.ModuleType):
-                return None
-            obj = obj.__dict__.get(name)
-        if isinstance(obj, types.ModuleType) and obj.__name__.split(".")[0] in refused:
-            return obj.__name__
+        module = issubclass(type(obj), types.ModuleType)
+        fields = object.__getattribute__(obj, "__dict__") if module else None
+        if module and str(fields.get("__name__", "")).split(".")[0] in refused:
+            return fields["__name__"]
+        if name is None:
+            continue
+        if not module:
+            return None
+        obj = fields.get(name)
     return None
 
 
@@ -282,7 +308,7 @@ def statement_problem(text, namespace: dict | None, refused) -> str | None:
     namespace does not give (``__import__``, any builtin), a private or special attribute, a module the
     learner's code may not use (``refused``: top-level names) reached through another, anything but
     expressions and assignments. None when it is plain."""
-    if not isinstance(text, str):
+    if type(text) is not str:
         return None  # a function: timeit calls it, code the audit read
     try:
         tree = ast.parse(text)
