@@ -616,8 +616,9 @@ def _guard_loaded_modules() -> None:
     """CPython raises the ``import`` event only for a module not yet in ``sys.modules``: ``import inspect``
     (or ``__import__("gc")``, ``import autograder.probes``) of a module torch or the worker already loaded
     raises none. ``__import__`` itself judges those, as the hook judges the others: a module the audit forbids,
-    or the grader's own (``from autograder import check`` excepted), imported by the learner's code itself
-    (its file, a module beside it, text run for it), not by a library's code it called."""
+    or the grader's own (``from autograder import check`` excepted), imported by code of the learner's that
+    no audit read (text some library ran for it, FX code that calls ``__import__``), not by a library's code
+    it called; the audited files' own import statements are the static audit's findings."""
     import builtins
 
     from autograder.imports import NOT_LEARNERS
@@ -636,8 +637,9 @@ def _guard_loaded_modules() -> None:
         top = str.partition(name, ".")[0] if isinstance(name, str) and not level else ""
         if (top in forbidden or graders_module(top)) and not (
                 str.__eq__(name, "autograder") and type(fromlist) in (tuple, list) and list(fromlist) == ["check"]):
-            frame = sys._getframe(1)  # the frame that runs the import: a library's own imports are its own
-            if _whose(frame)[0] == LEARNER:
+            frame = sys._getframe(1)  # the frame that runs the import: a library's own imports are its own,
+            if _whose(frame)[0] == LEARNER and _real(frame.f_code.co_filename) not in HOOK.audited:
+                # and those of the files the grader audited are the static audit's findings, named there
                 exc = RunTimeRefused(f"graded code may not do this: it imports {name} ({_WHY['import']})")
                 HOOK.pending.append((f"imports {name}", _Still.of(frame), exc))
                 raise exc

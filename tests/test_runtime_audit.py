@@ -88,8 +88,6 @@ attempt("proc mem", lambda: open("/proc/self/mem", "rb"))
 attempt("proc pid mem", lambda: open(f"/proc/{os.getpid()}/mem", "rb"))
 attempt("plain file", lambda: open(__file__, "rb").close())
 attempt("forbidden import", lambda: importlib.import_module("smtplib"))
-attempt("loaded forbidden import", lambda: __import__("inspect"))  # torch has loaded it: no "import" event
-attempt("loaded grader module", lambda: __import__("autograder.legality"))
 attempt("audit hook", lambda: sys.addaudithook(lambda event, a: print("hooked", event) if event == "os.getcwd" else None))
 attempt("code object", lambda: types.FunctionType(hinted.__code__.replace(co_name="x"), {}))
 attempt("unmarshal", lambda: marshal.loads(marshal.dumps(hinted.__code__)))
@@ -138,6 +136,14 @@ attempt("torch evaluates a class's text", lambda: Named().get_value({}, {}, {}))
 attempt("fx writes a repr", lambda: graph_of(Shown()))
 attempt("fx writes a target", lambda: graph_of(method='abs"), __import__("os").getcwd(), getattr(x, "abs'))
 attempt("fx graph", lambda: graph_of(2.0))
+
+def imported_by_fx_code(name):  # torch has loaded it: importing it raises no "import" event
+    graph = torch.fx.Graph()
+    graph.output(graph.call_function(__import__, (name,)))
+    return torch.fx.GraphModule(torch.nn.Module(), graph)()
+
+attempt("loaded forbidden import", lambda: imported_by_fx_code("inspect"))
+attempt("loaded grader module", lambda: imported_by_fx_code("autograder.legality"))
 attempt("annotations as text", lambda: torch.library.custom_op("learner_test::scale", mutates_args=())(schema))
 LeavesAProcess()
 os.getcwd()  # a hook the learner added would see this
