@@ -241,7 +241,7 @@ def test_a_finalizer_on_an_output_runs_inside_a_recorded_call():
 def test_text_torch_evaluates_for_the_learner_costs_the_points_and_names_the_line():
     ex = graded("escape_torch_evaluates_text.py", ("softmax",))["softmax"]
     assert ex["score"] == 0 and not ex["correct"]
-    assert any("text that is not the library's own (it was handed to evaluate_guards_expression) at line 28"
+    assert any("text that is not the library's own (it was handed to evaluate_guards_expression) at line 24"
                in v for v in ex["violations"]), ex["violations"]
 
 

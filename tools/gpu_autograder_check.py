@@ -340,37 +340,34 @@ def paged_metadata_notebook(out: Path) -> Path:
     return path
 
 
+# Submissions graded for one exercise in the legality group: (file stem, exercise, expected). Honest code
+# written the way public kernels and notebooks are (math's constants and triton.jit called as a function in
+# a kernel, Triton's tutorial asking its driver for the device; PyTorch's triton_op + wrap_triton and
+# Liger-Kernel's libdevice.tanh, compiled on the GPU; environment reports and TRITON_INTERPRET set as Triton
+# documents; benchmarks at import with literal statements; Liger's utils beside a layer norm) keeps its
+# points; out= logits score 0.
+LEGALITY_ONE_EXERCISE = (("honest_softmax_idioms", "softmax", "correct"),
+                         ("honest_tutorial_vector_add", "vector_add", "correct"),
+                         ("lce_logits_through_out", "linear_cross_entropy", "zero"),
+                         ("liger_style_lce", "linear_cross_entropy", "correct"),
+                         ("honest_triton_op_softmax", "softmax", "correct"),
+                         ("honest_libdevice_bias_gelu", "bias_gelu", "correct"),
+                         ("honest_environment_banner", "softmax", "correct"),
+                         ("honest_benchmarks_at_import", "softmax", "correct"),
+                         ("liger_style_layer_norm", "layer_norm_fwd", "correct"))
+
+
 def legality_plan(out: Path) -> list:
     return [
-        # honest code written the way public kernels and notebooks are: math's constants and triton.jit called
-        # as a function in a kernel, Triton's tutorial asking its driver for the device, IPython's syntax
-        Grade("honest_softmax_idioms", SUBMISSIONS / "honest_softmax_idioms.py", ["softmax"],
-              {"softmax": "correct"}, group="legality"),
-        Grade("honest_tutorial_vector_add", SUBMISSIONS / "honest_tutorial_vector_add.py", ["vector_add"],
-              {"vector_add": "correct"}, group="legality"),
+        *[Grade(stem, SUBMISSIONS / f"{stem}.py", [exercise], {exercise: expected}, group="legality")
+          for stem, exercise, expected in LEGALITY_ONE_EXERCISE],
+        # IPython's syntax in a notebook; notebook 10's launcher reading its metadata out of torch
         Grade("ipython_notebook", ipython_notebook(out), ["softmax"], {"softmax": "correct"}, group="legality"),
+        Grade("paged_metadata", paged_metadata_notebook(out), ["paged_decode_attention"],
+              {"paged_decode_attention": "correct"}, group="legality"),
         *[Grade(stem, SUBMISSIONS / f"{stem}.py", exercises, {e: "zero" for e in exercises}, group="legality")
           for stem, exercises in OTHER_EXERCISES.items()],
         Grade("bytecode_beside", bytecode_beside(out), ["softmax"], {"softmax": "zero"}, group="legality"),
-        Grade("lce_logits_through_out", SUBMISSIONS / "lce_logits_through_out.py", ["linear_cross_entropy"],
-              {"linear_cross_entropy": "zero"}, group="legality"),
-        Grade("liger_style_lce", SUBMISSIONS / "liger_style_lce.py", ["linear_cross_entropy"],
-              {"linear_cross_entropy": "correct"}, group="legality"),
-        # PyTorch's triton_op + wrap_triton, Liger-Kernel's libdevice.tanh: honest, compiled on the GPU
-        Grade("honest_triton_op_softmax", SUBMISSIONS / "honest_triton_op_softmax.py", ["softmax"],
-              {"softmax": "correct"}, group="legality"),
-        Grade("honest_libdevice_bias_gelu", SUBMISSIONS / "honest_libdevice_bias_gelu.py", ["bias_gelu"],
-              {"bias_gelu": "correct"}, group="legality"),
-        # environment reports and TRITON_INTERPRET set as Triton documents (compiled on the GPU all the same),
-        # benchmarks at import with literal statements, Liger's utils beside a layer norm, metadata read out
-        Grade("honest_environment_banner", SUBMISSIONS / "honest_environment_banner.py", ["softmax"],
-              {"softmax": "correct"}, group="legality"),
-        Grade("honest_benchmarks_at_import", SUBMISSIONS / "honest_benchmarks_at_import.py", ["softmax"],
-              {"softmax": "correct"}, group="legality"),
-        Grade("liger_style_layer_norm", SUBMISSIONS / "liger_style_layer_norm.py", ["layer_norm_fwd"],
-              {"layer_norm_fwd": "correct"}, group="legality"),
-        Grade("paged_metadata", paged_metadata_notebook(out), ["paged_decode_attention"],
-              {"paged_decode_attention": "correct"}, group="legality"),
         *[Grade(f"solution_{nb}", ROOT / "solutions" / nb / f"{nb}.ipynb", exercises,
                 {e: "correct" for e in exercises}, group="legality-solutions")
           for nb, exercises in LEGALITY_SOLUTIONS],
