@@ -79,3 +79,17 @@ def test_no_constant_answer_passes_the_counting_exercises():
             ops = [int(re.match(r"(\d+) elementwise", c.name).group(1)) for c in specs.get("count_kernel_launches").cases(quick)]
             live = [int(re.match(r"(\d+) live", c.name).group(1)) for c in specs.get("peak_memory_bytes").cases(quick)]
             assert len(set(ops)) == len(ops) >= 2 and len(set(live)) == len(live) >= 2
+
+
+def test_comparing_flops_with_bytes_fails_classify_bound_on_every_draw():
+    """The usual mistake (flops > bytes, no ridge point) fails some case of every list check or the grade
+    draws: otherwise check and the grade could disagree on the same code, one run in a hundred."""
+    from autograder.specs import get
+
+    spec = get("classify_bound")
+    for quick in (True, False) * 500:
+        cases = [c.build(None) for c in spec.cases(quick)]
+        assert any(("compute" if f > b else "memory") != spec.reference(f, b, pf, pb) for f, b, pf, pb in cases)
+        assert all(abs(f / b / (pf / pb) - 1) > 0.5 for f, b, pf, pb in cases)  # never near the ridge
+        # every memory-bound case does more than a flop per byte: the mistake fails each of them
+        assert all(f > b for f, b, pf, pb in cases if spec.reference(f, b, pf, pb) == "memory")

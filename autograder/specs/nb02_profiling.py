@@ -4,6 +4,7 @@ The grader runs the same probe functions under its own measurement (autograder.p
 """
 from __future__ import annotations
 
+import math
 import random
 
 from autograder.probes import UNARY, alloc_probe, count_launches, materialize, ops_probe, peak_memory
@@ -55,14 +56,19 @@ def _memory_cases(quick):
 
 
 def _classify_cases(quick):
+    """Half compute-bound, half memory-bound, each 2 to 50 times from the ridge (never near it). Every
+    memory-bound case does more than one flop per byte (the ridge is at least 8), so comparing flops with
+    bytes instead of with the ridge fails on every draw, in ``check`` as in the grade."""
     rng = random.Random()
     cases = []
     for i in range(4 if quick else 8):
-        peak_flops, peak_bw = rng.uniform(1e13, 1e15), rng.uniform(5e11, 5e12)
+        peak_bw = rng.uniform(5e11, 5e12)
+        ridge = math.exp(rng.uniform(math.log(8), math.log(2000)))  # flop/byte, log-uniform
+        peak_flops = ridge * peak_bw
         nbytes = rng.uniform(1e6, 1e10)
-        factor = rng.uniform(2, 50) if i % 2 else 1 / rng.uniform(2, 50)  # never near the ridge
-        args = (nbytes * peak_flops / peak_bw * factor, nbytes, peak_flops, peak_bw)
-        cases.append(Case(f"intensity {args[0] / nbytes:.3g} flop/byte, ridge {peak_flops / peak_bw:.3g}",
+        factor = rng.uniform(2, 50) if i % 2 else 1 / rng.uniform(2, min(50, ridge / 2))
+        args = (nbytes * ridge * factor, nbytes, peak_flops, peak_bw)
+        cases.append(Case(f"intensity {args[0] / nbytes:.3g} flop/byte, ridge {ridge:.3g}",
                           lambda g, a=args: a, hint="compare flops/bytes with the ridge point peak_flops/peak_bandwidth",
                           family="value", public=True))
     return cases
