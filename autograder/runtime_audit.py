@@ -199,10 +199,9 @@ def _library_own_command(frame) -> bool:
         frame = frame.f_back
     if entry is None:
         return False
-    code = entry.f_code
-    count = code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
-    values = entry.f_locals
-    return all(_chooses_nothing(values.get(name)) for name in code.co_varnames[:count])
+    from autograder import text_origin
+
+    return all(_chooses_nothing(value) for value in text_origin._arguments(entry))
 
 
 def _chooses_nothing(value) -> bool:
@@ -211,15 +210,10 @@ def _chooses_nothing(value) -> bool:
         return True
     if type(value) in (tuple, dict) and not value:  # an empty *args or **kwargs
         return True
+    from autograder import text_origin
+
     code = getattr(value, "__code__", None)
-    return type(value).__name__ == "function" and code is not None and _whose_file(code.co_filename) == LIBRARY
-
-
-def _whose_file(filename: str) -> str | None:
-    if filename.startswith("<"):
-        return LEARNER
-    real = _real(filename)
-    return LIBRARY if real.startswith(INSTALLED) and not real.startswith(_GRADER) else None
+    return type(value).__name__ == "function" and code is not None and text_origin._installed_file(code.co_filename)
 
 
 def _outside_stdlib(frame):
