@@ -269,8 +269,7 @@ def scalars_index_as_ints() -> bool:
 
     def patch_lang_tensor(tensor, scope):
         original(tensor, scope)
-        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0])
-                       if self.handle.data.size == 1 else int(self.handle.data))
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))  # as Triton 3.9
 
     patch_lang_tensor._scalar_index = True
     interpreter._patch_lang_tensor = patch_lang_tensor
