@@ -4,6 +4,8 @@ what results/ generates."""
 import json
 import math
 import pathlib
+import subprocess
+import threading
 
 import pytest
 
@@ -296,6 +298,30 @@ def test_repeated_grading_resumes_at_the_next_notebook(tmp_path, monkeypatch, ca
     assert graded == [("run-1", "08_memory"), ("run-2", "02_profiling"), ("run-2", "08_memory")]
     assert gpu_repeat_grading.main(args) == 0 and len(graded) == 3  # everything kept
     assert json.loads((out / "repeat-summary.json").read_text())["runs"] == 2
+
+
+def test_repeated_grading_on_several_gpus_grades_each_notebook_once_on_one_gpu(tmp_path, monkeypatch):
+    """--gpus 2: every (run, notebook) graded once, in a process of its own that sees one GPU, runs in order."""
+    from tools import gpu_repeat_grading
+
+    seen, lock = [], threading.Lock()
+
+    def fake_run(argv, env, **_):
+        folder = pathlib.Path(argv[argv.index("tools.gpu_autograde") + 1])
+        with lock:
+            seen.append((folder.parent.name, folder.name, env["CUDA_VISIBLE_DEVICES"]))
+        return subprocess.CompletedProcess(argv, 0)
+
+    monkeypatch.setattr(gpu_repeat_grading.subprocess, "run", fake_run)
+    monkeypatch.setattr(results, "outcomes", lambda folder: [results.write_json(
+        folder / f"{folder.name}-solution.json", {"notebooks": {}})])
+    out = tmp_path / "repeat"
+    assert gpu_repeat_grading.main([str(out), "--runs", "3", "--gpus", "2",
+                                    "--assignments", "02_profiling,08_memory"]) == 0
+    assert sorted((r, a) for r, a, _ in seen) == [(f"run-{k}", a) for k in (1, 2, 3)
+                                                  for a in ("02_profiling", "08_memory")]
+    assert {gpu for *_, gpu in seen} <= {"0", "1"}
+    assert [r for r, *_ in seen] == sorted(r for r, *_ in seen)  # whole runs first
 
 
 def test_graded_solutions_are_found():

@@ -11,6 +11,10 @@ plus the outcome ``run-k/A/A-solution.json`` written, each carrying the GPU, dri
 method. A notebook whose outcome exists is kept, one cut off is graded again: a call cut off by a time
 limit (or stopped by ``--stop-after``, before a grading it could not finish) resumes at the next notebook.
 Across calls, carry the folder back in (``REPEAT_FROM`` in ``bash tools/gpu_session.sh repeat-grading``).
+``--gpus N`` (N > 1, on a machine of several GPUs) grades N notebooks at once, each grading a process of its
+own pinned to one GPU by CUDA_VISIBLE_DEVICES (as batch grading pins its workers), taking the next
+(run, notebook) from one queue in run order, so a cut-off call leaves whole runs first; each grading still
+times on a GPU that nothing else uses.
 In a results/ run folder, tests/test_results.py reads every calibration and holds the slowest grading of
 each solution to the 15% rule and the naive version to the floor in every run. Last,
 ``OUT_DIR/repeat-summary.json`` and a table per exercise: the slowest, median and fastest solution speedup
@@ -20,10 +24,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import queue
+import subprocess
 import pathlib
 import shutil
 import statistics
 import sys
+import threading
 import time
 
 from tools import results
@@ -73,36 +81,77 @@ def table(found: dict, runs: int) -> str:
 def main(argv=None) -> int:
     import nbgrader_config
 
-    from tools import gpu_autograde
-
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--assignments", default=",".join(nbgrader_config.RELEASED))
     ap.add_argument("--stop-after", type=float, default=None, metavar="S",
                     help="start no grading after S seconds (the longest one so far must still fit)")
+    ap.add_argument("--gpus", type=int, default=1, help="grade this many notebooks at once, one per GPU")
     args = ap.parse_args(argv)
-    if args.runs < 1:
-        ap.error("--runs must be at least 1")
+    if args.runs < 1 or args.gpus < 1:
+        ap.error("--runs and --gpus must be at least 1")
     out = pathlib.Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    start, longest = time.perf_counter(), 0.0
-    for k in range(1, args.runs + 1):
-        for assignment in [a for a in args.assignments.split(",") if a]:
-            folder = out / f"run-{k}" / assignment
-            if graded(folder, assignment):
-                continue
+    jobs = [(k, a) for k in range(1, args.runs + 1) for a in args.assignments.split(",") if a]
+    jobs = [(k, a) for k, a in jobs if not graded(out / f"run-{k}" / a, a)]
+    grade = _grade_in_process if args.gpus == 1 else _grade_pinned
+    _grade_queue(out, jobs, grade, args.gpus, args.stop_after)
+    return _summarize(out, args.runs)
+
+
+def _grade_queue(out: pathlib.Path, jobs, grade, gpus: int, stop_after) -> None:
+    """One thread per GPU takes the next (run, notebook) until none is left or the next one could not
+    finish before ``stop_after`` seconds (judged by the longest grading so far)."""
+    todo: queue.SimpleQueue = queue.SimpleQueue()
+    for job in jobs:
+        todo.put(job)
+    start, longest, lock = time.perf_counter(), [0.0], threading.Lock()
+
+    def work(gpu: int) -> None:
+        while True:
+            try:
+                k, assignment = todo.get_nowait()
+            except queue.Empty:
+                return
             elapsed = time.perf_counter() - start
-            if args.stop_after is not None and elapsed + longest > args.stop_after:
-                print(f"stopped after {elapsed:.0f} s: run {k}, {assignment} is next")
-                return _summarize(out, args.runs)
+            if stop_after is not None and elapsed + longest[0] > stop_after:
+                print(f"stopped after {elapsed:.0f} s: run {k}, {assignment} is next", flush=True)
+                return
+            folder = out / f"run-{k}" / assignment
             shutil.rmtree(folder, ignore_errors=True)  # a grading cut off before its outcome: again, whole
             began = time.perf_counter()
-            gpu_autograde.main([str(folder), "--assignments", assignment, "--solutions-only", "--no-execute"])
-            results.outcomes(folder)
-            longest = max(longest, time.perf_counter() - began)
-            print(f"run {k} {assignment}: {time.perf_counter() - began:.0f} s")
-    return _summarize(out, args.runs)
+            try:
+                grade(folder, assignment, gpu)
+                results.outcomes(folder)
+            except Exception as err:  # one grading's failure is reported; the others go on
+                print(f"run {k} {assignment}: failed: {type(err).__name__}: {err}", flush=True)
+                continue
+            with lock:
+                longest[0] = max(longest[0], time.perf_counter() - began)
+            print(f"run {k} {assignment}{f' (GPU {gpu})' if gpus > 1 else ''}: "
+                  f"{time.perf_counter() - began:.0f} s", flush=True)
+
+    threads = [threading.Thread(target=work, args=(g,)) for g in range(gpus)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+def _grade_in_process(folder: pathlib.Path, assignment: str, gpu: int) -> None:
+    from tools import gpu_autograde
+
+    gpu_autograde.main([str(folder), "--assignments", assignment, "--solutions-only", "--no-execute"])
+
+
+def _grade_pinned(folder: pathlib.Path, assignment: str, gpu: int) -> None:
+    """The same grading in a process of its own that sees one GPU; its log beside its outcome."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder.parent / f"{assignment}.log", "w") as log:
+        subprocess.run([sys.executable, "-m", "tools.gpu_autograde", str(folder), "--assignments", assignment,
+                        "--solutions-only", "--no-execute"], stdout=log, stderr=subprocess.STDOUT,
+                       env={**os.environ, "CUDA_VISIBLE_DEVICES": str(gpu)}, check=False)
 
 
 def _summarize(out: pathlib.Path, runs: int) -> int:

@@ -107,10 +107,11 @@ for stage in "$@"; do
         # Every solution graded RUNS times (default 5) by the trusted autograde, one run-k/<notebook>/ folder per
         # grading with its calibration.json and outcome (tools/gpu_repeat_grading.py). REPEAT_FROM=results/<run>/
         # repeat-... resumes an earlier call's gradings (carried in the working tree) at the next notebook; no
-        # grading starts that would end past the stage's time limit.
+        # grading starts that would end past the stage's time limit. On a machine of several GPUs, one grading
+        # per GPU at a time (GPUS=n to use fewer).
         repeat-grading) [ -n "${REPEAT_FROM:-}" ] && cp -r "$REPEAT_FROM" "$RES/repeat"
                         TAIL=40 run_logged repeat-grading python3 -m tools.gpu_repeat_grading "$RES/repeat" \
-                            --runs "${RUNS:-5}" --stop-after $(( ${STAGE_TIMEOUT:-540} - 30 )) \
+                            --runs "${RUNS:-5}" --gpus "${GPUS:-$(nvidia-smi -L | grep -c '^GPU')}" --stop-after $(( ${STAGE_TIMEOUT:-540} - 30 )) \
                             ${ASSIGNMENTS:+--assignments "$ASSIGNMENTS"} ;;
         autograde) TAIL=80 run_logged autograde python3 -m tools.gpu_autograde "$RES/autograder" --calibration "$RES/calibration.json" ${ASSIGNMENTS:+--assignments "$ASSIGNMENTS"} ${AUTOGRADE_FLAGS:-} ;;
         # The naive versions alone, timed by the grader's protocol (NAIVE_ASSIGNMENTS): the calibration's other half
