@@ -308,6 +308,7 @@ class _Hook:
             self.busy.on = False
         if refused:
             what, why = refused
+            _explain(event, args, what)
             exc = RunTimeRefused(f"graded code may not do this: it {what} ({_WHY[why]})")
             # judged once it has finished its way out (``charge_pending``): who saw it refused
             self.pending.append((what, _Still.of(sys._getframe(1)), exc))
@@ -462,6 +463,19 @@ def _timeit_statement(frame) -> str | None:
         if why is not None:
             return why
     return None
+
+
+def _explain(event, args, what) -> None:
+    """For the course's developers, where a refusal is not understood (a library's new version, a GPU-only
+    path): AUTOGRADER_EXPLAIN_REFUSALS=FILE appends each refused event, its arguments and the stack to FILE
+    (the sandbox must let the worker write there, e.g. AUTOGRADER_SANDBOX=off). Never set when grading."""
+    target = os.environ.get("AUTOGRADER_EXPLAIN_REFUSALS")
+    if not target:
+        return
+    import traceback
+
+    with open(target, "a") as out:
+        out.write(f"=== {event}: {what}\n{repr(args)[:3000]}\n{''.join(traceback.format_stack(sys._getframe(2)))}\n")
 
 
 def _toolchain_text(event, args, frame) -> str | None:

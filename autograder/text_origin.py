@@ -151,8 +151,18 @@ def _learners_subclass(value) -> bool:
 
 
 def _is_code(piece: str) -> bool:
-    """Text that does something when run: more than a name, a dotted name or a number."""
-    return any(not (c.isalnum() or c in "_.") for c in piece.strip())
+    """Text that does something when run: more than names, dotted names and numbers (with the commas and
+    spaces of a list of them, as a kernel's signature spreads its parameters over lines: Triton writes those
+    names into its launch binder, which must not make the kernel's own source lines the learner's text)."""
+    return any(not (c.isalnum() or c in "_.," or c.isspace()) for c in piece.strip())
+
+
+def handed_piece(values, text: str) -> str | None:
+    """A string reachable from ``values`` (``_strings``) that is code and is in ``text`` (or holds it)."""
+    for piece in _strings(values):
+        if _is_code(piece) and (piece.strip() in text or (_is_code(text) and text.strip() in piece)):
+            return piece
+    return None
 
 
 def handed_over(frame, text: str | None) -> str | None:
@@ -167,9 +177,8 @@ def handed_over(frame, text: str | None) -> str | None:
     if text is None:
         return None
     entry = frames[-1]
-    for piece in _strings(_arguments(entry)):
-        if _is_code(piece) and (piece.strip() in text or (_is_code(text) and text.strip() in piece)):
-            return f"it was handed to {entry.f_code.co_name}"
+    if handed_piece(_arguments(entry), text) is not None:
+        return f"it was handed to {entry.f_code.co_name}"
     for value in _arguments(entry):  # an object of the learner's class may be what builds the text
         if _learners_subclass(value):
             return f"{type(value).__name__}, a class of yours, was handed to {entry.f_code.co_name}"
