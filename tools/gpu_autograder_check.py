@@ -27,8 +27,8 @@ one subprocess per submission, sequentially (the GPU is never shared while timin
    Triton's vector-add tutorial, a notebook written with IPython's syntax (read without IPython on the
    runner), environment reports and TRITON_INTERPRET set at import, benchmarks at import with literal
    statements, Liger-Kernel's utils beside a layer norm and notebook 10's paged launcher reading
-   ``seq_lens.tolist()`` stay correct. ``--only legality-solutions`` (about 5 minutes): the solutions of 05-09 stay
-   correct (and their performance is shown), with the worker's audit hook letting Triton run its
+   ``seq_lens.tolist()`` stay correct. ``--only legality-solutions`` (about 7 minutes): the solutions of every notebook with a Triton
+   exercise (03-10) stay correct (and their performance is shown), with the worker's audit hook letting Triton run its
    compilers.
 
 Prints one line per grade as it finishes, the repeat-run spread, what was expected and whether it
@@ -282,11 +282,17 @@ LEGALITY_ESCAPES = ("escape_hook_computes", "escape_heuristic_computes", "escape
 # escapes of exercises other than softmax: file stem -> the exercises it answers
 OTHER_EXERCISES = {"escape_course_tools": ["benchmark", "peak_memory_bytes"], "escape_lazy_tuple": ["layer_norm_fwd"]}
 TIMED_ONLY = ("escape_only_when_timed",)
-LEGALITY_SOLUTIONS = (("05_layer_norm", ["layer_norm_fwd", "layer_norm_bwd", "layer_norm_gelu"]),
-                      ("06_matmul_fused_mlp", ["matmul", "linear_bias_gelu"]),
-                      ("07_flash_attention", ["flash_attention_fwd", "flash_attention_bwd"]),
-                      ("08_memory", ["linear_cross_entropy", "checkpointed_mlp", "int8_weight_linear"]),
-                      ("09_capstone", ["transformer_block"]))
+def _triton_solutions() -> tuple:
+    """Every notebook with an exercise graded as the learner's Triton kernel, with all its exercises (the
+    registry's order): the course's solutions must keep their points wherever the worker's audit runs."""
+    from autograder import specs
+    from autograder.specs.base import TRITON
+
+    notebooks = dict.fromkeys(ex.notebook for ex in specs.EXERCISES.values() if ex.kind == TRITON)
+    return tuple((nb, [ex.id for ex in specs.for_notebook(nb)]) for nb in notebooks)
+
+
+LEGALITY_SOLUTIONS = _triton_solutions()
 GROUPS = ("core", "legality", "legality-solutions")
 
 
@@ -447,7 +453,7 @@ def main(argv=None) -> int:
     p.add_argument("--only", metavar="LABEL,...", default=None,
                    help="run only these submissions or groups (e.g. faults_notebook,stale_unless_poisoned: the "
                         "parts the 2026-11-22 H100 run did not reach; legality: the escapes of "
-                        "docs/GUARANTEES.md 2 and a public-style loss; legality-solutions: the solutions of 05-09)")
+                        "docs/GUARANTEES.md 2 and a public-style loss; legality-solutions: the solutions of every notebook with a Triton exercise)")
     p.add_argument("--hang-timeout", type=float, default=None,
                    help="seconds per exercise in the faults notebook (default 30 on a GPU, 90 on a CPU)")
     args = p.parse_args(argv)
