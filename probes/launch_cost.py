@@ -15,6 +15,13 @@ CPU microseconds per call (calls queued without waiting), the protocol's median 
 (``gpu_event_clock``: the launch hidden behind queued GPU work). Each path is checked against the other's
 output first: binding must not change a bit. ``--profile KERNEL`` instead runs cProfile over that kernel's
 bound calls (queued as above) and prints where their CPU time goes, the costliest functions first.
+
+``--grader``: what a grading worker adds to each launch of a learner's kernel (which goes through the JIT,
+as the unbound path does) in a timed call: CPU microseconds per call of each kernel (and rope_kv_append,
+a launch of 25 arguments) plain, then with the grader's launch wrappers armed (``autograder.legality``:
+the launch counter, the checks of callbacks, grid and arguments), then with the worker's audit hook and
+``__import__`` guard added too (``autograder.runtime_audit``); last, cProfile's table of the costliest
+kernel's armed calls.
 """
 from __future__ import annotations
 
@@ -119,6 +126,55 @@ def profile(name: str, shape: tuple[int, int], dtype: torch.dtype, calls: int = 
     return out.getvalue()
 
 
+def _rope_call(dtype: torch.dtype):
+    from kernels_ref import rope_cache
+
+    case = rope_cache.rope_case(64, dtype=dtype, goal=None)
+    return case.candidates["triton"], case.make_inputs()
+
+
+def grader_overhead(shape: tuple[int, int], dtype: torch.dtype) -> tuple[dict, str]:
+    """{kernel: {"plain", "armed", "audited": CPU us per call}} through the JIT, and the profile of the
+    costliest kernel's armed and audited calls (the wrappers and the hook stay in this process once added)."""
+    import cProfile
+    import io
+    import pstats
+    import threading
+
+    from autograder import legality, runtime_audit
+    from kernels_ref._launch import BoundLaunches
+    from measure.timer import cpu_us_per_call
+
+    calls = {**_calls(shape, dtype, BLOCK), "rope_kv_append": _rope_call(dtype)}
+    rows: dict = {name: {} for name in calls}
+    with BoundLaunches.off():
+        for name, (fn, args) in calls.items():
+            fn(*args)
+            rows[name]["plain"] = cpu_us_per_call(fn, *args, calls=200)
+        legality.install_launch_counter()
+        legality.LaunchCallbacks.arm(legality.OpRecorder("<submission>", "."))
+        for stage in ("armed", "audited"):
+            if stage == "audited":
+                runtime_audit.install()
+            with legality.ThreadGuard.armed_for():
+                assert legality.ThreadGuard.armed == threading.get_ident()
+                for name, (fn, args) in calls.items():
+                    fn(*args)
+                    rows[name][stage] = cpu_us_per_call(fn, *args, calls=200)
+        worst = max(rows, key=lambda n: rows[n]["audited"] - rows[n]["plain"])
+        fn, args = calls[worst]
+        prof = cProfile.Profile()
+        with legality.ThreadGuard.armed_for():
+            prof.enable()
+            for _ in range(200):
+                fn(*args)
+            prof.disable()
+        torch.cuda.synchronize()
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(22)
+    return rows, f"{worst}, armed and audited:\n{out.getvalue()}"
+
+
 def main(argv=None) -> int:
     import argparse
 
@@ -127,6 +183,8 @@ def main(argv=None) -> int:
     parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
     parser.add_argument("--profile", metavar="KERNEL", choices=KERNELS + BLOCKS,
                         help="where one kernel's CPU time per call goes (cProfile), instead of the table")
+    parser.add_argument("--grader", action="store_true",
+                        help="what a grading worker's launch checks and audit hook add to each call")
     opts = parser.parse_args(argv)
     if not course.ON_GPU:
         print("probes.launch_cost needs a GPU")
@@ -135,6 +193,13 @@ def main(argv=None) -> int:
     print(course.describe())
     if opts.profile:
         print(profile(opts.profile, shape, getattr(torch, opts.dtype)))
+        return 0
+    if opts.grader:
+        rows, table = grader_overhead(shape, getattr(torch, opts.dtype))
+        print(table)
+        print(f"CPU us per call through the JIT: plain, the grader's launch checks armed, its audit hook added")
+        for name, row in rows.items():
+            print(f"{name:<26}{row['plain']:>8.1f}{row['armed']:>8.1f}{row['audited']:>8.1f}")
         return 0
     rows = measure(shape, getattr(torch, opts.dtype))
     print(f"\n{opts.shape} {opts.dtype}; CPU us per call, protocol ms, GPU-time ms: unbound -> bound")
