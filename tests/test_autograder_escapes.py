@@ -635,6 +635,25 @@ def test_a_launch_is_refused_anything_but_what_a_kernel_takes(name):
     assert torch.allclose(apply(torch.arange(8.0), own_exp, None), torch.arange(8.0).exp())  # not armed: not judged
 
 
+def test_launches_are_judged_in_checked_calls_and_left_to_the_clock_in_timed_ones(monkeypatch):
+    """A timed call (learner code armed without a recorder, as the worker's call_many runs it) is judged by
+    its outputs and the clock: the launch checks' Python (~80-110 us a launch on an H100's host) must not be
+    charged to the kernel. The checked calls, which every correctness point rests on, judge every launch."""
+    import torch
+
+    from _launch_callbacks import OwnCallable, apply, own_exp
+    from autograder.legality import ArgumentRefused, LaunchCallbacks, ThreadGuard
+
+    with _armed():
+        assert LaunchCallbacks.judging()
+        with pytest.raises(ArgumentRefused):
+            apply(torch.arange(8.0), own_exp, OwnCallable())
+        with ThreadGuard.armed_for():  # the timed span
+            assert not LaunchCallbacks.judging()
+            monkeypatch.setattr(LaunchCallbacks, "_argument_problem", classmethod(lambda *a: pytest.fail("judged")))
+            assert torch.allclose(apply(torch.arange(8.0), own_exp, None), torch.arange(8.0).exp())
+
+
 def test_a_launch_takes_tensors_numbers_dtypes_and_triton_functions():
     import numpy as np
     import torch
