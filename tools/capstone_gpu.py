@@ -36,6 +36,7 @@ import torch.nn.functional as F  # noqa: E402
 
 from measure import reference  # noqa: E402
 from measure.files import environment, write_json_atomic  # noqa: E402
+from tools.results import header  # noqa: E402
 from measure.memory import peak_bytes  # noqa: E402
 from measure.timer import bench_interleaved, graph_replay  # noqa: E402
 from measure.tolerance import compare  # noqa: E402
@@ -296,9 +297,7 @@ def main(argv=None) -> int:
             results["claims"] = claims(results)
             write_json_atomic(args.out / "capstone.json", results, nonfinite_as_null=True)
     text = tables(results)
-    (args.out / "capstone.md").write_text(f"- gpu: {results['gpu']}\n- torch: {results['torch']}\n- triton: "
-                                          f"{results['triton']}\n- date: {results['date']}\n- method: {METHOD}\n\n"
-                                          + text)
+    (args.out / "capstone.md").write_text(header(results, prefix="- ") + "\n" + text)
     print(text)
     return 0
 

@@ -49,6 +49,7 @@ KINDS = (
     (r"probe-attention[^/]*\.json", "probe-attention"),  # probes/probe_attention.py: the attention forward's loads
     (r"probe-int8-launch[^/]*\.json", "probe-int8-launch"),  # probes/int8_launch.py: the launch at decode sizes
     (r"probe-matmul[^/]*\.json", "probe-matmul"), # probes/probe_matmul_configs.py: the fused GEMM's configurations
+    (r"(.*/)?capstone\.json", "capstone"),    # tools/capstone_gpu.py: notebook 09's claims measured
     (r"(.*/)?grading-run\d+\.json", "grading"),  # tools/gpu_autograde.py: a notebook's grading, where its time went
     (r"(.*/)?[^/]+-(solution|untouched)\.json", "outcome"),  # python -m autograder autograde: one student's notebook
     (r".*\.json", "grade"),                    # python -m autograder grade --json
@@ -65,6 +66,8 @@ WHAT = {"bench": "python -m kernels_ref.bench --json (with --repeat N: each goal
         "bench-run": "one run of python -m kernels_ref.bench --repeat N, the summary beside it", "calibration": "speedups of the solutions and the naive "
         "versions, per exercise", "autograde": "tools/gpu_autograde.py: calibration rows and nbgrader autograde",
         "repeat": "tools/gpu_repeat_grading.py: each exercise's speedups over the repeated gradings, and the rules",
+        "capstone": "tools/capstone_gpu.py: notebook 09's claims (the loss, the training step, prefill, decode) "
+        "measured against naive, eager, torch.compile and CUDA graphs, each checked against float64 first",
         "check": "tools/gpu_autograder_check.py: rows, repeat spreads and expectations",
         "grade": "python -m autograder grade --json", "plot": "a plot of the bench results beside it",
         "report": "what the run showed", "log": "printed output", "notebook": "a notebook the run graded",
