@@ -147,9 +147,27 @@ def linear_cross_entropy_forward(x, weight, targets, need_grad: bool, chunk_rows
                                              WRITE_GRAD=need_grad)
         if need_grad:  # the mean's 1/M applied by the matmuls (alpha), in float32
             torch.addmm(dx[s:e], logits, weight, beta=0.0, alpha=1.0 / M, out=dx[s:e])
-            dw.addmm_(logits.T.float(), x_c.float(), alpha=1.0 / M)  # no copies for float32 inputs
+            _add_dweight(dw, logits, x_c, 1.0 / M)
         del logits  # freed before the next chunk's matmul allocates its own
     return losses.sum() / M, dx, dw
+
+
+def _add_dweight(dw, dlogits, x_c, alpha: float) -> None:
+    """dw += alpha * dlogits.T @ x_c, summed in float32 across chunks. On a GPU, cuBLAS multiplies 16-bit
+    operands as they are and accumulates into dw's float32 (addmm's ``out_dtype``); float32 copies of them
+    would run the product as a float32 GEMM (no TF32 by default), several times slower: on an H100 the loss's
+    forward + backward at M8192 H4096 V128256 took 246 ms, 0.17x eager's. Float32 inputs, a CPU, or a torch
+    without the overload take the copies (none for float32)."""
+    if dlogits.is_cuda and dlogits.dtype in (torch.float16, torch.bfloat16) and _OUT_DTYPE[0]:
+        try:
+            torch.addmm(dw, dlogits.T, x_c, out_dtype=torch.float32, alpha=alpha, out=dw)
+            return
+        except (RuntimeError, TypeError):  # a torch whose addmm has no out_dtype on this device
+            _OUT_DTYPE[0] = False
+    dw.addmm_(dlogits.T.float(), x_c.float(), alpha=alpha)
+
+
+_OUT_DTYPE = [True]  # cuBLAS's 16-bit product into float32 works here (until a call says otherwise)
 
 
 def linear_cross_entropy_backward(grad_loss, dx, dw, weight_dtype=None):
