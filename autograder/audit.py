@@ -627,9 +627,25 @@ def _walk(path: str):
                     pass
         if nxt is _UNRESOLVED:
             return ".".join(canon + parts[i:]), _UNRESOLVED
-        canon = nxt.__name__.split(".") if isinstance(nxt, types.ModuleType) else canon + [attr]
+        canon = nxt.__name__.split(".") if isinstance(nxt, types.ModuleType) else _home(nxt) or canon + [attr]
         obj = nxt
     return ".".join(canon), obj
+
+
+def _home(obj) -> list[str] | None:
+    """Where a function or class re-exported by another package is defined, when that is a library the rules
+    judge by name (``pylab.asarray`` is ``numpy.asarray``: matplotlib's pylab does ``from numpy import *``),
+    as a dotted path's parts; None for the rest, which keep the path they were reached by."""
+    try:
+        module, name = getattr(obj, "__module__", None), getattr(obj, "__name__", None)
+    except Exception:  # noqa: BLE001  (an object whose attributes raise: judged by its spelling)
+        return None
+    if not (callable(obj) and type(module) is str and type(name) is str):
+        return None
+    top = module.partition(".")[0]
+    if top in NUMERIC_LIBRARIES or (top in FORBIDDEN_MODULES and top != "builtins"):
+        return [*module.split("."), name]
+    return None
 
 
 _KNOWN: dict | None = None  # id(object) -> (the path a rule names it by, the object)

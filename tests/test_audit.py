@@ -297,6 +297,10 @@ NUMPY_ON_VALUES = [
     "import functools, numpy as np\nf = functools.partial(np.asarray)\ndef softmax(x):\n    return f(x)",
     "import numpy as np\ndef softmax(x):\n    return list(map(np.exp, [x]))",
     "import torch\ndef softmax(x):\n    return torch.storage.np.asarray(x)",  # numpy reached through torch
+    # numpy's functions re-exported by another installed package are numpy's (matplotlib's pylab)
+    "from pylab import asarray as a\ndef softmax(x):\n    return a(x)",
+    "import matplotlib.pylab as pl\ndef softmax(x):\n    return pl.exp(x)",
+    "from pylab import *\ndef softmax(x):\n    return asarray(x)",
     # a function reached only through a registry the submission fills: by a decorator, or by a function
     # that the decorator is
     "import numpy as np\n_REG = []\n@_REG.append\ndef rows(x):\n    return np.exp(x)\n"
@@ -308,6 +312,9 @@ NUMPY_CONFIGURATION = [
     "import numpy as np\nimport torch\ndef softmax(x):\n    B = int(2 ** np.ceil(np.log2(x.shape[1])))\n"
     "    n = np.prod(x.shape)\n    return torch.empty(x.shape, dtype=torch.float32) if n and B else x",
     "import numpy as np\nimport torch\ndef softmax(x):\n    return torch.full(x.shape, np.pi, dtype=torch.float32)",
+    # a notebook's plot of its results, outside the graded function (pylab's constants are plain numbers)
+    "import matplotlib.pyplot as plt\nimport pylab\ndef softmax(x):\n    return x * pylab.pi\n"
+    "plt.plot([1, 2], [3, 4])\nplt.semilogy([1, 2], pylab.asarray([3, 4]))",
     # inputs built with numpy outside the graded function
     "import numpy as np\nimport torch\ndef softmax(x):\n    return x\nx = torch.from_numpy(np.random.rand(4, 8))\n"
     "print(np.abs(softmax(x).numpy() - 1).max())",
@@ -343,6 +350,8 @@ def test_a_path_is_judged_by_the_object_it_reaches():
     assert canonical("torch.builtins.exec") == "builtins.exec"
     assert canonical("torch.serialization.load") == "torch.load"
     assert canonical("torch.inspect.getclosurevars") == "inspect.getclosurevars"
+    assert canonical("pylab.asarray") == canonical("matplotlib.pylab.asarray") == "numpy.asarray"
+    assert canonical("matplotlib.pyplot.plot") == "matplotlib.pyplot.plot"
     assert canonical("torch.softmax") == "torch.softmax"
     assert canonical("rowpkg.kern.softmax") == "rowpkg.kern.softmax"  # not installed: never imported, as spelled
 
