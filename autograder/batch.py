@@ -134,6 +134,10 @@ class ClassRun:
             return None, False
         return forced, True
 
+    def untimed(self) -> list[str]:
+        """The run's learners whose submission has no time (no timestamp.txt: copied by hand)."""
+        return [s for s in self.students if gradebook.submitted_at(self.coursedir, self.assignment, s) is None]
+
     def result_path(self, student: str) -> Path:
         return self.results_dir / f"{student}.json"
 
@@ -387,7 +391,7 @@ def main(args) -> int:
     if done:
         print(f"{len(done)} submissions graded in {elapsed:.0f} s on {where} "
               f"({60 * len(done) / elapsed:.1f} per minute); results in {run.results_dir}")
-    for line in run_notes(done, failed):
+    for line in run_notes(done, failed, run.untimed()):
         print(line)
     if args.command == "batch":
         from autograder import class_report
@@ -400,9 +404,10 @@ def main(args) -> int:
     return 1 if failed else 0
 
 
-def run_notes(done: list, failed: list) -> list[str]:
+def run_notes(done: list, failed: list, untimed: list[str]) -> list[str]:
     """What the run's summary must say beyond the points: learners not graded, feedback made without
-    running the notebook (or not at all), submissions without nbgrader collect's timestamp."""
+    running the notebook (or not at all), the run's submissions without nbgrader collect's timestamp
+    (``untimed``: graded now or before, so that one recorded from an interrupted run is named too)."""
     def names(outcomes):
         return ", ".join(o["student"] for o in outcomes)
 
@@ -415,10 +420,9 @@ def run_notes(done: list, failed: list) -> list[str]:
     lost = [o for o in done if (o.get("nbgrader") or {}).get("error")]
     if lost:
         notes.append(f"NO FEEDBACK COPY ({len(lost)}; nbgrader's errors above): {names(lost)}")
-    untimed = [o for o in done if not o.get("timestamp")]
     if untimed:
         notes.append(f"no timestamp.txt from nbgrader collect ({len(untimed)}; copied by hand?): no submission "
-                     f"time recorded, so no late penalty can apply: {names(untimed)}")
+                     f"time recorded, so no late penalty can apply: {', '.join(untimed)}")
     return notes
 
 

@@ -1,7 +1,8 @@
 """The class report of a batch run: every learner, what they scored, how fast their kernels ran, and
 what a person should review.
 
-    write_report(results_dir, out_dir, assignment) -> {"csv", "review", "flagged", "scores", "speedups", "html"}
+    write_report(results_dir, out_dir, assignment) -> {"csv", "review", "flagged", "scores", "speedups", "html",
+                                                       "plotted": {"scores"/"speedups": {exercise: learners}}}
 
 Reads the per-submission results (autograder.batch writes one JSON per student, graded or not) and
 writes, with every learner in each (a notebook that could not be read or graded scores 0 and says why):
@@ -103,7 +104,8 @@ def _threshold(exercise: str):
         return None
 
 
-def plot_scores(table: list[dict], path: Path, title: str) -> Path:
+def plot_scores(table: list[dict], path: Path, title: str) -> dict[str, int]:
+    """Each exercise's histogram of points, every learner in it; returns how many each histogram holds."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -111,12 +113,14 @@ def plot_scores(table: list[dict], path: Path, title: str) -> Path:
     from matplotlib.ticker import MaxNLocator
 
     groups = _by_exercise(table)
+    plotted = {}
     fig, axes = plt.subplots(1, max(len(groups), 1), figsize=(3.2 * max(len(groups), 1), 3), squeeze=False)
     for ax, (exercise, rs) in zip(axes[0], groups.items()):
         points = max(r["points"] for r in rs)
-        ax.hist([r["score"] for r in rs], bins=[i * points / 10 for i in range(11)], color="tab:blue",
-                edgecolor="white")
-        ax.set_title(exercise)
+        counts, _, _ = ax.hist([r["score"] for r in rs], bins=[i * points / 10 for i in range(11)],
+                               color="tab:blue", edgecolor="white")
+        plotted[exercise] = int(sum(counts))
+        ax.set_title(f"{exercise} ({plotted[exercise]} learners)")
         ax.set_xlabel(f"points (of {points:g})")
         ax.set_xlim(0, points)
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
@@ -125,18 +129,21 @@ def plot_scores(table: list[dict], path: Path, title: str) -> Path:
         axes[0][0].text(0.5, 0.5, "no graded submissions", ha="center", va="center")
     fig.suptitle(f"{title}: points per exercise")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, metadata={"Description": _described("learners", plotted)})
     plt.close(fig)
-    return path
+    return plotted
 
 
-def plot_speedups(table: list[dict], path: Path, title: str) -> Path:
+def plot_speedups(table: list[dict], path: Path, title: str) -> dict[str, int]:
+    """Each exercise's speedups (only learners timed on a GPU have one: each label says how many of the
+    class); returns how many points each exercise's column holds."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    groups = {e: [r["speedup"] for r in rs if r["speedup"] is not None] for e, rs in _by_exercise(table).items()}
+    everyone = _by_exercise(table)
+    groups = {e: [r["speedup"] for r in rs if r["speedup"] is not None] for e, rs in everyone.items()}
     groups = {e: s for e, s in groups.items() if s}
     fig, ax = plt.subplots(figsize=(max(4, 1.6 * len(groups) + 2), 3.2))
     if groups:
@@ -147,7 +154,7 @@ def plot_speedups(table: list[dict], path: Path, title: str) -> Path:
             if threshold is not None:
                 ax.hlines(threshold, i - 0.35, i + 0.35, colors="tab:red", linestyles="--",
                           label="full credit from" if i == 0 else None)
-        ax.set_xticks(range(len(groups)), list(groups))
+        ax.set_xticks(range(len(groups)), [f"{e}\n({len(s)} of {len(everyone[e])} timed)" for e, s in groups.items()])
         ax.set_ylabel("speedup over the baseline")
         ax.legend(loc="best", fontsize=8)
     else:
@@ -155,10 +162,16 @@ def plot_speedups(table: list[dict], path: Path, title: str) -> Path:
                 ha="center", va="center", transform=ax.transAxes)
         ax.set_axis_off()
     ax.set_title(f"{title}: speedup per exercise")
+    plotted = {e: len(s) for e, s in groups.items()}
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, metadata={"Description": _described("learners timed", plotted)})
     plt.close(fig)
-    return path
+    return plotted
+
+
+def _described(what: str, plotted: dict[str, int]) -> str:
+    """What a plot holds, in the PNG's own Description (read by tools and tests without looking at pixels)."""
+    return f"{what} per exercise: " + (", ".join(f"{e} {n}" for e, n in plotted.items()) or "none")
 
 
 def write_csv(table: list[dict], path: Path, fields=FIELDS) -> Path:
@@ -233,8 +246,9 @@ def write_report(results_dir, out_dir, assignment: str, students=None) -> dict:
     paths = {"csv": write_csv(table, out / "scores.csv"),
              "review": write_csv(flags, out / "review.csv", REVIEW_FIELDS),
              "flagged": len({f["student"] for f in flags}),
-             "scores": plot_scores(table, out / "scores.png", assignment),
-             "speedups": plot_speedups(table, out / "speedups.png", assignment)}
+             "scores": out / "scores.png", "speedups": out / "speedups.png"}
+    paths["plotted"] = {"scores": plot_scores(table, paths["scores"], assignment),
+                        "speedups": plot_speedups(table, paths["speedups"], assignment)}
     page = leaderboard_html(table, f"{assignment}: class report", ["scores.png", "speedups.png"], flags)
     (out / "leaderboard.html").write_text(page, encoding="utf-8")
     paths["html"] = out / "leaderboard.html"

@@ -506,8 +506,11 @@ def ordinary_modes(path: Path) -> None:
 
 
 def _replace_dir(src: Path, dest: Path):
-    """Move ``src`` over ``dest``: the old copy is removed only once the new one is in place beside it."""
+    """Move ``src`` over ``dest``: the old copy is removed only once the new one is in place beside it.
+    A staging folder that a killed process left beside ``dest`` goes first (one writer per learner)."""
     dest.parent.mkdir(parents=True, exist_ok=True)
+    for stale in dest.parent.glob(f".{dest.name}.*"):
+        shutil.rmtree(stale, ignore_errors=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
     shutil.copytree(src, staging / "new")
     ordinary_modes(staging / "new")

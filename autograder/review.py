@@ -27,10 +27,13 @@ def _first_line(text: str, limit: int = 300) -> str:
 
 
 def exercise_status(ex: dict) -> tuple[str, str]:
+    """(status, reason) of one graded exercise; the reason is empty only where it earned its correctness."""
     if ex.get("violations"):
         return "violations", _first_line(ex["violations"][0])
     if ex.get("ended") in ("crashed", "timed out"):
         return ex["ended"], _first_line((ex.get("feedback") or [""])[0])
+    if not ex.get("correct"):  # graded, and wrong: the first failure says why (an exercise left undone, say)
+        return "graded", _first_line((ex.get("feedback") or ["not correct"])[0])
     return "graded", ""
 
 
