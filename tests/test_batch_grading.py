@@ -294,6 +294,8 @@ def test_class_report_writes_csv_plots_and_a_leaderboard(tmp_path):
         if speedup:
             r["exercises"][0]["performance"] = {"graded": True, "speedup": speedup, "time_ms": 1 / speedup,
                                                 "baseline_ms": 1.0}
+        else:
+            r["exercises"][0]["feedback"] = ["first failure: 3x17 float32: raised NotImplementedError", "hint: ..."]
         (results / f"{student}.json").write_text(json.dumps({"student": student, "notebooks": {"04": r}}))
     (results / "dee.json").write_text(json.dumps({"student": "dee", "expected": {"04": ["softmax"]}, "notebooks": {
         "04": {"error": "04.ipynb is not a valid notebook (invalid JSON)", "exercises": []}}}))
@@ -302,13 +304,26 @@ def test_class_report_writes_csv_plots_and_a_leaderboard(tmp_path):
     rows = list(csv.DictReader(paths["csv"].open()))
     assert [(r["student"], r["speedup"]) for r in rows] == [("<ann>", "1.4"), ("bob", "0.6"), ("cy", ""), ("dee", "")]
     assert (rows[3]["status"], rows[3]["score"], rows[3]["points"]) == ("unreadable", "0.0", "10")
+    # graded and wrong: the reason is its first failure; graded and right: nothing to say
+    assert [(r["status"], r["reason"]) for r in rows[1:3]] == [
+        ("graded", ""), ("graded", "first failure: 3x17 float32: raised NotImplementedError")]
     assert rows[3]["reason"] == "04.ipynb is not a valid notebook (invalid JSON)" and rows[3]["review"].startswith("unreadable")
     assert [r["student"] for r in csv.DictReader(paths["review"].open())] == ["dee"] and paths["flagged"] == 1
     assert paths["scores"].stat().st_size > 1000 and paths["speedups"].stat().st_size > 1000
+    # every learner in the points histogram, the unreadable one too; speedups only where timed on a GPU
+    assert paths["plotted"] == {"scores": {"softmax": 4}, "speedups": {"softmax": 2}}
+    assert _png_description(paths["scores"]) == "learners per exercise: softmax 4"
     page = paths["html"].read_text()
     assert "&lt;ann&gt;" in page and "<ann>" not in page  # names are escaped
     assert page.index("&lt;ann&gt;", page.index("<h2>softmax")) < page.index("bob") < page.index("cy")  # ranked
     assert "4 learners: 1 unreadable, 3 graded" in page and "mean 5.00 of 10 points over 4 learners" in page
+
+
+def _png_description(path):
+    from PIL import Image
+
+    with Image.open(path) as image:
+        return image.text.get("Description")
 
 
 def _mini_course(tmp_path, template, students):
@@ -446,6 +461,15 @@ def test_scratch_goes_on_every_exit_a_process_can_catch_and_a_killed_ones_is_swe
     elsewhere.mkdir()
     swept = scratch.sweep(tmp_path)
     assert len(swept) == 1 and not swept[0].exists() and alive.exists() and elsewhere.exists()
+
+
+def test_the_autograded_copy_replaces_the_old_one_and_what_a_killed_replacement_left(tmp_path):
+    new, dest = tmp_path / "scratch" / "hw", tmp_path / "autograded" / "ann" / "hw"
+    for folder, text in ((new, "new"), (dest, "old"), (dest.parent / ".hw.killed", "half-copied")):
+        folder.mkdir(parents=True)
+        (folder / "hw.ipynb").write_text(text)
+    gradebook._replace_dir(new, dest)
+    assert (dest / "hw.ipynb").read_text() == "new" and sorted(p.name for p in dest.parent.iterdir()) == ["hw"]
 
 
 def test_results_and_feedback_lose_the_servers_paths(tmp_path):
@@ -605,6 +629,52 @@ def _kill_a_busy_worker(batch_pid, killed):
         time.sleep(0.2)
 
 
+def _mtimes(course):
+    return {p.stem: p.stat().st_mtime_ns for p in (course / "autograder_results" / ASSIGNMENT).glob("*.json")}
+
+
+def _saved(course, name, field):
+    """A field of a file in the results folder (None while there is none)."""
+    try:
+        return json.loads((course / "autograder_results" / ASSIGNMENT / name).read_text()).get(field)
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def _kill_forced_run_once_saved(course, tmpdir, students):
+    """``autograde --force`` of ``students`` (graded in that order), SIGKILLed as soon as the first one's
+    regrade is saved. Returns the forced run's id and the students it had regraded."""
+    import signal
+    import time
+
+    args = [a for s in students for a in ("--student", s)]
+    proc = subprocess.Popen([sys.executable, "-m", "autograder", "autograde", ASSIGNMENT, *args, "--force", "--quick",
+                             "--no-execute", "--course", str(course)], cwd=ROOT, env=_env(tmpdir),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline, forced = time.monotonic() + 900, None
+    while proc.poll() is None and time.monotonic() < deadline:
+        forced = forced or _saved(course, ".forced-run.json", "id")
+        if forced and _saved(course, f"{students[0]}.json", "run") == forced:
+            break
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    return forced, [s for s in students if _saved(course, f"{s}.json", "run") == forced]
+
+
+def _regraded_after_a_change_of_the_source(course, copy):
+    """What a run would grade in a copy of the course, as it is and after a change of the assignment's
+    source (a hidden test fixed, say): nothing, then everyone."""
+    from autograder.batch import ClassRun
+
+    shutil.copytree(course, copy)
+    (copy / "nbgrader_config.py").write_text((course / "nbgrader_config.py").read_text().replace(str(course), str(copy)))
+    unchanged = ClassRun(copy, ASSIGNMENT).todo
+    source = copy / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+    source.write_text(source.read_text() + "\n")
+    return unchanged, ClassRun(copy, ASSIGNMENT).todo
+
+
 @pytest.fixture(scope="session")  # kept to the end: xdist interleaves other modules, which would tear a module fixture down
 def graded_class(tmp_path_factory):
     """The course after: a killed batch, its resumption (one worker killed mid-task), a plain re-run,
@@ -639,11 +709,15 @@ def graded_class(tmp_path_factory):
     run.resumed_out, run.resumed_err = "".join(line for _, line in run.line_times), err[0]
     assert proc.returncode == 0, run.resumed_out[-3000:] + run.resumed_err[-3000:]
     run.scratch_after_resume = _scratch_left(tmpdir)
-    run.mtimes = {p.stem: p.stat().st_mtime_ns for p in (course / "autograder_results" / ASSIGNMENT).glob("*.json")}
+    run.mtimes = _mtimes(course)
     run.again_out = _cli(course, "batch", ASSIGNMENT, "--quick", tmpdir=tmpdir).stdout
-    # the patcher's notebook run in its kernel, where its cell hands nbgrader 100 times the points
-    run.patcher_out = _cli(course, "autograde", ASSIGNMENT, "--student", "eve", "--force", "--quick",
-                           tmpdir=tmpdir).stdout
+    run.mtimes_again = _mtimes(course)
+    run.unchanged_copy, run.changed_copy = _regraded_after_a_change_of_the_source(course, base / "copy")
+    # A forced regrade of ann then eve, killed once ann's regrade is saved; the next run, without --force,
+    # resumes it as forced: eve's notebook is run in its kernel, where her cell hands nbgrader 100x the points.
+    run.forced = _kill_forced_run_once_saved(course, tmpdir, ["ann", "eve"])
+    run.patcher_out = _cli(course, "autograde", ASSIGNMENT, "--quick", tmpdir=tmpdir).stdout
+    run.scratch_at_end = _scratch_left(tmpdir)
     nbgrader(course, "generate_feedback", ASSIGNMENT)
     nbgrader(course, "export")
     return run
@@ -684,6 +758,7 @@ def test_a_killed_batch_resumes_and_a_killed_worker_costs_only_its_task(graded_c
     with sqlite3.connect(run.course / "gradebook.db") as db:
         assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     assert run.scratch_after_resume == []  # swept: the killed batch's and the killed worker's
+    assert run.scratch_at_end == []  # and the killed forced run's
 
 
 @pytest.mark.slow
@@ -700,12 +775,10 @@ def test_one_line_per_learner_as_each_finishes_and_a_quiet_progress_bar(graded_c
     noise = [line for i, line in enumerate(lines) if i not in python and not line.lstrip().startswith("grading")]
     assert noise == []  # nbgrader's log and Jupyter's warnings stay out of the terminal
     assert "feedback made without running the notebook (1; reasons above): fay" in out
-    # The run names the learners it graded without a submission time; one whose result the killed run had
-    # already saved is recorded, not graded, by the resumed run (which ones are is a matter of timing).
-    if COPIED_BY_HAND not in graded_class.saved_before_kill:
-        assert f"copied by hand?): no submission time recorded, so no late penalty can apply: {COPIED_BY_HAND}" in out
-    else:
-        assert f"recorded from the results of an interrupted run: " in out and COPIED_BY_HAND in out
+    # Every run names its learners without a submission time, also one whose result the killed run had
+    # saved (which ones those are is a matter of timing: it is recorded, not graded, by the resumed run).
+    untimed = f"copied by hand?): no submission time recorded, so no late penalty can apply: {COPIED_BY_HAND}\n"
+    assert untimed in out and untimed in graded_class.again_out
 
 
 @pytest.mark.slow
@@ -724,7 +797,10 @@ def test_every_learner_is_in_every_class_output_with_a_status_and_reason(graded_
     assert f"over {len(LEARNERS)} learners" in page  # means over the whole class
     tables = page[page.index("<img"):]  # each exercise's table, after the review list and the plots
     assert len(re.findall(r"<td>fay</td>", tables)) == n
-    assert _report(run, "scores.png").stat().st_size > 1000
+    plotted = _png_description(_report(run, "scores.png")).split(": ", 1)[1].split(", ")
+    assert sorted(plotted) == sorted(f"{e.id} {len(LEARNERS)}" for e in specs.for_notebook(ASSIGNMENT))  # fay too
+    cy = [r for r in rows if r["student"] == "cy"]  # untouched: graded, and its reason says why it scored 0
+    assert all(r["reason"].startswith("first failure") and "NotImplementedError" in r["reason"] for r in cy)
 
 
 @pytest.mark.slow
@@ -735,7 +811,7 @@ def test_a_review_list_flags_tampering_and_unreadable_files_in_every_place(grade
     assert ("eve", "tampering") in why and ("fay", "unreadable") in why
     assert not {s for s, _ in why} & {"ann", "ben", "cy"}
     page = _report(run, "leaderboard.html").read_text()
-    assert "To review" in page and "tampering: " in page
+    assert "To review" in page and "tampering: " in page[page.index("<img"):]  # the list and each table's column
     rows = list(csv.DictReader(_report(run, "scores.csv").open()))
     assert all(r["review"].startswith("tampering") for r in rows if r["student"] == "eve")
     book = _gradebook(run.course)
@@ -762,6 +838,24 @@ def test_every_learner_gets_feedback_without_server_paths(graded_class):
 
 
 @pytest.mark.slow
+def test_results_are_keyed_on_the_grader_and_a_killed_forced_run_resumes_forced(graded_class):
+    run = graded_class
+    grader = gradebook.grader_version(gradebook.course_directory(run.course), ASSIGNMENT)
+    assert {s: _saved(run.course, f"{s}.json", "grader") for s in LEARNERS} == dict.fromkeys(LEARNERS, grader)
+    # a copy of the course: nothing to grade as it is; everyone once the assignment's source changed
+    assert run.unchanged_copy == [] and run.changed_copy == sorted(LEARNERS)
+    forced, regraded = run.forced
+    assert forced and regraded == ["ann"], "the forced run was not killed between its two learners"
+    out = run.patcher_out  # the next run, without --force
+    assert "resuming an interrupted --force run: 1 submissions left to regrade" in out, out
+    assert [line.split()[0] for line in out.splitlines() if line.split(" ", 1)[0] in LEARNERS] == ["eve"]
+    assert _saved(run.course, "eve.json", "run") == forced  # regraded by the resumed forced run
+    assert _saved(run.course, ".forced-run.json", "id") is None  # over: the next run is a plain one
+    assert {s: t for s, t in _mtimes(run.course).items() if s not in ("ann", "eve")} == \
+        {s: t for s, t in run.mtimes.items() if s not in ("ann", "eve")}  # the others were not regraded
+
+
+@pytest.mark.slow
 def test_timestamps_from_nbgrader_collect_in_every_path(graded_class):
     import datetime
 
@@ -781,8 +875,7 @@ def test_results_are_readable_by_the_course_group_and_reruns_skip(graded_class):
                  *(run.course / "autograded" / "eve" / ASSIGNMENT).iterdir()]:
         assert path.stat().st_mode & 0o040, path  # group-readable (the run's umask was 002)
     assert "already graded, skipped" in run.again_out and "submissions graded" not in run.again_out
-    assert {p.stem: p.stat().st_mtime_ns for p in results.glob("*.json") if p.stem != "eve"} == \
-        {s: t for s, t in run.mtimes.items() if s != "eve"}
+    assert run.mtimes_again == run.mtimes  # nothing graded again, nothing rewritten
 
     from autograder.batch import ClassRun
     from tools.synthetic_class import learner_notebook, submit
