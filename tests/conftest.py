@@ -98,6 +98,7 @@ WORKER_TESTS: dict[str, set[str] | str] = {
         "test_every_learner_is_in_every_class_output_with_a_status_and_reason",
         "test_local_cluster_pins_one_worker_to_each_visible_gpu",
         "test_one_line_per_learner_as_each_finishes_and_a_quiet_progress_bar",
+        "test_results_are_keyed_on_the_grader_and_a_killed_forced_run_resumes_forced",
         "test_results_are_readable_by_the_course_group_and_reruns_skip",
         "test_scratch_goes_on_every_exit_a_process_can_catch_and_a_killed_ones_is_swept",
         "test_timestamps_from_nbgrader_collect_in_every_path"},
