@@ -642,8 +642,7 @@ def _home(obj) -> list[str] | None:
         return None
     if not (callable(obj) and type(module) is str and type(name) is str):
         return None
-    top = module.partition(".")[0]
-    if top in NUMERIC_LIBRARIES or (top in FORBIDDEN_MODULES and top != "builtins"):
+    if module.partition(".")[0] in NUMERIC_LIBRARIES:
         return [*module.split("."), name]
     return None
 
