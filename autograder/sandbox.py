@@ -137,7 +137,9 @@ def probe(bwrap: str) -> str | None:
 
 
 def _probe(bwrap: str) -> str | None:
-    with tempfile.TemporaryDirectory(prefix="autograder-probe-") as tmp:
+    from autograder import scratch
+
+    with scratch.folder("probe") as tmp:  # swept at the next start if this process is killed meanwhile
         cmd = wrap(bwrap, ["true"], tmp)
         try:
             run = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=30)

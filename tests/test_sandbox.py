@@ -198,6 +198,24 @@ def test_a_bwrap_that_fails_its_probe_is_not_used(tmp_path, monkeypatch):
     assert argv == ["python"] and "No permissions to creating new namespace" in note
 
 
+def test_the_probe_works_in_a_scratch_folder_that_a_killed_process_leaves_to_the_sweep(tmp_path, monkeypatch):
+    import tempfile
+
+    from autograder import scratch
+
+    said = tmp_path / "args.txt"
+    fake = tmp_path / "bwrap"
+    fake.write_text(f'#!/bin/sh\necho "$@" > {said}\n')
+    fake.chmod(0o755)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(sandbox, "_probed", {})
+    assert sandbox.probe(str(fake)) is None
+    folders = {Path(a).name for a in said.read_text().split() if Path(a).parent == tmp_path / "tmp"}
+    assert len(folders) == 1 and scratch._NAME.match(folders.pop())  # named for scratch.sweep
+    assert list((tmp_path / "tmp").iterdir()) == []  # and gone once probed
+
+
 def test_the_command_line_binds_scratch_cache_and_readable_paths(tmp_path):
     src = tmp_path / "submission.py"
     src.write_text("")
