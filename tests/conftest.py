@@ -7,8 +7,10 @@ here in WORKER_TESTS / NOTEBOOK_TESTS or by its own mark. In the unit tier (COUR
 fails the test with a message that says so, so the tiers cannot drift.
 """
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 import course  # noqa: F401  (must come first: sets TRITON_INTERPRET=1 without a GPU)
 import pytest
@@ -170,8 +172,10 @@ def _module_fixtures(item) -> list[str]:
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if getattr(item.module, "graded", None) is not None:
-            # tests that grade the same submissions share their results in one process (`make test`'s
-            # --dist loadgroup keeps a module together; tests/_autograder_helpers.graded caches per process)
+            # a module's tests grade the same submissions one after another in one process (`make test`'s
+            # --dist loadgroup keeps a module together), never waiting for each other's grading: the run shares
+            # each grading (tests/_autograder_helpers.graded), and a test that asks for one another process is
+            # making waits for it
             item.add_marker(pytest.mark.xdist_group(item.module.__name__))
         elif item.get_closest_marker("xdist_group") is None and (shared := _module_fixtures(item)):
             # a fixture made once per module is made once per process: its tests stay in one process,
@@ -230,7 +234,21 @@ def _is_python(args) -> bool:
     return str(argv[0]) == sys.executable or first.startswith(("python", "jupyter", "nbgrader", "dask"))
 
 
+def _share_gradings(config) -> None:
+    """One folder of gradings for the whole run (tests/_autograder_helpers.graded), made by the process that
+    starts it: pytest-xdist starts its test processes later, and they inherit this environment. Made afresh for
+    every run, so no grading outlives the run that made it."""
+    from _autograder_helpers import GRADES
+
+    if hasattr(config, "workerinput"):
+        return
+    folder = tempfile.mkdtemp(prefix="course-test-grades-")
+    os.environ[GRADES] = folder
+    config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+
+
 def pytest_configure(config):
+    _share_gradings(config)
     # pytest-xdist's controller starts the test processes and runs no test: the refusal is for tests
     if not UNIT_TIER or (getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput")):
         return
