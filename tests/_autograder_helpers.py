@@ -9,6 +9,7 @@ limit, that graded every exercise asked for side by side (as the request would h
 """
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import os
@@ -20,21 +21,34 @@ SUBMISSIONS = Path(__file__).parent / "submissions"
 GRADES = "COURSE_TEST_GRADES"  # the environment variable naming the run's folder of gradings
 
 
-@lru_cache(maxsize=None)
-def graded(name: str, exercises: tuple, timeout: float = 120.0) -> dict:
+@contextlib.contextmanager
+def shared(key: str):
+    """``(folder, name)``: where the run keeps what is made for ``key`` (files named ``name`` + a suffix), with
+    every other process of the run kept out until the block ends; None where the run shares nothing (a test
+    module imported outside pytest)."""
     folder = os.environ.get(GRADES)
     if not folder:
-        return _grade(name, exercises, timeout)
-    key = hashlib.sha256(f"{name}\0{timeout!r}".encode()).hexdigest()[:16]
-    with open(Path(folder) / f"{key}.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another process grading this submission: wait for its grades
-        earlier = sorted(Path(folder).glob(f"{key}-*.pickle"))
+        yield None
+        return
+    name = hashlib.sha256(key.encode()).hexdigest()[:16]
+    with open(Path(folder) / f"{name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another process making it: wait for what it makes
+        yield Path(folder), name
+
+
+@lru_cache(maxsize=None)
+def graded(name: str, exercises: tuple, timeout: float = 120.0) -> dict:
+    with shared(f"{name}\0{timeout!r}") as place:
+        if place is None:
+            return _grade(name, exercises, timeout)
+        folder, key = place
+        earlier = sorted(folder.glob(f"{key}-*.pickle"))
         for path in earlier:
             done = pickle.loads(path.read_bytes())
             if set(exercises) <= set(done):
                 return {ex_id: done[ex_id] for ex_id in exercises}
         result = _grade(name, exercises, timeout)
-        part = Path(folder) / f"{key}-{len(earlier)}.part"
+        part = folder / f"{key}-{len(earlier)}.part"
         part.write_bytes(pickle.dumps(result))
         part.rename(part.with_suffix(".pickle"))
         return result

@@ -1,11 +1,12 @@
-"""Each solution notebook graded whole once per test process, for the tests that need its grade.
+"""Each solution notebook graded whole once per test run, for the tests that need its grade.
 
 ``python -m autograder grade NOTEBOOK`` (quick cases, every exercise side by side in one grading
 process, as the README tells learners) runs once per notebook; tests/test_solutions_graded.py judges
 its result and tests/test_notebooks.py executes the notebook with it as the trusted result, the way
 ``python -m autograder autograde`` runs a notebook after grading it outside the kernel (the hidden cells
-then print that report instead of grading again). Both tests of a notebook share one xdist group, so
-one process grades it.
+then print that report instead of grading again), and tests/test_autograder_specs_10.py judges 10's. The
+grade is made once per run, by the first process that asks for it (tests/_autograder_helpers.shared); both
+tests of a notebook share one xdist group, so they do not wait for each other.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 
 import nbgrader_config
+from _autograder_helpers import shared
 
 ROOT = Path(__file__).resolve().parent.parent
 RELEASED = nbgrader_config.RELEASED
@@ -44,6 +46,19 @@ class Graded:
 
 @lru_cache(maxsize=None)
 def graded_whole(assignment: str, folder: Path) -> Graded:
+    """The notebook graded once per run: by the first process of the run to ask (tests/_autograder_helpers.shared),
+    the others read its result."""
+    with shared(f"solution notebook {assignment}") as place:
+        if place is not None:
+            folder = place[0] / place[1]
+            folder.mkdir(exist_ok=True)
+            out, trusted = folder / f"{assignment}.json", folder / f"{assignment}.trusted.json"
+            if trusted.exists():
+                return Graded(0, "graded by another process of this run", json.loads(out.read_text()), trusted)
+        return _grade_whole(assignment, folder)
+
+
+def _grade_whole(assignment: str, folder: Path) -> Graded:
     out = folder / f"{assignment}.json"
     env = {**os.environ, "AUTOGRADER_QUICK": "1"}
     # a command, so a crash of the grading process fails the tests instead of ending pytest
