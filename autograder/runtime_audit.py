@@ -297,6 +297,8 @@ class _Hook:
         # learner's runs (reading them imports what the audit resolves)
         self._literals = _literal_statements(self.audited)
         self.busy = threading.local()
+        # read once, before any code of the learner's runs (which may not choose where the grader writes)
+        self.explain = os.environ.get("AUTOGRADER_EXPLAIN_REFUSALS")
 
     def __call__(self, event, args):
         if event not in _EVENTS or getattr(self.busy, "on", False):
@@ -308,7 +310,8 @@ class _Hook:
             self.busy.on = False
         if refused:
             what, why = refused
-            _explain(event, args, what)
+            if self.explain:
+                _explain(self.explain, event, args, what)
             exc = RunTimeRefused(f"graded code may not do this: it {what} ({_WHY[why]})")
             # judged once it has finished its way out (``charge_pending``): who saw it refused
             self.pending.append((what, _Still.of(sys._getframe(1)), exc))
@@ -465,13 +468,11 @@ def _timeit_statement(frame) -> str | None:
     return None
 
 
-def _explain(event, args, what) -> None:
+def _explain(target: str, event, args, what) -> None:
     """For the course's developers, where a refusal is not understood (a library's new version, a GPU-only
-    path): AUTOGRADER_EXPLAIN_REFUSALS=FILE appends each refused event, its arguments and the stack to FILE
-    (the sandbox must let the worker write there, e.g. AUTOGRADER_SANDBOX=off). Never set when grading."""
-    target = os.environ.get("AUTOGRADER_EXPLAIN_REFUSALS")
-    if not target:
-        return
+    path): AUTOGRADER_EXPLAIN_REFUSALS=FILE, set when the worker starts, appends each refused event, its
+    arguments and the stack to FILE (the sandbox must let the worker write there, e.g.
+    AUTOGRADER_SANDBOX=off). Never set when grading."""
     import traceback
 
     with open(target, "a") as out:

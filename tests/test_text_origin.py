@@ -58,3 +58,22 @@ def test_code_handed_to_a_library_is_still_found_in_its_text():
     text = f"def f():\n    return {payload}\n"
     assert text_origin.handed_piece([{"stmt": payload}], text) == payload
     assert text_origin.handed_piece([["a, b,", "x.y"]], "def f(a, b, x):\n    return x.y\n") is None
+
+
+def test_a_refusal_is_explained_to_the_course_developers_where_they_ask(tmp_path):
+    """AUTOGRADER_EXPLAIN_REFUSALS (read when the worker's hook is made) writes each refused event, its
+    arguments and the stack down to the code that raised it."""
+    from autograder import runtime_audit
+
+    target = tmp_path / "explained.txt"
+
+    def hook_call():  # stands for the hook's __call__, one frame above the event's origin
+        runtime_audit._explain(str(target), "compile", (b"print(1)", "<string>"), "runs code built at run time")
+
+    def origin():
+        hook_call()
+
+    origin()
+    text = target.read_text()
+    assert text.startswith("=== compile: runs code built at run time") and "print(1)" in text
+    assert "in origin" in text and "in hook_call" not in text
