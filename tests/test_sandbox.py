@@ -145,6 +145,10 @@ def test_killing_the_group_ends_everything_inside(tmp_path):
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, start_new_session=True)
     try:
         assert proc.stdout.readline().strip() == "started"
+        # the child's command line can show in /proc a moment after Popen returned (seen under load)
+        deadline = time.monotonic() + 10
+        while not _pids_with(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert _pids_with(marker)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
