@@ -276,6 +276,27 @@ _FRAME_ATTRS = frozenset({
     "currentframe", "_getframe", "_current_frames", "f_back", "f_locals", "f_globals", "f_builtins", "f_code",
     "tb_frame", "tb_next", "gi_frame", "cr_frame", "ag_frame", "gi_yieldfrom", "cr_await", "getouterframes",
     "getinnerframes", "walk_stack", "walk_tb", "extract_stack", "_getframemodulename"})
+# Modules (and the functions that load them) by the name another object holds them under, for an attribute read
+# on a value the audit cannot follow (``(lambda m: m.np)(triton.runtime.interpreter)``: a parameter, a call's
+# result): what such a read reaches is judged by its name, since nothing else in the source says what it is.
+# name -> (rule, why). Names that are also tensor methods (``x.numpy()``, ``x.cuda()``) count only when not
+# called there and then.
+_MODULE_ATTRS: dict[str, tuple[str, str]] = {
+    **{m: ("forbidden-import", f"{m} {FORBIDDEN_MODULES[m]}") for m in (
+        "gc", "ctypes", "_ctypes", "inspect", "builtins", "subprocess", "_posixsubprocess", "multiprocessing",
+        "threading", "_thread", "socket", "pickle", "_pickle", "marshal", "pkgutil", "runpy", "posix",
+        "cupy", "numba", "pycuda", "jax", "tensorflow")},
+    **{m: ("forbidden-import", f"importlib {_IMPORTLIB_WHY}") for m in ("importlib", "import_module", "reload")},
+    **{m: ("outside-torch", f"numpy {_NUMERIC_WHY}") for m in ("np", "numpy")},
+    **{m: ("outside-torch", f"{m} {_NUMERIC_WHY}") for m in ("scipy", "pandas", "numexpr")},
+    "os": ("process", "the os module reached through another object: its processes, files and environment"),
+    **{m: ("escape", "torch's mode stacks, private C bindings and reimplementations reached through another "
+                     "object: they hide operators from the grader or do the exercise's work under another name")
+       for m in ("_C", "_python_dispatch", "_mode_utils", "overrides", "_subclasses", "_decomp", "_refs", "_prims")},
+    **{m: ("grader-import", "the grader's own modules (or the course's reference kernels) reached through another "
+                            "object: graded code may not use them") for m in ("autograder", "kernels_ref", "probes")},
+}
+_TENSOR_METHOD_NAMES = frozenset({"numpy", "cuda"})
 # Attribute functions called with a literal name are checked as that attribute; passed on as a value
 # (``functools.partial(setattr, C)("note", f)``), they take names the audit never sees.
 _ATTR_BUILTINS = frozenset({"builtins.getattr", "builtins.setattr", "builtins.delattr"})
@@ -355,21 +376,52 @@ def kernel_names(source: str) -> set[str]:
 
 
 def _triton_wrapped(tree: ast.Module, scopes) -> tuple[set, set]:
-    """Triton's decorator applied as a function at module level (``exp_jit = triton.jit(_exp_impl)``, as
-    valid as ``@triton.jit``): the names of the functions it wraps, and the names bound to the results."""
-    wrapped, bound = set(), set()
+    """Triton's decorator applied as a function (``exp_jit = triton.jit(_exp_impl)``, as valid as
+    ``@triton.jit``) to a def of the module, wherever the call is (an annotated assignment, a ``try``, a
+    cached factory, a dict of kernels): the names of the module-level defs it wraps, and the module-level
+    names bound to the results."""
+    defs = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    wrapped = {node.args[0].id for node in ast.walk(tree)
+               if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name)
+               and node.args[0].id in defs and _triton_callable(node.func, scopes)
+               and scopes.paths(node.args[0], scopes.module) == {_OWN}}
+    bound = set()
     for node in tree.body:
-        value = node.value if isinstance(node, (ast.Assign, ast.Expr)) else None
-        while isinstance(value, ast.Call) and any(p.startswith("triton.") for p in scopes.paths(value.func, scopes.module)):
-            if not value.args:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        value = getattr(node, "value", None)
+        while isinstance(value, ast.Call) and _triton_callable(value.func, scopes) and value.args:
+            if isinstance(value.args[0], ast.Name) and value.args[0].id in wrapped:
+                bound.update(t.id for t in targets if isinstance(t, ast.Name))
                 break
-            if isinstance(value.args[0], ast.Name) and scopes.paths(value.args[0], scopes.module) == {_OWN}:
-                wrapped.add(value.args[0].id)
-                if isinstance(node, ast.Assign):
-                    bound.update(t.id for t in node.targets if isinstance(t, ast.Name))
-                break
-            value = value.args[0]  # triton.jit(do_not_specialize=...)(f), triton.heuristics(...)(triton.jit(f))
+            value = value.args[0]  # triton.heuristics(...)(triton.jit(f))
     return wrapped, bound
+
+
+def _triton_callable(expr, scopes) -> bool:
+    """Whether ``expr`` is one of Triton's decorators: named by a path of Triton's, called for its options
+    (``triton.jit(do_not_specialize=...)``), or a module-level name bound to ``functools.partial`` of one."""
+    if isinstance(expr, ast.Call):
+        expr = expr.func
+    if any(_is_external(p) and p.startswith("triton.") for p in scopes.paths(expr, scopes.module)):
+        return True
+    return isinstance(expr, ast.Name) and expr.id in _triton_partials(scopes)
+
+
+def _triton_partials(scopes) -> frozenset:
+    """Module-level names bound to ``functools.partial(<a decorator of Triton's>, ...)``."""
+    found = getattr(scopes, "triton_partials", None)
+    if found is None:
+        found = set()
+        for node in scopes.module.node.body:
+            value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+            targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+            if (isinstance(value, ast.Call) and value.args
+                    and scopes.paths(value.func, scopes.module) == {"functools.partial"}
+                    and any(_is_external(p) and p.startswith("triton.")
+                            for p in scopes.paths(value.args[0], scopes.module))):
+                found.update(t.id for t in targets if isinstance(t, ast.Name))
+        scopes.triton_partials = found = frozenset(found)
+    return found
 
 
 def course_kernels() -> frozenset:
@@ -407,7 +459,8 @@ def from_imports(nodes, package: str | None) -> list[tuple[str, str, str]]:
 def _triton_decorated(node, scopes, scope=None) -> bool:
     """Whether a def carries one of Triton's decorators, its names read in ``scope`` (the module's by default)."""
     return any(_is_external(p) and p.startswith("triton.") for d in node.decorator_list
-               for p in scopes.paths(d.func if isinstance(d, ast.Call) else d, scope or scopes.module))
+               for p in scopes.paths(d.func if isinstance(d, ast.Call) else d, scope or scopes.module)) or any(
+        isinstance(d, ast.Name) and d.id in _triton_partials(scopes) for d in node.decorator_list)
 
 
 def kernel_definitions(source: str) -> dict[int, ast.FunctionDef]:
@@ -1397,10 +1450,23 @@ class _Auditor(ast.NodeVisitor):
         elif attr == "sys" and not (isinstance(node.value, ast.Name) and node.value.id == "self"):
             self.report(node, "process", f"uses {self.text(node)}: the sys module reached through another module "
                         "(its modules, hooks and frames reach the grader's code)")
+        elif attr in _MODULE_ATTRS and isinstance(node.ctx, ast.Load) and self._untyped_module_read(node, parent):
+            rule, why = _MODULE_ATTRS[attr]
+            self.report(node, rule, f"uses {self.text(node)}: reads {attr} from a value the audit cannot follow "
+                        f"(a parameter, a call's result), so it is judged by its name: {why}")
         elif attr == "__class__" and not (isinstance(parent, ast.Attribute) and parent.attr in ("__name__", "__qualname__")):
             self.report(node, "escape", f"uses {self.text(node)}: __class__ reaches (and can swap) an object's class")
         elif attr == "__dict__" and not (isinstance(node.value, ast.Name) and node.value.id == "self"):
             self.report(node, "escape", f"uses {self.text(node)}: an object's __dict__ can patch it behind the audit")
+
+    def _untyped_module_read(self, node, parent) -> bool:
+        """Whether ``node`` (``value.attr``) reads from a value the audit cannot follow: not ``self``, no path
+        the audit resolved (those are judged by what they are), not a tensor's method called there and then."""
+        if isinstance(node.value, ast.Name) and node.value.id == "self":
+            return False
+        if node.attr in _TENSOR_METHOD_NAMES and isinstance(parent, ast.Call) and parent.func is node:
+            return False
+        return not self.external(node.value)
 
     def _check_path(self, node, path, spelled) -> bool:
         """Report ``path`` if a rule covers it (or a prefix of it), judged by what it is (``canonical``);
@@ -1728,6 +1794,11 @@ class _Auditor(ast.NodeVisitor):
             if isinstance(given, ast.Constant) and isinstance(given.value, str):
                 self._audit_statement(node, given)
                 continue
+            literals = self._loop_literals(node, given)
+            if literals:  # for stmt in ("f(x)", "g(x)"): Timer(stmt=stmt): each literal, audited as written
+                for literal in literals:
+                    self._audit_statement(node, literal)
+                continue
             paths = self.paths(given)
             if paths and _LOCAL not in paths:
                 continue  # a function of the learner's or a library's
@@ -1744,9 +1815,36 @@ class _Auditor(ast.NodeVisitor):
             given = call.args[index] if len(call.args) > index else next(
                 (k.value for k in call.keywords if k.arg == name), None)
             if not (given is None or isinstance(given, ast.Lambda) or
-                    isinstance(given, ast.Constant) and isinstance(given.value, str)):
+                    isinstance(given, ast.Constant) and isinstance(given.value, str)
+                    or self._loop_literals(call, given)):
                 return False
         return True
+
+    def _loop_literals(self, node, given) -> list:
+        """The string literals a name takes when it is the target of a ``for`` around ``node`` over a literal
+        tuple or list (``for label, stmt in (("mine", "f(x)"), ("torch", "g(x)")):``); [] otherwise (or when
+        the loop's body rebinds it)."""
+        if not isinstance(given, ast.Name):
+            return []
+        loop = self.parents.get(id(node))
+        while loop is not None and not (isinstance(loop, ast.For) and given.id in
+                                        {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}):
+            loop = self.parents.get(id(loop))
+        if loop is None or not isinstance(loop.iter, (ast.Tuple, ast.List)) or any(
+                isinstance(n, ast.Name) and n.id == given.id and isinstance(n.ctx, ast.Store)
+                for statement in loop.body for n in ast.walk(statement)):
+            return []
+        if isinstance(loop.target, ast.Name):
+            items = list(loop.iter.elts)
+        elif isinstance(loop.target, ast.Tuple) and all(isinstance(t, ast.Name) for t in loop.target.elts):
+            at = [t.id for t in loop.target.elts].index(given.id)
+            items = [e.elts[at] if isinstance(e, (ast.Tuple, ast.List)) and len(e.elts) == len(loop.target.elts)
+                     else None for e in loop.iter.elts]
+        else:
+            return []
+        if not items or not all(isinstance(i, ast.Constant) and isinstance(i.value, str) for i in items):
+            return []
+        return items
 
     def _audit_statement(self, node, given):
         try:

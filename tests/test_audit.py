@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from autograder import specs
-from autograder.audit import FEATURES, RULES, SPELLINGS, Finding, audit, forbidden_calls_for, violations
+from autograder.audit import (FEATURES, RULES, SPELLINGS, Finding, audit, forbidden_calls_for, literal_statements,
+                              violations)
 from autograder.submission import load
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -243,6 +244,20 @@ HONEST_SNIPPETS = {
             a = tl.load(x_ptr)
             tl.store(x_ptr, a @ a)  # still a kernel: its decorator is read outside its parameters
     """,
+    "attributes of values that hold no module": """
+        import torch
+        class Config:
+            BLOCK = 128
+        def launch(x, cfg, meta):
+            array = x.cpu().numpy() if x.device.type == "cuda" else None
+            y = x.cuda() if torch.cuda.is_available() else x
+            return x.shape, cfg.BLOCK, meta.num_warps, y, array
+        class Layer:
+            def __init__(self, np):
+                self.np = np
+            def programs(self):
+                return self.np
+    """,
     "nested functions and closures": """
         import torch
         def make(scale):
@@ -367,6 +382,7 @@ CHEATS = {
         "from autograder.nbgrader import grade",
         "from autograder import check, legality",
         "from autograder import *",
+        "def f(m):\n    return m.probes",  # the grader's module read through a parameter
     ],
     "reference-import": [
         "import kernels_ref",
@@ -382,6 +398,10 @@ CHEATS = {
         # leaves the function which imported it (returned, kept, rebound) is a name the audit cannot see
         "import importlib, torch\nimportlib.reload(torch)", "import importlib\nimport triton.runtime.jit as j\nimportlib.reload(j)",
         "import importlib\ndef f(p):\n    pkg = importlib.import_module(p)\n    return pkg.__version__, pkg",
+        # a module read as another module's attribute through a parameter: judged by the name it is read by
+        "import triton.runtime.interpreter as i\ninspect = (lambda m: m.inspect)(i)",
+        "import triton.knobs\nload = (lambda m: m.importlib.import_module)(triton.knobs)",
+        "def f(m):\n    return m.gc.get_referrers",
         "import importlib\ndef f(p):\n    pkg = importlib.import_module(p)\n    return pkg.asarray",
         "import importlib\ndef f(p):\n    global pkg\n    pkg = importlib.import_module(p)\n    return pkg.__version__",
         "import importlib\nnp = importlib.import_module('num' + 'py')",
@@ -503,6 +523,10 @@ CHEATS = {
         "import torch, io\nf = torch.load(io.BytesIO(b''), weights_only=False)",
         "import numpy as np\na = np.load('x.npy', allow_pickle=True)",
     ],
+    "outside-torch": [
+        "import triton.runtime.interpreter as i\nnp = (lambda m: m.np)(i)",
+        "import torch.nn.functional as F\ndef f(m):\n    return m.numpy\narray = f(F)",
+    ],
     "escape": [
         "import torch._refs\ny = torch._refs.nn.functional.gelu",
         "from torch._decomp import decomposition_table",
@@ -528,6 +552,9 @@ CHEATS = {
         "def f(a=1):\n    pass\nf.__defaults__ = (2,)",
         "def f():\n    pass\ng = getattr(f, '__globals__')",
         "import numpy\np = numpy.ctypeslib.as_array",
+        "import torch.utils\nstack = (lambda m: m._python_dispatch._get_current_dispatch_mode_stack)(torch.utils)",
+        "import torch\noff = (lambda t: t._C.DisableTorchFunction)(torch)",
+        "import torch.utils\nmodes = (lambda m: m._mode_utils)(torch.utils)",
     ],
     "grader-state": [
         "import torch.utils.deterministic",
@@ -587,6 +614,22 @@ def test_a_literal_statement_is_audited_as_code_and_may_run(runner):
                         ("torch.softmax = None", "patching"), ("exec('1')", "dynamic-code")):
         found = audit("import torch\n" + runner.format(repr(cheat)), outside_torch=True)
         assert [(f.line, f.rule) for f in found if f.rule == rule][:1] == [(3, rule)], (cheat, found)
+
+
+
+def test_literal_statements_a_loop_hands_over_are_audited_as_code():
+    # PyTorch's benchmark recipe: a loop over labelled literal statements, each handed to the Timer
+    loop = ("import torch.utils.benchmark as b\nx = [1]\nfor label, stmt in (('mine', {!r}), ('torch', 'len(x)')):\n"
+            "    b.Timer(stmt=stmt, globals={{'x': [1]}}).timeit(1)\n")
+    assert audit(loop.format("len(x)"), outside_torch=True) == []
+    assert literal_statements(loop.format("len(x)")) == ["len(x)", "len(x)"]
+    found = audit(loop.format("exec('1')"), outside_torch=True)
+    assert [(f.line, f.rule) for f in found] == [(3, "dynamic-code")], found   # named by the literal's line
+    # a loop variable the body rebinds, or a loop over anything but literals, is text the audit cannot read
+    for body in ("for stmt in ('len(x)',):\n    stmt = stmt + '1'\n    b.Timer(stmt=stmt).timeit(1)\n",
+                 "for stmt in names:\n    b.Timer(stmt=stmt).timeit(1)\n"):
+        found = audit("import torch.utils.benchmark as b\nnames = ['len(x)']\n" + body, outside_torch=True)
+        assert "dynamic-code" in {f.rule for f in found}, (body, found)
 
 
 def test_every_rule_has_cheats_and_a_plain_message():

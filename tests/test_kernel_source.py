@@ -32,6 +32,47 @@ def _impl(x):
 impl = triton.jit(_impl)
 
 
+# Triton's decorator called on a def of the module wherever the call is: an annotated assignment, a try, a
+# cached factory, a dict of kernels; and a functools.partial of it used as a decorator
+def _annotated(x_ptr):
+    tl.store(x_ptr, 1.0)
+
+
+annotated: triton.JITFunction = triton.jit(_annotated)
+
+
+def _in_try(x_ptr):
+    tl.store(x_ptr, 2.0)
+
+
+try:
+    in_try = triton.jit(_in_try)
+except ImportError:
+    in_try = None
+
+
+def _factory_made(x_ptr):
+    tl.store(x_ptr, 3.0)
+
+
+@functools.cache
+def factory():
+    return triton.jit(_factory_made)
+
+
+def _in_dict(x_ptr):
+    tl.store(x_ptr, 4.0)
+
+
+KERNELS = {"rows": triton.jit(_in_dict)}
+jit_options = functools.partial(triton.jit, do_not_specialize=["n"])
+
+
+@jit_options
+def partial_jit(x_ptr, n):
+    tl.store(x_ptr, 5.0)
+
+
 def plain(x):
     return x
 
@@ -88,10 +129,15 @@ def triton_texts(fn) -> dict:
     return {"compiler": compiled._src, "interpreter": rewriter._prepare_source(lines)}
 
 
-@pytest.mark.parametrize("name", ["kernel", "impl"])
+_MADE = {"kernel": lambda m: m.kernel, "impl": lambda m: m.impl, "annotated": lambda m: m.annotated,
+         "in_try": lambda m: m.in_try, "from_factory": lambda m: m.factory(), "in_dict": lambda m: m.KERNELS["rows"],
+         "partial_jit": lambda m: m.partial_jit}
+
+
+@pytest.mark.parametrize("name", sorted(_MADE))
 def test_an_audited_kernel_is_what_triton_reads_on_both_paths(module, name):
     mod, kernels = module
-    fn = _raw(getattr(mod, name))
+    fn = _raw(_MADE[name](mod))
     assert kernels.function_problem(fn) is None
     for where, text in triton_texts(fn).items():
         assert kernels.text_problem(fn, text) is None, where
