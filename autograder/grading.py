@@ -372,7 +372,8 @@ def _grade_in(worker, spec, sub, plan, seed, static, baseline=None, clock=None,
 # execute it (a branch for other arguments, a debug path), costs nothing and is reported as a note; one that
 # runs is seen by the operator recorder (deny by default) and costs the points. A write to the environment
 # is judged by the worker's audit hook where it runs: refused (and charged) when it changes a variable.
-RUN_TIME_RULES = {"forbidden-call": "no graded call ran it", "environment": "it changed nothing where it ran"}
+RUN_TIME_RULES = {"forbidden-call": "no graded call ran it",
+                  "environment": "where it ran it changed nothing the grade depends on"}
 
 
 @dataclass

@@ -1004,7 +1004,7 @@ REFUSED = "refused"
 RECOVERED = "recovered"
 _REFUSED_WHY = ("refused while graded code ran: the grader sees only the work done in its worker, by code it "
                 "audited (no other processes, no code built or loaded at run time, no unpickling, no ctypes, no "
-                "reading the process's memory)")
+                "reading the process's memory, no reaching the grader's operator recorder on torch's mode stacks)")
 
 
 def recovered_notes(ops_records, where) -> list[str]:

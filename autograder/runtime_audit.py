@@ -49,6 +49,8 @@ import sys
 import sysconfig
 import threading
 import timeit
+import types
+import importlib.util
 
 from autograder.imports import INSTALLED, REPOSITORY
 # a refusal is recorded as one of these prefixes, a colon and what was refused
@@ -75,6 +77,11 @@ _WHY = {
     "hook": "audit hooks are the grader's",
     "environment": "the grader's process runs with the environment it was given (Triton's and torch's "
                    "settings, the commands libraries run): a write that leaves it as it was is fine",
+    "modes": "the grader's operator recorder and memory meter are modes on torch's mode stacks, which graded "
+             "code may not read, change or switch off",
+    "objects": "it reaches live objects and frames, the grader's among them",
+    "patching": "a library's module is shared with Triton, torch and the grader: graded code may not change "
+                "what it holds (a Triton function a kernel calls, a torch function)",
 }
 # /proc/<pid or self>/(task/<tid>/)mem, pagemap, map_files: another way to read memory by address
 _PROCESS_MEMORY = re.compile(r"^/proc/(?:self|thread-self|\d+)(?:/task/\d+)?/(?:mem|pagemap|map_files(?:/.*)?)$"
@@ -296,6 +303,13 @@ class _Hook:
         # the audited literal statements, (their statements' dumps, their names), read before any code of the
         # learner's runs (reading them imports what the audit resolves)
         self._literals = _literal_statements(self.audited)
+        self.trees = {}  # path -> the audited file's tree, parsed before the hook judges compiling
+        for path in self.audited:
+            try:
+                with open(path, encoding="utf-8") as fh:
+                    self.trees[path] = ast.parse(fh.read())
+            except (OSError, SyntaxError, ValueError, UnicodeError):
+                continue
         self.busy = threading.local()
         # read once, before any code of the learner's runs (which may not choose where the grader writes)
         self.explain = os.environ.get("AUTOGRADER_EXPLAIN_REFUSALS")
@@ -308,14 +322,10 @@ class _Hook:
             refused = _EVENTS[event](self, event, args, sys._getframe(1))
         finally:
             self.busy.on = False
-        if refused:
-            what, why = refused
+        if refused:  # judged once it has finished its way out (``charge_pending``): who saw it refused
             if self.explain:
-                _explain(self.explain, event, args, what)
-            exc = RunTimeRefused(f"graded code may not do this: it {what} ({_WHY[why]})")
-            # judged once it has finished its way out (``charge_pending``): who saw it refused
-            self.pending.append((what, _Still.of(sys._getframe(1)), exc))
-            raise exc
+                _explain(self.explain, event, args, refused[0])
+            refuse(*refused, sys._getframe(1))
 
     def charge_pending(self, recorder) -> None:
         """Record the refusals made since the last time (the import, a finalizer, an unrecorded call, the
@@ -433,7 +443,9 @@ class _Hook:
     def _environment(self, event, args, frame):
         """A learner's write to the environment that changes it (``os.environ[k] = v``, ``del``, ``putenv``);
         one that leaves a variable as it was (``setdefault`` of a set variable, the value it holds) changes
-        nothing. A library's own settings (collect_env turns pip's version check off) are its business."""
+        nothing. A library's own settings (collect_env turns pip's version check off) are its business, and so
+        is a debugging aid the grade does not depend on (``DEBUG_AIDS``: ``CUDA_LAUNCH_BLOCKING=1``, PyTorch's
+        advice for locating a CUDA error, makes launches wait for their kernels: slower, never different)."""
         if asker(frame)[0] != LEARNER:
             return None
         key, value = (list(args) + [None, None])[:2]
@@ -441,6 +453,8 @@ class _Hook:
         value = os.fsdecode(value) if isinstance(value, bytes) else value
         now = os.environ.get(key) if isinstance(key, str) else None
         if event == "os.putenv" and now == value or event == "os.unsetenv" and now is None:
+            return None
+        if event == "os.putenv" and type(key) is str and type(value) is str and value in DEBUG_AIDS.get(key, ()):
             return None
         return f"changes the environment variable {key} ({now!r} -> {value!r})", "environment"
 
@@ -616,9 +630,92 @@ def install(audited=(), tensors: bool = True) -> _Hook:
     if HOOK is None:
         undumpable()
         HOOK = _Hook(audited, tensors)
+        from autograder import reaching
+
+        reaching.install(refuse)
         sys.addaudithook(HOOK)
         _guard_loaded_modules()
+        watch_modules()
     return HOOK
+
+
+# Library modules whose functions graded code may not replace: those a kernel runs, where no operator
+# recorder sees what they compute (a Triton function a kernel calls; numpy, which the CPU interpreter computes
+# with): their callables as the worker loaded them, before the submission was imported. (A torch function
+# replaced runs the learner's Python, under the recorder; torch also wraps some of its own later.)
+_LIBRARY_MODULES = ("triton.language", "numpy")
+_LIBRARY_FUNCTIONS: dict = {}
+
+
+def watch_modules() -> None:
+    """Keep the callables of the library modules (``_LIBRARY_MODULES``, ``triton.language``'s submodules) as
+    loaded, before any code of the learner's runs. Python raises no audit event for an attribute write, and
+    a module whose class answered writes itself would no longer be a module to Triton (it keeps a kernel's
+    modules out of its cache key by ``type(m) is ModuleType``): the worker compares instead
+    (``check_modules``)."""
+    for name, module in list(sys.modules.items()):
+        if (name in _LIBRARY_MODULES or name.startswith("triton.language.")) and isinstance(module, types.ModuleType):
+            _LIBRARY_FUNCTIONS.setdefault(name, {k: v for k, v in vars(module).items() if callable(v)})
+
+
+def _interpreter_wrapper(value) -> bool:
+    """Whether ``value`` is the Triton interpreter's own stand-in for a builtin of ``triton.language`` (a
+    launch patches them in, and leaves some there): a function of its file, a ``functools.partial`` of one,
+    or ``print`` for ``static_print``."""
+    import builtins
+    import functools
+
+    if value is builtins.print:
+        return True
+    if type(value) is functools.partial:
+        value = value.func
+    code = getattr(value, "__code__", None) if type(value) is types.FunctionType else None
+    return code is not None and _real(code.co_filename) == _INTERPRETER_FILE
+
+
+_INTERPRETER_FILE = os.path.join(_TRITON, "runtime", "interpreter.py")
+
+
+def check_modules() -> None:
+    """Refuse (record) each library function the learner's code replaced or deleted since ``watch_modules``
+    (``def give(m, f): m.sigmoid = f`` called with ``triton.language``), and put the library's own back: the
+    calls that follow run the library as it was. Called after the submission's import and after each call."""
+    for name, functions in _LIBRARY_FUNCTIONS.items():
+        space = vars(sys.modules[name]) if isinstance(sys.modules.get(name), types.ModuleType) else None
+        for key, original in functions.items() if space is not None else ():
+            now = space.get(key)
+            if now is not original and not _interpreter_wrapper(now):
+                space[key] = original
+                what = f"replaces {name}.{key}"
+                exc = RunTimeRefused(f"graded code may not do this: it {what} ({_WHY['patching']})")
+                if HOOK is not None:
+                    HOOK.pending.append((what, _written_at(key), exc))
+
+
+def _written_at(name: str):
+    """Where an audited file writes or deletes an attribute ``name`` (``m.sigmoid = f``, ``setattr(m,
+    "sigmoid", f)``, ``del m.sigmoid``), as a frame-like place the recorder reads a line from; None when
+    no line of theirs says so."""
+    for path, tree in sorted(HOOK.trees.items() if HOOK is not None else ()):
+        for node in ast.walk(tree):
+            named = (isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del))
+                     and node.attr == name) or (
+                isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("setattr", "delattr")
+                and len(node.args) > 1 and isinstance(node.args[1], ast.Constant) and node.args[1].value == name)
+            if named:
+                place = _Still()
+                place.f_code, place.f_lineno, place.f_back = types.SimpleNamespace(co_filename=path), node.lineno, None
+                return place
+    return None
+
+
+def refuse(what: str, why: str, frame) -> None:
+    """Refuse an operation asked for at ``frame`` (raise ``RunTimeRefused`` there), recorded as the audit
+    hook's refusals are (``charge_pending``): ``why`` is a key of ``_WHY``."""
+    exc = RunTimeRefused(f"graded code may not do this: it {what} ({_WHY[why]})")
+    if HOOK is not None:
+        HOOK.pending.append((what, _Still.of(frame), exc))
+    raise exc
 
 
 def _guard_loaded_modules() -> None:
@@ -627,9 +724,14 @@ def _guard_loaded_modules() -> None:
     raises none. ``__import__`` itself judges those, as the hook judges the others: a module the audit forbids,
     or the grader's own (``from autograder import check`` excepted), imported by code of the learner's that
     no audit read (text some library ran for it, FX code that calls ``__import__``), not by a library's code
-    it called; the audited files' own import statements are the static audit's findings."""
+    it called; the audited files' own import statements are the static audit's findings. The grader's own
+    modules are refused to the learner's code also through the standard library (``pydoc.locate``). And
+    importlib's loaders (``import_module``, ``reload``, ``importlib.__import__``), which take computed names
+    the audit cannot read and never call ``__import__`` for a loaded module, judge their module alike for the
+    learner's code, audited or not (``importlib.import_module("auto" + "grader.probes")``)."""
     import builtins
 
+    from autograder import reaching
     from autograder.imports import NOT_LEARNERS
 
     original = builtins.__import__
@@ -641,21 +743,49 @@ def _guard_loaded_modules() -> None:
         where = getattr(module, "__file__", None) or next(iter(getattr(module, "__path__", None) or ()), None)
         return isinstance(where, str) and _real(where).startswith(graders)
 
+    def refused_top(name, fromlist) -> str:
+        """The top-level name of an import of a forbidden or grader module, else "" (read with str's own
+        methods: a str of the learner's class could answer another name than it imports)."""
+        top = str.partition(name, ".")[0] if isinstance(name, str) else ""
+        if str.__eq__(name, "autograder") and type(fromlist) in (tuple, list) and list(fromlist) == ["check"]:
+            return ""
+        return top if top in forbidden or graders_module(top) else ""
+
     def guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
-        # read with str's own methods: a str of the learner's class could answer another name than it imports
-        top = str.partition(name, ".")[0] if isinstance(name, str) and not level else ""
-        if (top in forbidden or graders_module(top)) and not (
-                str.__eq__(name, "autograder") and type(fromlist) in (tuple, list) and list(fromlist) == ["check"]):
+        top = refused_top(name, fromlist) if not level else ""
+        if top:
             frame = sys._getframe(1)  # the frame that runs the import: a library's own imports are its own,
-            if _whose(frame)[0] == LEARNER and _real(frame.f_code.co_filename) not in HOOK.audited:
+            # and the grader's modules are no library's (a standard library function that imports by a computed
+            # name imports them for the learner's code that called it)
+            who = asker(frame)[0] if top not in forbidden else _whose(frame)[0]
+            if who == LEARNER and _real(frame.f_code.co_filename) not in HOOK.audited:
                 # and those of the files the grader audited are the static audit's findings, named there
-                exc = RunTimeRefused(f"graded code may not do this: it imports {name} ({_WHY['import']})")
-                HOOK.pending.append((f"imports {name}", _Still.of(frame), exc))
-                raise exc
+                refuse(f"imports {name}", "import", frame)
         return original(name, globals, locals, fromlist, level)
 
     builtins.__import__ = guarded_import
 
+    def loader(one):
+        def guarded(name, *args, **kwargs):
+            module = name if isinstance(name, types.ModuleType) else None  # reload(module)
+            if module is not None:
+                name = types.ModuleType.__getattribute__(module, "__name__")
+            package = kwargs.get("package", args[0] if args and one.path.endswith(("import_module", "_gcd_import")) else None)
+            if isinstance(name, str) and str.startswith(name, ".") and isinstance(package, str):
+                name = importlib.util.resolve_name(name, package)
+            frame = sys._getframe(1)
+            if refused_top(name, None) and asker(frame)[0] == LEARNER:
+                refuse(f"imports {name} ({one.path})", "import", frame)
+            return one.original(module if module is not None else name, *args, **kwargs)
+        return guarded
+
+    reaching.guard_everywhere(("importlib.import_module", "importlib.reload", "importlib.__import__",
+                               "importlib._bootstrap._gcd_import"), loader)
+
+
+# Environment variables graded code may set, and the values: debugging aids that change how fast a program
+# runs, never what it computes or what the grader sees.
+DEBUG_AIDS = {"CUDA_LAUNCH_BLOCKING": frozenset({"0", "1"})}
 
 _PR_SET_DUMPABLE, _PR_GET_DUMPABLE = 4, 3
 

@@ -339,6 +339,7 @@ class Worker:
         rec = self.legality.OpRecorder(self.source_file, self.folder, inputs=args)
         from autograder import runtime_audit
 
+        runtime_audit.check_modules()  # the library functions the import or an unrecorded call replaced
         runtime_audit.charge_pending(rec)  # refused at import, in a finalizer or in an unrecorded call
         dropped, self.dropped = self.dropped, []
         for old in dropped:
@@ -371,6 +372,7 @@ class Worker:
             self._sync()
         except BaseException as exc:  # noqa: BLE001  (the device's own error, found when waiting for it)
             done.ok, done.error = False, describe_error(exc, self.source_file)
+        runtime_audit.check_modules()
         runtime_audit.charge_pending(rec)  # what the call asked for and was refused, once it is judged who saw it
         done.ops, done.largest, done.launches = rec.records(), list(rec.largest), self.legality.launches()
         done.autotune = list(dict.fromkeys(used))

@@ -229,6 +229,39 @@ def test_reaching_the_grader_through_frames_or_module_aliases_scores_zero_and_is
         assert any(v.startswith(part) for v in ex["violations"]), (part, ex["violations"])
 
 
+@pytest.mark.parametrize("name, found", [
+    ("empties_the_recorder", "calls torch.utils._python_dispatch._get_current_dispatch_mode_stack at line 15"),
+    ("switches_modes_off", "calls torch._C._DisableTorchDispatch at line 15")])
+def test_reaching_the_recorder_on_the_mode_stack_by_any_spelling_scores_zero_and_is_named(name, found):
+    # the stack is read (or the modes switched off) through a lambda's parameter: no name in the source says
+    # so; the worker refuses the call itself, whatever reached it
+    ex = escape(name)
+    assert ex["score"] == 0 and not ex["correct"]
+    assert any(v.startswith(found) and "mode stacks" in v for v in ex["violations"]), ex["violations"]
+
+
+def test_modules_reached_through_a_parameter_score_zero_and_both_layers_name_the_lines():
+    # inspect and importlib read as a Triton module's attributes through a lambda's parameter: the audit judges
+    # the read by its name; the worker refuses what runs (the probe's closure read, the grader's module
+    # imported by a computed name although it is already loaded)
+    found = graded("escape_modules_through_parameters.py", ("benchmark", "peak_memory_bytes"))
+    for exercise, line, runs in (("benchmark", 13, "calls inspect.getclosurevars"),
+                                 ("peak_memory_bytes", 17, "imports autograder.probes")):
+        ex = found[exercise]
+        assert ex["score"] == 0 and not ex["correct"], exercise
+        said = "\n".join(ex["violations"])
+        assert "line 8: uses m.inspect" in said and "line 9: uses m.importlib.import_module" in said, said
+        assert f"{runs}" in said and f"at line {line}: refused" in said, said
+
+
+def test_a_library_patched_through_a_parameter_scores_zero_and_the_line_is_named():
+    # triton.language handed to a helper that sets tl.sigmoid: the worker finds the library function
+    # replaced, puts Triton's back and names the line that writes it
+    ex = escape("patches_through_a_parameter")
+    assert ex["score"] == 0 and not ex["correct"]
+    assert any(v.startswith("replaces triton.language.sigmoid at line 17: refused") for v in ex["violations"]), text(ex)
+
+
 # --------------------------------------------------------------------- code beside the submission
 
 def test_an_import_laundered_through_a_course_function_is_refused_while_learner_code_runs(tmp_path):
@@ -519,14 +552,16 @@ def test_a_public_style_fused_loss_keeps_every_correctness_point():
                                             ("honest_triton_op_softmax.py", "softmax"),
                                             ("honest_libdevice_bias_gelu.py", "bias_gelu"),
                                             ("honest_tutorial_vector_add.py", "vector_add"),
-                                            ("liger_style_layer_norm.py", "layer_norm_fwd")])
+                                            ("liger_style_layer_norm.py", "layer_norm_fwd"),
+                                            ("honest_kernels_made_by_calls.py", "softmax")])
 def test_honest_idioms_keep_every_correctness_point(name, exercise):
     # a table of compiled kernels, a configuration table filled in a helper, x.new_zeros, math.log2(math.e)
     # in a kernel, triton.jit called as a function, a warn-once global, a ValueError that shows x (softmax);
     # scores.new_full, ~mask and exp2 (naive attention): the way public and tutorial code is written;
     # PyTorch's torch.library.triton_op + wrap_triton; Liger-Kernel's libdevice.tanh (on the CPU too);
     # Triton's vector-add tutorial, which asks Triton's driver for the device at import (the CPU here);
-    # Liger-Kernel's utils beside a layer norm (compare_version imports the package it is given)
+    # Liger-Kernel's utils beside a layer norm (compare_version imports the package it is given); a
+    # functools.partial of triton.jit as a decorator and triton.jit called in a cached factory
     ex = graded(name, (exercise,))[exercise]
     assert ex["correct"] and not ex["violations"], text(ex)
 

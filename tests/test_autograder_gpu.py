@@ -471,6 +471,8 @@ def test_the_legality_group_grades_every_escape_class_and_the_solutions(tmp_path
     # an escape of other exercises is graded on those (the course's tools as benchmark, peak_memory_bytes)
     assert legality["escape_course_tools"].expect == {"benchmark": "zero", "peak_memory_bytes": "zero"}
     assert legality["escape_lazy_tuple"].expect == {"layer_norm_fwd": "zero"}
+    assert legality["escape_modules_through_parameters"].expect == {"benchmark": "zero", "peak_memory_bytes": "zero"}
+    assert legality["honest_kernels_made_by_calls"].expect == {"softmax": "correct"}
     assert (tmp_path / "bytecode_beside" / "fastops" / "rows.pyc").is_file()
     solutions = [g for g in grades if g.group == "legality-solutions"]
     assert {g.path.parent.name for g in solutions} == {nb for nb, _ in gac.LEGALITY_SOLUTIONS}

@@ -6,6 +6,7 @@ Each check runs in a fresh interpreter with the hook installed (it cannot be rem
 """
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -24,12 +25,16 @@ runtime_audit.INSTALLED += (library,)  # stands for an installed package (site-p
 sys.path.insert(0, library)
 # modules the learner's code may not import, handed over to try what they do (imported here, before the hook)
 import collections, dataclasses, functools, importlib, marshal, os, pickle, platform, timeit, types, typing, weakref
+import numpy, triton.language  # loaded before the hook, as the worker loads them (Triton, its interpreter)
 given = dict(collections=collections, dataclasses=dataclasses, functools=functools, importlib=importlib,
              marshal=marshal, os=os, pickle=pickle, platform=platform, sys=sys, timeit=timeit, types=types,
              typing=typing, weakref=weakref)
 runtime_audit.install([path])
 text = open(path).read()
 exec(compile(text, path, "exec"), {{"__name__": "learner", "__file__": path, **given}})
+runtime_audit.check_modules()  # as the worker does after the import and each call
+print("changed", sorted(what for what, _, _ in runtime_audit.HOOK.pending if what.startswith("replaces ")))
+print("restored", sys.modules["triton.language"].sigmoid.__name__, hasattr(sys.modules["numpy"], "exp"))
 print("pending", len(runtime_audit.HOOK.pending))
 print("dumpable", runtime_audit.dumpable())
 print("recovered", sorted(what for what, _, exc in runtime_audit.HOOK.pending if not runtime_audit.reached_learner(exc)))
@@ -105,7 +110,8 @@ attempt("library handed a command", lambda: sys.modules["fontlib"].ask(functools
 attempt("stdlib tries and recovers", lambda: platform.uname().processor)
 attempt("environment left as it was", lambda: (os.environ.setdefault("PATH", "/nowhere"),
                                                os.environ.__setitem__("PATH", os.environ["PATH"])))
-attempt("environment changed", lambda: os.environ.__setitem__("CUDA_LAUNCH_BLOCKING", "1"))
+attempt("environment changed", lambda: os.environ.__setitem__("TRITON_CACHE_DIR", "/tmp/elsewhere"))
+attempt("debugging aid", lambda: os.environ.__setitem__("CUDA_LAUNCH_BLOCKING", "1"))
 attempt("triton runs a command", lambda: __import__("triton._test_runner")._test_runner._run(["true"], cwd="/"))
 attempt("triton builds a C file", lambda: __import__("triton.runtime.build").runtime.build._build(
     "x", os.path.join(here, "x.c"), here, [], [], [], []))
@@ -142,6 +148,22 @@ def imported_by_fx_code(name):  # torch has loaded it: importing it raises no "i
     graph.output(graph.call_function(__import__, (name,)))
     return torch.fx.GraphModule(torch.nn.Module(), graph)()
 
+attempt("mode stack", lambda: torch.utils._python_dispatch._get_current_dispatch_mode_stack())
+attempt("mode stack through a parameter", lambda: (lambda m: m._get_function_stack_at)(torch._C)(0))
+attempt("modes switched off", lambda: torch.utils._mode_utils.no_dispatch())
+attempt("mode stack through tree_map", lambda: torch.utils._pytree.tree_map(torch.overrides._get_current_function_mode_stack, [1]))
+attempt("mode stack handed to a library", lambda: sys.modules["fontlib"].ask(torch._C._len_torch_dispatch_stack))
+attempt("library's own mode check", lambda: sys.modules["fontlib"].modes())
+attempt("torch's own mode check", lambda: torch.zeros(2).add_(1))
+attempt("closure read", lambda: sys.modules["inspect"].getclosurevars(hinted))
+attempt("referrers", lambda: sys.modules["gc"].get_referrers(here))
+attempt("loaded grader module by a computed name", lambda: importlib.import_module("auto" + "grader.legality"))
+attempt("grader module through the standard library", lambda: __import__("pydoc").locate("autograder.legality"))
+attempt("version check import", lambda: importlib.import_module("json"))
+attempt("library module patched", lambda: setattr(__import__("triton.language").language, "sigmoid", hinted))
+attempt("library module patched through a parameter", lambda: (lambda m: m.__delattr__("exp"))(sys.modules["numpy"]))
+attempt("import binds a submodule", lambda: importlib.import_module("json.tool"))
+attempt("library sets its own module", lambda: sys.modules["fontlib"].configure())
 attempt("loaded forbidden import", lambda: imported_by_fx_code("inspect"))
 attempt("loaded grader module", lambda: imported_by_fx_code("autograder.legality"))
 attempt("annotations as text", lambda: torch.library.custom_op("learner_test::scale", mutates_args=())(schema))
@@ -155,10 +177,14 @@ REFUSED = ["fork", "posix_spawn", "system", "subprocess", "exec", "timeit string
            "torch runs a command", "library handed a command", "environment changed", "timeit text of a literal",
            "triton runs a command", "triton builds a C file", "torch evaluates what it is handed",
            "torch evaluates it through tree_map", "torch evaluates a class's text", "fx writes a repr",
-           "fx writes a target"]
+           "fx writes a target", "mode stack", "mode stack through a parameter", "modes switched off",
+           "mode stack through tree_map", "mode stack handed to a library", "closure read", "referrers",
+           "loaded grader module by a computed name"]
 ALLOWED = ["timeit function", "plain file", "classes", "library code", "library's own import",
            "library's own command", "stdlib tries and recovers", "environment left as it was", "timeit literal",
-           "torch timer literal", "triton's ptxas", "fx graph", "annotations as text"]
+           "torch timer literal", "triton's ptxas", "fx graph", "annotations as text", "library's own mode check",
+           "torch's own mode check", "version check import", "debugging aid", "import binds a submodule",
+           "library sets its own module", "library module patched", "library module patched through a parameter"]
 # an installed library that starts a process while it is imported (as matplotlib asks fontconfig for fonts)
 # or compiles its own code then; a library that evaluates the text it is given (sympy's parse_expr, PyYAML's
 # python tags) runs it for whoever called it: for the learner, refused
@@ -178,6 +204,14 @@ def banner():
 
 def ask(run):
     return run()
+
+def configure():  # a library setting a module's attribute for itself
+    import json
+    json.fontlib_configured = True
+
+def modes():  # a library reading the mode stack for itself (as torch's fake tensors do)
+    import torch.utils._python_dispatch
+    return torch.utils._python_dispatch._get_current_dispatch_mode_stack()
 """
 
 
@@ -200,12 +234,23 @@ def test_the_worker_refuses_what_it_cannot_see_and_lets_libraries_do_their_own_w
     # each refusal names what was refused and why
     assert "starts a process (os.fork)" in said["fork"] and "process's memory" in said["proc mem"]
     assert "which the grader did not audit" in said["file beside"] and "unpickles" in said["pickle"]
+    assert "calls torch.utils._python_dispatch._get_current_dispatch_mode_stack" in said["mode stack"]
+    assert "calls torch._C._get_function_stack_at" in said["mode stack through a parameter"]
+    assert all("mode stacks" in said[name] for name in REFUSED if name.startswith("mode"))
+    # a library function replaced or deleted (found when the worker compares, after the import and each
+    # call): refused, and the library's own put back
+    assert "changed ['replaces numpy.exp', 'replaces triton.language.sigmoid']" in run.stdout, run.stdout
+    assert "restored sigmoid True" in run.stdout, run.stdout
+    # pydoc turns the refusal into an error of its own: the module is not handed over either way
+    assert re.search(r"grader module through the standard library failed .*RunTimeRefused: .* imports autograder",
+                     run.stdout), run.stdout
     # nothing recorded them (no graded call ran): they wait for the next recorded call
     pending = int(run.stdout.split("pending ")[-1].split()[0])
-    assert pending >= len(REFUSED) + 2, run.stdout   # with the finalizer's and the audit hook's
+    assert pending >= len(REFUSED) + 4, run.stdout   # with the finalizer's, the audit hook's and the 2 changes
     # every refusal the learner's code saw (it caught each one) is its own; the one the standard library
     # caught and recovered from (platform asks `uname -p`) is not: it costs nothing (a note)
-    assert "recovered ['starts a process (subprocess)']" in run.stdout, run.stdout
+    # (pydoc caught the grader module's refusal too and raised its own error: nothing was handed over)
+    assert "recovered ['imports autograder', 'starts a process (subprocess)']" in run.stdout, run.stdout
 
 
 def test_a_process_started_through_an_alias_costs_the_points_and_both_layers_name_the_line():
@@ -316,10 +361,11 @@ def test_environment_banners_of_the_standard_library_and_pytorch_keep_their_poin
     assert ex["correct"] and not ex["violations"], ex["violations"] + ex["feedback"]
     assert ex["score"] > 0
     notes = [f for f in ex["feedback"] if "tried to do this and was refused" in f]
-    assert notes and "at line 16 called" in notes[0] and "no points withheld" in notes[0], ex["feedback"]
-    # the environment as the course set it (TRITON_INTERPRET on the CPU, said outright on a GPU): unchanged
-    quiet = [f for f in ex["feedback"] if "it changed nothing where it ran: no points withheld" in f]
-    assert [f.split(":")[1].strip() for f in quiet] == ["line 8", "line 14"], ex["feedback"]
+    assert notes and "at line 18 called" in notes[0] and "no points withheld" in notes[0], ex["feedback"]
+    # the environment as the course set it (TRITON_INTERPRET on the CPU, said outright on a GPU): unchanged;
+    # CUDA_LAUNCH_BLOCKING, a debugging aid: slower launches, never other results
+    quiet = [f for f in ex["feedback"] if "changed nothing the grade depends on: no points withheld" in f]
+    assert [f.split(":")[1].strip() for f in quiet] == ["line 9", "line 15", "line 17"], ex["feedback"]
 
 
 def test_a_librarys_own_python_child_never_runs_a_module_beside_the_submission(tmp_path):

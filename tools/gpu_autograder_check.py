@@ -22,11 +22,14 @@ one subprocess per submission, sequentially (the GPU is never shared while timin
    kernel, tl.softmax in place of the exercise (also handed to a kernel as its constexpr argument), an
    object of the learner's class as a launch argument, a child process started through torch.os, a
    finalizer writing the answer after the call, a kernel whose function is wrapped (Triton would compile
-   another function's source) and a bare numpy name the source never binds all score 0; a public-style fused loss, a triton_op softmax,
+   another function's source), a bare numpy name the source never binds, the operator recorder emptied or
+   the dispatch modes switched off (reached through a lambda's parameter), inspect and importlib reached the
+   same way, and a Triton function replaced through a parameter all score 0; a public-style fused loss, a triton_op softmax,
    a libdevice GELU, a softmax with math's constants and triton.jit called as a function in its kernel,
    Triton's vector-add tutorial, a notebook written with IPython's syntax (read without IPython on the
    runner), environment reports and TRITON_INTERPRET set at import, benchmarks at import with literal
-   statements, Liger-Kernel's utils beside a layer norm and notebook 10's paged launcher reading
+   statements, Liger-Kernel's utils beside a layer norm, kernels made by a functools.partial of triton.jit
+   and in a cached factory, and notebook 10's paged launcher reading
    ``seq_lens.tolist()`` stay correct. ``--only legality-solutions`` (about 7 minutes): the solutions of every notebook with a Triton
    exercise (03-10) stay correct (and their performance is shown), with the worker's audit hook letting Triton run its
    compilers.
@@ -278,9 +281,12 @@ LEGALITY_ESCAPES = ("escape_hook_computes", "escape_heuristic_computes", "escape
                     "bytecode_beside", "escape_values_leave_as_text", "escape_python_in_kernel",
                     "escape_forks_through_an_alias", "escape_finalizer_computes", "escape_object_as_launch_argument",
                     "escape_library_softmax_as_argument", "escape_wrapped_kernel_source", "escape_interpreter_names",
-                    "escape_torch_evaluates_text", "escape_triton_runs_a_command", "escape_finalizer_on_output")
+                    "escape_torch_evaluates_text", "escape_triton_runs_a_command", "escape_finalizer_on_output",
+                    "escape_empties_the_recorder", "escape_switches_modes_off", "escape_patches_through_a_parameter",
+                    "escape_modules_through_parameters")
 # escapes of exercises other than softmax: file stem -> the exercises it answers
-OTHER_EXERCISES = {"escape_course_tools": ["benchmark", "peak_memory_bytes"], "escape_lazy_tuple": ["layer_norm_fwd"]}
+OTHER_EXERCISES = {"escape_course_tools": ["benchmark", "peak_memory_bytes"], "escape_lazy_tuple": ["layer_norm_fwd"],
+                   "escape_modules_through_parameters": ["benchmark", "peak_memory_bytes"]}
 TIMED_ONLY = ("escape_only_when_timed",)
 def _triton_solutions() -> tuple:
     """Every notebook with an exercise graded as the learner's Triton kernel, with all its exercises (the
@@ -360,7 +366,8 @@ LEGALITY_ONE_EXERCISE = (("honest_softmax_idioms", "softmax", "correct"),
                          ("honest_libdevice_bias_gelu", "bias_gelu", "correct"),
                          ("honest_environment_banner", "softmax", "correct"),
                          ("honest_benchmarks_at_import", "softmax", "correct"),
-                         ("liger_style_layer_norm", "layer_norm_fwd", "correct"))
+                         ("liger_style_layer_norm", "layer_norm_fwd", "correct"),
+                         ("honest_kernels_made_by_calls", "softmax", "correct"))
 
 
 def legality_plan(out: Path) -> list:

@@ -119,3 +119,16 @@ def launch_add(kernel, x, y):
 
 def vector_add(x, y):
     return launch_add(_add_kernel, x, y)
+
+
+@triton.jit
+def _copy_kernel(src_ptr, dst_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst_ptr + offs, tl.load(src_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+def copy_into(src, dst):
+    """dst (contiguous, src's size) <- src, by one Triton launch: an escape's way of making its output come
+    from a kernel while something else computed it (the null-kernel check then sees it change)."""
+    _copy_kernel[(triton.cdiv(src.numel(), 1024),)](src.contiguous(), dst, src.numel(), BLOCK=1024)
+    return dst

@@ -1,0 +1,142 @@
+"""Functions that reach the grader's own objects from inside the worker, refused to graded code at run time
+whatever the spelling (``install``, from ``autograder.runtime_audit.install``):
+
+- torch's mode stacks: the operator recorder and the memory meter are dispatch modes on them while a checked
+  call runs, so what reads the stacks holds the recorder (and can empty it, or take it off the stack), and
+  what switches the modes or the Python dispatch key off runs operators no mode sees (``MODE_STACK``);
+- the standard library's reach into live objects and frames: ``inspect``'s frames and closures, ``gc``'s
+  referrers (``OBJECTS``).
+
+Each is replaced, in every module that holds it (found by identity, so
+``(lambda m: m._python_dispatch._get_current_dispatch_mode_stack)(torch.utils)`` reaches the guard too), by a
+guard that lets it run only for code that names it: torch's, the grader's, a library's or the standard
+library's own call (``called_by_name``). The learner's code is refused, and so is a library that calls a
+function it was handed (``tree_map(stack, ...)``, a ``functools.partial``): then the learner chose it. A
+refusal raises ``RunTimeRefused`` where the call was made and is recorded as the audit hook's refusals are
+(``runtime_audit.refuse``): the checked call that ran it names the line.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+
+# module -> the names of its functions and guards that read, change or switch off the mode stacks or the
+# dispatch keys that route operators to them
+MODE_STACK = {
+    "torch._C": (
+        "DisableTorchFunction", "DisableTorchFunctionSubclass", "_DisableTorchDispatch", "_EnableTorchFunction",
+        "ExcludeDispatchKeyGuard", "_ExcludeDispatchKeyGuard", "_SetExcludeDispatchKeyGuard", "_ForceDispatchKeyGuard",
+        "_RestorePythonTLSSnapshot", "_dispatch_tls_set_dispatch_key_excluded", "_dispatch_tls_set_dispatch_key_included",
+        "_get_dispatch_mode", "_set_dispatch_mode", "_unset_dispatch_mode", "_get_dispatch_stack_at",
+        "_len_torch_dispatch_stack", "_pop_torch_dispatch_stack", "_push_on_torch_dispatch_stack",
+        "_get_function_stack_at", "_len_torch_function_stack", "_pop_torch_function_stack",
+        "_push_on_torch_function_stack", "_is_torch_function_mode_enabled", "_set_torch_function_state"),
+    "torch.utils._python_dispatch": (
+        "_get_current_dispatch_mode", "_get_current_dispatch_mode_stack", "_push_mode", "_pop_mode",
+        "_pop_mode_temporarily", "_disable_current_modes", "_detect_infra_mode", "_disable_infra_mode",
+        "_unset_infra_mode", "any_torch_dispatch_mode_on_stack", "is_in_torch_dispatch_mode",
+        "is_in_any_mode_without_ignore_compile_internals"),
+    "torch.overrides": (
+        "_get_current_function_mode", "_get_current_function_mode_stack", "_push_mode", "_pop_mode",
+        "_pop_mode_temporarily", "enable_reentrant_dispatch", "_enable_torch_function"),
+    "torch.utils._mode_utils": ("no_dispatch", "all_same_mode"),
+}
+# module -> its functions that reach live objects or frames (the grader's among them)
+OBJECTS = {
+    "inspect": ("currentframe", "stack", "trace", "getouterframes", "getinnerframes", "getframeinfo",
+                "getclosurevars", "getmembers", "getmembers_static", "getattr_static", "getmodule", "unwrap",
+                "getargvalues", "getgeneratorlocals", "getcoroutinelocals", "getasyncgenlocals"),
+    "gc": ("get_objects", "get_referrers", "get_referents", "freeze", "unfreeze"),
+}
+
+
+class Guarded:
+    """One guarded function: the original, its dotted path and every name a module holds it by."""
+
+    def __init__(self, original, path: str):
+        self.original, self.path, self.names = original, path, {path.rpartition(".")[2]}
+
+
+def guard_everywhere(paths, make) -> dict:
+    """Replace each function named by ``paths`` (dotted) in every loaded module that holds it (found by
+    identity) by ``make(Guarded)``; a module imported later takes the guard from where it is defined.
+    Returns {dotted path: guard}."""
+    found: dict[int, Guarded] = {}
+    for path in paths:
+        module_name, _, name = path.rpartition(".")
+        obj = importlib.import_module(module_name).__dict__.get(name)
+        if obj is not None and id(obj) not in found:
+            found[id(obj)] = Guarded(obj, path)
+    holders = []
+    for module in list(sys.modules.values()):
+        space = getattr(module, "__dict__", None) if isinstance(module, types.ModuleType) else None
+        for key, value in list(space.items()) if space is not None else ():
+            one = found.get(id(value))
+            if one is not None and value is one.original:
+                one.names.add(key)
+                holders.append((space, key, one))
+    guards = {key: _named(make(one), one) for key, one in found.items()}
+    for space, key, one in holders:
+        space[key] = guards[id(one.original)]
+    return {one.path: guards[key] for key, one in found.items()}
+
+
+def _named(guard, one: Guarded):
+    # no __wrapped__: the original is reachable only through the guard
+    guard.__name__ = guard.__qualname__ = one.path.rpartition(".")[2]
+    guard.__module__, guard.__doc__ = one.path.rpartition(".")[0], getattr(one.original, "__doc__", None)
+    return guard
+
+
+def install(refuse) -> dict:
+    """Guard every function of ``MODE_STACK`` and ``OBJECTS`` in every loaded module that holds it;
+    ``refuse(what, why, frame)`` raises (and records) a refusal, ``why`` "modes" or "objects". Returns
+    {dotted path: guard} (installed once per process)."""
+    global _INSTALLED
+    if _INSTALLED is None:
+        _INSTALLED = {}
+        for table, why in ((MODE_STACK, "modes"), (OBJECTS, "objects")):
+            _INSTALLED.update(guard_everywhere([f"{m}.{n}" for m, names in table.items() for n in names],
+                                               lambda one, why=why: _guard(one, refuse, why)))
+    return _INSTALLED
+
+
+_INSTALLED: dict | None = None
+
+
+# Functions that answer about their caller's frame: the guard, a frame of its own, answers about its caller.
+_AT_CALLER = {
+    "inspect.currentframe": lambda frame: frame,
+    "inspect.stack": lambda frame, context=1: sys.modules["inspect"].getouterframes(frame, context),
+}
+
+
+def _guard(one: Guarded, refuse, why: str):
+    original, names, path = one.original, frozenset(one.names), one.path
+    at_caller = _AT_CALLER.get(path)
+
+    def guarded(*args, **kwargs):
+        frame = sys._getframe(1)
+        if not called_by_name(frame, names):
+            refuse(f"calls {path}", why, frame)
+        if at_caller is not None:
+            return at_caller(frame, *args, **kwargs)
+        return original(*args, **kwargs)
+    return guarded
+
+
+def called_by_name(frame, names: frozenset) -> bool:
+    """Whether the function was called by code other than the learner's that names it (torch's, the grader's,
+    a library's or the standard library's own call by one of ``names``), walking out from ``frame`` past the
+    frames that call a function they were handed (a library's ``tree_map(fn, ...)``, ``functools``): the
+    learner's frame met first refuses it."""
+    from autograder.runtime_audit import LEARNER, _whose
+
+    while frame is not None:
+        if _whose(frame)[0] == LEARNER:
+            return False
+        if not names.isdisjoint(frame.f_code.co_names):
+            return True
+        frame = frame.f_back
+    return True  # no learner's code on the stack: the worker's own
