@@ -35,7 +35,7 @@ import sys
 import sysconfig
 import threading
 import types
-
+import weakref
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -381,6 +381,7 @@ class OpRecorder(TorchDispatchMode):
         self._beside: dict[str, str | None] = {}
         self.ops: dict = {}
         self.largest = [0, None, None]  # [elements, operator, line] of the largest tensor an op produced
+        _LEDGER[self] = ({}, [0, None, None])  # the same, kept where no code of the learner's reaches
         self.operators = 0  # operators run so far (plumbing included): what read a value, if one did
         self._exits = _Exits(self)
         # Numbers read one at a time (item, float(t), int(t)): a launcher reads a few (a size, a maximum);
@@ -403,9 +404,20 @@ class OpRecorder(TorchDispatchMode):
 
     def note(self, name: str, frame) -> int | None:
         line = self._line_from(frame)
-        key = (name, line)
-        self.ops[key] = self.ops.get(key, 0) + 1
+        self.count((name, line))
         return line
+
+    def count(self, key, n: int = 1) -> None:
+        """Count ``n`` more of ``key`` ((operator or what was refused, line)), here and in the ledger."""
+        for ops in (self.ops, _LEDGER[self][0]):
+            ops[key] = ops.get(key, 0) + n
+
+    def _set_largest(self, numel: int, name, line) -> None:
+        self.largest = [numel, name, line]
+        _LEDGER[self][1][:] = self.largest
+
+    def largest_seen(self) -> list:
+        return list(_LEDGER[self][1])
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         python = _python_operator(func, args, kwargs)
@@ -420,8 +432,8 @@ class OpRecorder(TorchDispatchMode):
         foreign = max((t.untyped_storage().nbytes() // t.element_size() for t, _ in
                        self._provenance.foreign_writes(func, args, kwargs, out)), default=0) if self._provenance else 0
         if _interpreter_plumbing(sys._getframe(1)):
-            if foreign > self.largest[0]:
-                self.largest = [foreign, name, self._line_from(sys._getframe(1))]
+            if foreign > _LEDGER[self][1][0]:
+                self._set_largest(foreign, name, self._line_from(sys._getframe(1)))
             return out
         if (name == "_local_scalar_dense" and self._scalar_bound and _asked_by(sys._getframe(1)) == LEARNER
                 and not self.metadata.holds(args[0])):
@@ -437,8 +449,8 @@ class OpRecorder(TorchDispatchMode):
         # weight): note the largest tensor any operator hands back, whatever the operator is: fresh storage,
         # and results written through out= or grown by resize_ (a view materializes nothing).
         numel = max(foreign, max((t.numel() for t in written_outputs(func, args, kwargs, out)), default=0))
-        if numel > self.largest[0]:
-            self.largest = [numel, name, line]
+        if numel > _LEDGER[self][1][0]:
+            self._set_largest(numel, name, line)
         return out
 
     def _line_from(self, frame):
@@ -467,8 +479,24 @@ class OpRecorder(TorchDispatchMode):
         return self._beside[filename] is not None
 
     def records(self) -> list:
-        return [[op, line, n] for (op, line), n in sorted(self.ops.items(), key=lambda kv: (kv[0][0], str(kv[0][1] or 0)))]
+        """What was recorded, from the ledger; with ``TAMPERED`` when the recorder's own copy, its largest
+        tensor or its methods were changed (code that reached the recorder emptied or silenced it)."""
+        ops, largest = _LEDGER[self]
+        out = [[op, line, n] for (op, line), n in sorted(ops.items(), key=lambda kv: (kv[0][0], str(kv[0][1] or 0)))]
+        shadowed = [k for k in vars(self) if k in _RECORDER_METHODS]
+        if type(self.ops) is not dict or self.ops != ops or list(self.largest) != largest or shadowed:
+            out.append([TAMPERED, None, 1])
+        return out
 
+
+# Each recorder's records (ops, largest), kept beside it where the learner's code does not reach (this module
+# is the grader's); the recorder's own attributes are a copy that ``records`` compares with it.
+_LEDGER: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_RECORDER_METHODS = frozenset(n for n in dir(OpRecorder) if callable(getattr(OpRecorder, n, None)))
+# The recorded name of a recorder found changed (judged as a violation).
+TAMPERED = "recorder_changed"
+_TAMPERED_WHY = ("the grader's operator recorder was changed while your code ran (emptied, reset or a method "
+                 "replaced): what graded code runs must stay on the record")
 
 _REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _COURSE = os.path.join(_REPOSITORY, "course") + os.sep
@@ -879,8 +907,7 @@ class CourseTools:
         if name in self.allowed:
             return
         if caller is not None and caller.f_code.co_filename == _WORKER:  # no line of the learner's runs it
-            key = (f"{COURSE_TOOL}:{name}", "the entry point itself")
-            self.recorder.ops[key] = self.recorder.ops.get(key, 0) + 1
+            self.recorder.count((f"{COURSE_TOOL}:{name}", "the entry point itself"))
         elif caller is not None:
             self.recorder.note(f"{COURSE_TOOL}:{name}", caller)
 
@@ -1035,6 +1062,9 @@ def judge(spec, ops_records, launch_counts, used_kernels_ref: bool, where, large
         if (op, line) in seen:
             continue
         seen.add((op, line))
+        if op == TAMPERED:
+            violations.append(_TAMPERED_WHY)
+            continue
         if op == THREAD_START:
             violations.append(f"starts a thread at {where(line)}: {_THREAD_WHY}")
             continue

@@ -343,8 +343,8 @@ class Worker:
         runtime_audit.charge_pending(rec)  # refused at import, in a finalizer or in an unrecorded call
         dropped, self.dropped = self.dropped, []
         for old in dropped:
-            for key, n in old.ops.items():  # what finalizers ran while objects were dropped between calls
-                rec.ops[key] = rec.ops.get(key, 0) + n
+            for op, line, n in old.records():  # what finalizers ran while objects were dropped between calls
+                rec.count((op, line), n)
         self.legality.reset_launches()
         done = protocol.CallDone(ok=True)
         out = None
@@ -374,7 +374,7 @@ class Worker:
             done.ok, done.error = False, describe_error(exc, self.source_file)
         runtime_audit.check_modules()
         runtime_audit.charge_pending(rec)  # what the call asked for and was refused, once it is judged who saw it
-        done.ops, done.largest, done.launches = rec.records(), list(rec.largest), self.legality.launches()
+        done.ops, done.largest, done.launches = rec.records(), rec.largest_seen(), self.legality.launches()
         done.autotune = list(dict.fromkeys(used))
         self.last = [(out if self.trusted else refuse_unplain(done, out), args)]
         return done

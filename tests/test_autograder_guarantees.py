@@ -133,6 +133,35 @@ def test_recorder_sees_ops_and_the_submission_line(tmp_path):
     assert ["mul", 3, 1] in records and ["exp", 4, 1] in records
 
 
+@pytest.mark.parametrize("tamper", ["rec.ops.clear()", "rec.largest[:] = [0, None, None]",
+                                    "rec.note = lambda *a: None", "rec.ops = {}"])
+def test_a_recorder_changed_while_graded_code_runs_keeps_its_records_and_says_so(tmp_path, tamper):
+    # code that reaches the recorder (the worker refuses every way it knows of) empties or silences it: the
+    # records are kept in a ledger beside it, and the change itself is a violation
+    from autograder import legality
+
+    source = "import torch\ndef f(x):\n    return torch.exp(x * 2)\n"
+    src = tmp_path / "sub.py"
+    src.write_text(source)
+    ns = {}
+    exec(compile(source, str(src), "exec"), ns)
+    rec = legality.OpRecorder(str(src))
+    with rec:
+        ns["f"](torch.ones(3))
+        exec(tamper, {"rec": rec})
+        ns["f"](torch.ones(3))
+    records = rec.records()
+    # what ran before the change stays on the record (a silenced recorder records nothing after it)
+    assert any(op == "exp" and line == 3 for op, line, _ in records) and rec.largest_seen()[0] == 3, records
+    assert [legality.TAMPERED, None, 1] in records
+    spec = __import__("autograder.specs", fromlist=["get"]).get("softmax")
+    assert any("recorder was changed" in v for v in legality.judge(spec, records, [1], False, lambda n: f"line {n}"))
+    untouched = legality.OpRecorder(str(src))
+    with untouched:
+        ns["f"](torch.ones(3))
+    assert legality.TAMPERED not in [op for op, _, _ in untouched.records()]
+
+
 # --------------------------------------------------------------------------- guarantee 3: isolation
 
 def test_a_hang_is_stopped_at_the_time_limit_and_other_exercises_are_graded():
