@@ -165,6 +165,11 @@ _ENV = ("changes the environment of the grading process (judged where it runs: a
 _STATE = ("reads or changes what the grader sets up around each call (memory poisoning, deterministic "
           "mode): a graded function must not tell a checked call from a timed one")
 _STACK = "inspects the caller's stack: a graded function must not tell a checked call from a timed one"
+_BELOW_PYTHON = ("calls operators below the Python dispatch key (dispatch keys and key sets of its own choosing, "
+                 "guards that exclude keys or switch torch functions off), where the grader's operator recorder "
+                 "and memory meter sit")
+# attributes of torch's operators that call a kernel at dispatch keys of the caller's choosing
+_BELOW_PYTHON_ATTRS = frozenset({"redispatch", "redispatch_boxed", "_op_dk"})
 _PATH_RULES: dict[str, tuple[str, str]] = {
     **{f"os.{n}": ("process", _WRITES) for n in (
         "write", "writev", "pwrite", "open", "openpty", "fdopen", "dup", "dup2", "pipe", "pipe2", "mkfifo",
@@ -188,6 +193,9 @@ _PATH_RULES: dict[str, tuple[str, str]] = {
     **{f"torch.{n}": ("escape", "uses torch's private reimplementations of its operators (softmax, gelu...) "
                       "from primitives: the exercise's operator under another name") for n in (
         "_decomp", "_refs", "_prims", "_prims_common")},
+    **{f"torch.{n}": ("escape", _BELOW_PYTHON) for n in (
+        "DispatchKey", "DispatchKeySet", "ExcludeDispatchKeyGuard", "DisableTorchFunction",
+        "DisableTorchFunctionSubclass")},
     "torch.utils._python_dispatch": ("escape", "installs dispatch modes that can hide operators from the grader"),
     "torch.utils._mode_utils": ("escape", "switches dispatch modes off (no_dispatch), the grader's among them"),
     "torch.overrides": ("escape", "intercepts torch functions (torch function modes and overrides)"),
@@ -1454,6 +1462,8 @@ class _Auditor(ast.NodeVisitor):
             rule, why = _MODULE_ATTRS[attr]
             self.report(node, rule, f"uses {self.text(node)}: reads {attr} from a value the audit cannot follow "
                         f"(a parameter, a call's result), so it is judged by its name: {why}")
+        elif attr in _BELOW_PYTHON_ATTRS and not (isinstance(node.value, ast.Name) and node.value.id == "self"):
+            self.report(node, "escape", f"uses {self.text(node)}: it {_BELOW_PYTHON}")
         elif attr == "__class__" and not (isinstance(parent, ast.Attribute) and parent.attr in ("__name__", "__qualname__")):
             self.report(node, "escape", f"uses {self.text(node)}: __class__ reaches (and can swap) an object's class")
         elif attr == "__dict__" and not (isinstance(node.value, ast.Name) and node.value.id == "self"):

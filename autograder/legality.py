@@ -1031,7 +1031,8 @@ REFUSED = "refused"
 RECOVERED = "recovered"
 _REFUSED_WHY = ("refused while graded code ran: the grader sees only the work done in its worker, by code it "
                 "audited (no other processes, no code built or loaded at run time, no unpickling, no ctypes, no "
-                "reading the process's memory, no reaching the grader's operator recorder on torch's mode stacks)")
+                "reading the process's memory, no reaching the grader's operator recorder on torch's mode stacks or calling "
+                "operators below it)")
 
 
 def recovered_notes(ops_records, where) -> list[str]:

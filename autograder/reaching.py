@@ -42,6 +42,15 @@ MODE_STACK = {
         "_pop_mode_temporarily", "enable_reentrant_dispatch", "_enable_torch_function"),
     "torch.utils._mode_utils": ("no_dispatch", "all_same_mode"),
 }
+# module -> the names of its functions that call an operator's kernel below the Python dispatch key (where
+# the operator recorder and the memory meter sit), or hand out what does: an operator's kernel for one
+# dispatch key, the Python dispatcher switched off
+BELOW_PYTHON = {"torch._C": ("_get_operation_overload", "_DisablePythonDispatcher")}
+# class -> its methods that call an operator's kernel at a dispatch key set of the caller's choosing
+# (``torch.ops.aten.mm.out.redispatch(DispatchKeySet(DispatchKey.CPU), ...)``): only the keys the set names
+# run, so no mode sees the operator, nor the memory its kernel allocates
+BELOW_PYTHON_METHODS = {"torch._ops.OpOverload": ("redispatch",),
+                        "torch._C._DispatchOperatorHandle": ("redispatch_boxed",)}
 # module -> its functions that reach live objects or frames (the grader's among them)
 OBJECTS = {
     "inspect": ("currentframe", "stack", "trace", "getouterframes", "getinnerframes", "getframeinfo",
@@ -96,10 +105,48 @@ def install(refuse) -> dict:
     global _INSTALLED
     if _INSTALLED is None:
         _INSTALLED = {}
-        for table, why in ((MODE_STACK, "modes"), (OBJECTS, "objects")):
+        for table, why in ((MODE_STACK, "modes"), (OBJECTS, "objects"), (BELOW_PYTHON, "dispatch")):
             _INSTALLED.update(guard_everywhere([f"{m}.{n}" for m, names in table.items() for n in names],
                                                lambda one, why=why: _guard(one, refuse, why)))
+        _INSTALLED.update(_guard_below_python(refuse))
     return _INSTALLED
+
+
+def _guard_below_python(refuse) -> dict:
+    """Guard ``BELOW_PYTHON_METHODS`` on their classes, and every operator's ``_op_dk`` (its kernel for one
+    dispatch key, an attribute of each ``OpOverload``): on the operators made so far, found on ``torch.ops``'s
+    namespaces where torch caches each one, and on those made from now on."""
+    import torch._ops
+
+    guards = {}
+    for path, methods in BELOW_PYTHON_METHODS.items():
+        owner, _, name = path.rpartition(".")
+        cls = getattr(importlib.import_module(owner), name)
+        for method in methods:
+            one = Guarded(getattr(cls, method), f"{path}.{method}")
+            guards[one.path] = guard = _named(_guard(one, refuse, "dispatch"), one)
+            setattr(cls, method, guard)
+    one = Guarded(None, "torch._ops.OpOverload._op_dk")
+
+    def guard_op_dk(op) -> None:
+        held = op.__dict__.get("_op_dk")
+        if held is not None and not getattr(held, "_guards_op_dk", False):
+            guard = _guard(Guarded(held, one.path), refuse, "dispatch")
+            guard._guards_op_dk = True
+            op.__dict__["_op_dk"] = guard
+
+    made = torch._ops.OpOverload.__init__
+
+    def init(op, *args, **kwargs):
+        made(op, *args, **kwargs)
+        guard_op_dk(op)
+    torch._ops.OpOverload.__init__ = init
+    for namespace in list(vars(torch.ops).values()):
+        for packet in list(vars(namespace).values()) if isinstance(namespace, torch._ops._OpNamespace) else ():
+            for op in list(vars(packet).values()) if isinstance(packet, torch._ops.OpOverloadPacket) else ():
+                if isinstance(op, torch._ops.OpOverload):
+                    guard_op_dk(op)
+    return guards
 
 
 _INSTALLED: dict | None = None

@@ -80,6 +80,9 @@ _WHY = {
     "modes": "the grader's operator recorder and memory meter are modes on torch's mode stacks, which graded "
              "code may not read, change or switch off",
     "objects": "it reaches live objects and frames, the grader's among them",
+    "dispatch": "an operator's kernel called at dispatch keys of the caller's choosing runs below the Python "
+                "key, where the grader's operator recorder and memory meter sit: call operators as torch "
+                "functions, tensor methods or torch.ops.aten.<name>(...)",
     "patching": "a library's module is shared with Triton, torch and the grader: graded code may not change "
                 "what it holds (a Triton function a kernel calls, a torch function)",
 }

@@ -41,6 +41,7 @@ WORKER_TESTS: dict[str, set[str] | str] = {
         "test_patching_the_clocks_and_the_grader_scores_zero_and_names_each_patch",
         "test_reaching_the_grader_through_frames_or_module_aliases_scores_zero_and_is_named",
         "test_reaching_the_recorder_on_the_mode_stack_by_any_spelling_scores_zero_and_is_named",
+        "test_operators_called_below_the_python_key_score_zero_and_are_named",
         "test_modules_reached_through_a_parameter_score_zero_and_both_layers_name_the_lines",
         "test_a_library_patched_through_a_parameter_scores_zero_and_the_line_is_named",
         "test_telling_a_checked_call_from_a_timed_one_scores_zero_and_the_fallback_is_named",

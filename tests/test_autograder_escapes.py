@@ -240,6 +240,19 @@ def test_reaching_the_recorder_on_the_mode_stack_by_any_spelling_scores_zero_and
     assert any(v.startswith(found) and "mode stacks" in v for v in ex["violations"]), ex["violations"]
 
 
+@pytest.mark.parametrize("name, found", [
+    ("redispatches_below_the_recorder", "calls torch._ops.OpOverload.redispatch at line 21"),
+    ("calls_a_kernel_for_a_key", "calls torch._ops.OpOverload._op_dk at line 19")])
+def test_operators_called_below_the_python_key_score_zero_and_are_named(name, found):
+    # the operator's kernel is called at the backend's dispatch key: no mode sees it; the worker refuses the
+    # call where it runs, and the audit names the dispatch keys in the source
+    ex = escape(name)
+    assert ex["score"] == 0 and not ex["correct"]
+    assert any(v.startswith(found) and "calling operators below it" in v for v in ex["violations"]), ex["violations"]
+    assert "below the Python key" in text(ex)
+    assert any("DispatchKey" in v and "below the Python dispatch key" in v for v in ex["violations"]), ex["violations"]
+
+
 def test_modules_reached_through_a_parameter_score_zero_and_both_layers_name_the_lines():
     # inspect and importlib read as a Triton module's attributes through a lambda's parameter: the audit judges
     # the read by its name; the worker refuses what runs (the probe's closure read, the grader's module

@@ -391,3 +391,65 @@ def test_benchmarks_with_literal_statements_at_import_keep_their_points():
     not such a literal is refused: test_the_worker_refuses_what_it_cannot_see_...)."""
     ex = graded("honest_benchmarks_at_import.py", ("softmax",))["softmax"]
     assert ex["correct"] and not ex["violations"], ex["violations"] + ex["feedback"]
+
+
+# ------------------------------------------------------------------- operators called below the Python key
+
+_BELOW_PYTHON = '''
+import torch, torch.utils._pytree
+from torch.library import custom_op
+
+def attempt(name, fn):
+    try:
+        fn()
+        print(name, "allowed")
+    except PermissionError as exc:
+        print(name, "refused", str(exc).replace("\\n", " "))
+
+x = torch.randn(4, 8)
+CPU = torch.DispatchKeySet(torch.DispatchKey.CPU)
+mm = torch.ops.aten.mm.default
+attempt("redispatch", lambda: torch.ops.aten._softmax.default.redispatch(CPU, x, -1, False))
+attempt("redispatch by a computed name", lambda: getattr(mm, "re" + "dispatch")(CPU, x, x.T))
+attempt("redispatch through tree_map", lambda: torch.utils._pytree.tree_map(
+    functools.partial(mm.redispatch, CPU, x), [x.T]))
+attempt("handle", lambda: torch._C._dispatch_find_schema_or_throw("aten::mm", "").redispatch_boxed(CPU, x, x.T))
+attempt("kernel for a key", lambda: torch.ops.aten.gelu.default._op_dk(torch.DispatchKey.CPU, x))
+attempt("kernel for a key of an operator made later", lambda: torch.ops.aten.hardtanh.default._op_dk(
+    torch.DispatchKey.CPU, x))
+attempt("kernel for a key held by the operator", lambda: vars(torch.ops.aten.exp.default)["_op_dk"](
+    torch.DispatchKey.CPU, x))
+attempt("operator's kernels handed out", lambda: torch._C._get_operation_overload("aten::mm", ""))
+attempt("python dispatcher off", lambda: torch._C._DisablePythonDispatcher())
+
+@custom_op("learner_test::twice", mutates_args=())
+def twice(t: torch.Tensor) -> torch.Tensor:
+    return t * 2
+twice.register_autograd(lambda ctx, g: g * 2)
+# torch's own operators redispatch for themselves (a custom operator's autograd), and look overloads up
+attempt("torch's own redispatch", lambda: twice(x.requires_grad_()).sum().backward())
+attempt("operators looked up", lambda: torch.ops.aten.hardshrink.default(x))
+attempt("decomposition", lambda: torch.ops.aten.linear.default.decompose(x, x))
+'''
+
+
+def test_operators_called_below_the_python_key_are_refused_to_the_learner_and_run_for_torch(tmp_path):
+    # OpOverload.redispatch / its handle's redispatch_boxed / _op_dk call a kernel at dispatch keys of the
+    # caller's choosing, below the Python key where the recorder and the meter sit; torch's own custom
+    # operators redispatch that way for themselves
+    (tmp_path / "learner.py").write_text(textwrap.dedent(_BELOW_PYTHON))
+    (tmp_path / "driver.py").write_text(_DRIVER.format(root=str(ROOT)))
+    (tmp_path / "lib").mkdir()
+    run = subprocess.run([sys.executable, str(tmp_path / "driver.py"), str(tmp_path / "learner.py"),
+                          str(tmp_path / "lib") + "/"], capture_output=True, text=True, timeout=300)
+    said = {line.split(" refused ")[0]: line for line in run.stdout.splitlines() if " refused " in line}
+    assert set(said) == {"redispatch", "redispatch by a computed name", "redispatch through tree_map", "handle",
+                         "kernel for a key", "kernel for a key of an operator made later",
+                         "kernel for a key held by the operator", "operator's kernels handed out",
+                         "python dispatcher off"}, run.stdout + run.stderr
+    for name in ("torch's own redispatch", "operators looked up", "decomposition"):
+        assert f"{name} allowed" in run.stdout, run.stdout + run.stderr
+    assert "calls torch._ops.OpOverload.redispatch" in said["redispatch"]
+    assert "calls torch._C._DispatchOperatorHandle.redispatch_boxed" in said["handle"]
+    assert "calls torch._ops.OpOverload._op_dk" in said["kernel for a key"]
+    assert all("below the Python key" in line for line in said.values())
