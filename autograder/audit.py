@@ -250,8 +250,18 @@ _NUMERIC_WHY = ("computes outside torch, where the grader cannot see what is com
 # importlib: reading what is installed (a version check) is fine; everything else loads or reloads modules.
 _IMPORTLIB_READS = ("importlib.metadata", "importlib.util.find_spec")
 _IMPORTLIB_WHY = "imports and reloads modules by computed names, which the audit cannot see"
-_PATH_PATTERNS: tuple[tuple[str, str, str], ...] = tuple(
-    (f"os.{n}", "process", _SPAWNS) for n in ("exec*", "spawn*", "posix_spawn*"))
+# Functions that import a module and read its attributes by a dotted name given as a string; the libraries'
+# ones are patterns (a rule path is imported to be known by identity, and these libraries are slow to import).
+_RESOLVES = ("imports a module and reads its attributes by a dotted name given as a string, which the audit "
+             "cannot read (the grader's own modules, numpy and the forbidden modules among them)")
+_PATH_RULES.update({p: ("forbidden-import", _RESOLVES) for p in (
+    "pydoc.locate", "importlib.metadata.EntryPoint", "importlib.metadata.entry_points", "string.Formatter",
+    "logging.config")})
+_PATH_PATTERNS: tuple[tuple[str, str, str], ...] = (
+    *((f"os.{n}", "process", _SPAWNS) for n in ("exec*", "spawn*", "posix_spawn*")),
+    *((p, "forbidden-import", _RESOLVES) for p in (
+        "tornado.util.import_object", "traitlets.utils.importstring.import_item", "traitlets.import_item",
+        "jinja2.utils.import_string", "IPython.utils.importstring.import_item")))
 # Loaders that unpickle (run arbitrary code) unless told not to: path -> (keyword, its safe value).
 _UNPICKLERS = {"torch.load": ("weights_only", True), "numpy.load": ("allow_pickle", False),
                "pandas.read_pickle": (None, None)}

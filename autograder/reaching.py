@@ -51,6 +51,19 @@ BELOW_PYTHON = {"torch._C": ("_get_operation_overload", "_DisablePythonDispatche
 # run, so no mode sees the operator, nor the memory its kernel allocates
 BELOW_PYTHON_METHODS = {"torch._ops.OpOverload": ("redispatch",),
                         "torch._C._DispatchOperatorHandle": ("redispatch_boxed",)}
+# module -> its functions that resolve a dotted name given as a string (importing the module it starts with,
+# then reading attributes): what graded code hands them reaches any module and any attribute, the grader's
+# own, numpy and the forbidden modules among them, past the import statements the audit reads
+RESOLVERS = {"pydoc": ("locate",), "pkgutil": ("resolve_name",)}
+RESOLVER_METHODS = {"importlib.metadata.EntryPoint": ("load",),
+                    "logging.config.BaseConfigurator": ("resolve", "ext_convert"),
+                    # a format field reads attributes by a dotted string ("{0.sys.modules}"); a subclass's
+                    # format_field is handed what it reached
+                    "string.Formatter": ("format", "vformat", "get_field", "get_value")}
+# installed libraries' resolvers, guarded once their module is loaded (importing them for the guard would
+# slow every worker)
+LIBRARY_RESOLVERS = {"tornado.util": ("import_object",), "traitlets.utils.importstring": ("import_item",),
+                     "jinja2.utils": ("import_string",), "IPython.utils.importstring": ("import_item",)}
 # module -> its functions that reach live objects or frames (the grader's among them)
 OBJECTS = {
     "inspect": ("currentframe", "stack", "trace", "getouterframes", "getinnerframes", "getframeinfo",
@@ -108,24 +121,45 @@ def install(refuse) -> dict:
         for table, why in ((MODE_STACK, "modes"), (OBJECTS, "objects"), (BELOW_PYTHON, "dispatch")):
             _INSTALLED.update(guard_everywhere([f"{m}.{n}" for m, names in table.items() for n in names],
                                                lambda one, why=why: _guard(one, refuse, why)))
-        _INSTALLED.update(_guard_below_python(refuse))
+        _INSTALLED.update(guard_everywhere([f"{m}.{n}" for m, names in RESOLVERS.items() for n in names],
+                                           lambda one: _guard(one, refuse, "resolver")))
+        _INSTALLED.update(_guard_methods(RESOLVER_METHODS, refuse, "resolver"))
+        _INSTALLED.update(_guard_methods(BELOW_PYTHON_METHODS, refuse, "dispatch"))
+        _INSTALLED.update(_guard_op_dk(refuse))
+    guard_loaded_resolvers(refuse)
     return _INSTALLED
 
 
-def _guard_below_python(refuse) -> dict:
-    """Guard ``BELOW_PYTHON_METHODS`` on their classes, and every operator's ``_op_dk`` (its kernel for one
-    dispatch key, an attribute of each ``OpOverload``): on the operators made so far, found on ``torch.ops``'s
-    namespaces where torch caches each one, and on those made from now on."""
-    import torch._ops
+def guard_loaded_resolvers(refuse) -> None:
+    """Guard ``LIBRARY_RESOLVERS`` of the libraries loaded by now (at the worker's start, and before each
+    recorded call for those imported since)."""
+    if _INSTALLED is None:
+        return
+    paths = [f"{m}.{n}" for m, names in LIBRARY_RESOLVERS.items() if m in sys.modules for n in names]
+    paths = [p for p in paths if p not in _INSTALLED]
+    if paths:
+        _INSTALLED.update(guard_everywhere(paths, lambda one: _guard(one, refuse, "resolver")))
 
+
+def _guard_methods(table, refuse, why: str) -> dict:
+    """Guard the methods of ``table`` (class path -> method names) on their classes."""
     guards = {}
-    for path, methods in BELOW_PYTHON_METHODS.items():
+    for path, methods in table.items():
         owner, _, name = path.rpartition(".")
         cls = getattr(importlib.import_module(owner), name)
         for method in methods:
             one = Guarded(getattr(cls, method), f"{path}.{method}")
-            guards[one.path] = guard = _named(_guard(one, refuse, "dispatch"), one)
+            guards[one.path] = guard = _named(_guard(one, refuse, why), one)
             setattr(cls, method, guard)
+    return guards
+
+
+def _guard_op_dk(refuse) -> dict:
+    """Guard every operator's ``_op_dk`` (its kernel for one dispatch key, an attribute of each
+    ``OpOverload``): on the operators made so far, found on ``torch.ops``'s namespaces where torch caches
+    each one, and on those made from now on."""
+    import torch._ops
+
     one = Guarded(None, "torch._ops.OpOverload._op_dk")
 
     def guard_op_dk(op) -> None:
@@ -146,7 +180,7 @@ def _guard_below_python(refuse) -> dict:
             for op in list(vars(packet).values()) if isinstance(packet, torch._ops.OpOverloadPacket) else ():
                 if isinstance(op, torch._ops.OpOverload):
                     guard_op_dk(op)
-    return guards
+    return {one.path: init}
 
 
 _INSTALLED: dict | None = None

@@ -80,6 +80,8 @@ _WHY = {
     "modes": "the grader's operator recorder and memory meter are modes on torch's mode stacks, which graded "
              "code may not read, change or switch off",
     "objects": "it reaches live objects and frames, the grader's among them",
+    "resolver": "a dotted name given as a string reaches any module and attribute, past the import "
+                "statements the audit reads (the grader's own modules, numpy and the forbidden ones among them)",
     "dispatch": "an operator's kernel called at dispatch keys of the caller's choosing runs below the Python "
                 "key, where the grader's operator recorder and memory meter sit: call operators as torch "
                 "functions, tensor methods or torch.ops.aten.<name>(...)",
@@ -764,6 +766,9 @@ def _guard_loaded_modules() -> None:
             if who == LEARNER and _real(frame.f_code.co_filename) not in HOOK.audited:
                 # and those of the files the grader audited are the static audit's findings, named there
                 refuse(f"imports {name}", "import", frame)
+            entry = _handed_module(frame, top) if who != GRADER else None
+            if entry:  # a library imports it by a name the learner's code handed over
+                refuse(f"imports {name} (by its name, handed to {entry})", "import", frame)
         return original(name, globals, locals, fromlist, level)
 
     builtins.__import__ = guarded_import
@@ -784,6 +789,26 @@ def _guard_loaded_modules() -> None:
 
     reaching.guard_everywhere(("importlib.import_module", "importlib.reload", "importlib.__import__",
                                "importlib._bootstrap._gcd_import"), loader)
+
+
+def _handed_module(frame, top: str) -> str | None:
+    """The library function that imports the module ``top`` at ``frame`` because the learner's code named it:
+    the entry of the library's work, called by the learner's code, was handed a dotted string that starts with
+    that module (``tornado.util.import_object("autograder.legality")``, an entry point's "numpy:asarray").
+    A library's imports of its own choosing are its own."""
+    from autograder import text_origin
+
+    entry = None
+    while frame is not None and _whose(frame)[0] in (None, LIBRARY):
+        if not frame.f_code.co_filename.startswith("<frozen"):
+            entry = frame
+        frame = frame.f_back
+    if entry is None or frame is None or _whose(frame)[0] != LEARNER:
+        return None
+    for piece in text_origin._strings(text_origin._arguments(entry)):
+        if re.split(r"[.:]", piece.strip(), maxsplit=1)[0] == top:
+            return entry.f_code.co_name
+    return None
 
 
 # Environment variables graded code may set, and the values: debugging aids that change how fast a program

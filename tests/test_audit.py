@@ -394,6 +394,13 @@ CHEATS = {
         "threading", "signal", "_signal", "pickle", "marshal", "shutil", "tempfile", "atexit", "_thread",
         "concurrent.futures", "unittest.mock", "urllib.request", "cupy", "numba.cuda", "jax.numpy", "zipimport", "pkgutil")] + [
         "from ctypes import *", "from importlib import import_module", "import importlib\nimportlib.reload(m)",
+        # a dotted name given as a string, imported and walked by a resolver
+        "import pydoc\nm = pydoc.locate('json.dumps')",
+        "from importlib.metadata import EntryPoint\nf = EntryPoint(name='a', value='json:dumps', group='g').load()",
+        "import string\nv = string.Formatter().get_field('0.sys', (1,), {})",
+        "import logging.config\nv = logging.config.BaseConfigurator({}).resolve('json')",
+        "from tornado.util import import_object\nv = import_object('json')",
+        "from traitlets.utils.importstring import import_item\nv = import_item('json')",
         # reloading a library sheds what the grader set up in it; a module imported by a computed name that
         # leaves the function which imported it (returned, kept, rebound) is a name the audit cannot see
         "import importlib, torch\nimportlib.reload(torch)", "import importlib\nimport triton.runtime.jit as j\nimportlib.reload(j)",
