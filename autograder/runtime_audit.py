@@ -847,3 +847,6 @@ def dumpable() -> bool | None:
 def charge_pending(recorder) -> None:
     if HOOK is not None:
         HOOK.charge_pending(recorder)
+        from autograder import reaching
+
+        reaching.guard_loaded_resolvers(refuse)  # those of the libraries imported since, before the next call

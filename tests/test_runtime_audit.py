@@ -522,3 +522,26 @@ def test_names_resolved_from_strings_are_refused_to_the_learner_and_resolve_for_
         assert f"{name} allowed" in run.stdout, run.stdout + run.stderr
     assert "calls pydoc.locate" in said["pydoc"] and "calls string.Formatter.get_field" in said["format field"]
     assert "imports autograder (by its name, handed to import_object)" in said["library resolves the grader"]
+
+
+_LATE_RESOLVER = """
+import sys
+sys.path.insert(0, {root!r})
+from autograder import runtime_audit
+from autograder.legality import OpRecorder
+path = sys.argv[1]
+runtime_audit.install([path])
+import tornado.util  # a library loaded after the worker started (by the submission's import, say)
+runtime_audit.charge_pending(OpRecorder(None))  # before the next recorded call
+exec(compile(open(path).read(), path, "exec"), {{"__name__": "learner", "__file__": path, "tornado": tornado}})
+"""
+
+
+def test_a_librarys_resolver_loaded_after_the_worker_started_is_refused_to_the_learner(tmp_path):
+    (tmp_path / "learner.py").write_text(
+        "try:\n    tornado.util.import_object('json.dumps')\n    print('allowed')\n"
+        "except PermissionError as exc:\n    print('refused', exc)\n")
+    (tmp_path / "driver.py").write_text(_LATE_RESOLVER.format(root=str(ROOT)))
+    run = subprocess.run([sys.executable, str(tmp_path / "driver.py"), str(tmp_path / "learner.py")],
+                         capture_output=True, text=True, timeout=300)
+    assert "refused" in run.stdout and "calls tornado.util.import_object" in run.stdout, run.stdout + run.stderr
