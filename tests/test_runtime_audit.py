@@ -40,10 +40,8 @@ print("dumpable", runtime_audit.dumpable())
 print("recovered", sorted(what for what, _, exc in runtime_audit.HOOK.pending if not runtime_audit.reached_learner(exc)))
 """
 
-_LEARNER = '''
-import torch, torch.fx, torch.hub, torch.utils._pytree, torch.utils.benchmark
-import torch.fx.experimental.symbolic_shapes, torch._guards
-
+# what each learner's script runs an attempt with: what it did, refused (and why) or allowed
+_ATTEMPT = '''
 def attempt(name, fn):
     try:
         fn()
@@ -52,6 +50,12 @@ def attempt(name, fn):
         print(name, "refused", str(exc).replace("\\n", " "))
     except Exception as exc:
         print(name, "failed", type(exc).__name__, exc)
+
+'''
+
+_LEARNER = _ATTEMPT + '''
+import torch, torch.fx, torch.hub, torch.utils._pytree, torch.utils.benchmark
+import torch.fx.experimental.symbolic_shapes, torch._guards
 
 def hinted(a: "int"):
     pass
@@ -393,16 +397,9 @@ def test_benchmarks_with_literal_statements_at_import_keep_their_points():
 
 # ------------------------------------------------------------------- operators called below the Python key
 
-_BELOW_PYTHON = '''
+_BELOW_PYTHON = _ATTEMPT + '''
 import torch, torch.utils._pytree
 from torch.library import custom_op
-
-def attempt(name, fn):
-    try:
-        fn()
-        print(name, "allowed")
-    except PermissionError as exc:
-        print(name, "refused", str(exc).replace("\\n", " "))
 
 x = torch.randn(4, 8)
 CPU = torch.DispatchKeySet(torch.DispatchKey.CPU)
@@ -455,18 +452,9 @@ def test_operators_called_below_the_python_key_are_refused_to_the_learner_and_ru
 
 # ------------------------------------------------------------------- names resolved from strings
 
-_RESOLVERS = '''
+_RESOLVERS = _ATTEMPT + '''
 import importlib.metadata, logging.config, pkgutil, pydoc, string
 import torch
-
-def attempt(name, fn):
-    try:
-        fn()
-        print(name, "allowed")
-    except PermissionError as exc:
-        print(name, "refused", str(exc).replace("\\n", " "))
-    except Exception as exc:
-        print(name, "failed", type(exc).__name__, exc)
 
 class Catch(string.Formatter):
     def format_field(self, value, spec):
