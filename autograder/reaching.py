@@ -146,8 +146,10 @@ def _guard_methods(table, refuse, why: str) -> dict:
     guards = {}
     for path, methods in table.items():
         owner, _, name = path.rpartition(".")
-        cls = getattr(importlib.import_module(owner), name)
+        cls = getattr(importlib.import_module(owner), name, None)
         for method in methods:
+            if getattr(cls, method, None) is None:
+                continue  # not in this version of torch or Python
             one = Guarded(getattr(cls, method), f"{path}.{method}")
             guards[one.path] = guard = _named(_guard(one, refuse, why), one)
             setattr(cls, method, guard)
