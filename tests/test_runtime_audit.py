@@ -6,7 +6,6 @@ Each check runs in a fresh interpreter with the hook installed (it cannot be rem
 """
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 import textwrap
