@@ -5,9 +5,13 @@ whatever the spelling (``install``, from ``autograder.runtime_audit.install``):
   call runs, so what reads the stacks holds the recorder (and can empty it, or take it off the stack), and
   what switches the modes or the Python dispatch key off runs operators no mode sees (``MODE_STACK``);
 - the standard library's reach into live objects and frames: ``inspect``'s frames and closures, ``gc``'s
-  referrers (``OBJECTS``).
+  referrers (``OBJECTS``);
+- an operator's kernel called below the Python dispatch key, where the recorder and the meter sit
+  (``BELOW_PYTHON``, ``BELOW_PYTHON_METHODS`` and every operator's ``_op_dk``);
+- names resolved from strings: a dotted name reaches any module and attribute past the import statements the
+  audit reads (``RESOLVERS``, ``RESOLVER_METHODS``, ``LIBRARY_RESOLVERS`` once their library is loaded).
 
-Each is replaced, in every module that holds it (found by identity, so
+Each function is replaced, in every module that holds it (a method, on its class) (found by identity, so
 ``(lambda m: m._python_dispatch._get_current_dispatch_mode_stack)(torch.utils)`` reaches the guard too), by a
 guard that lets it run only for code that names it: torch's, the grader's, a library's or the standard
 library's own call (``called_by_name``). The learner's code is refused, and so is a library that calls a
