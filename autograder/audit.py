@@ -256,7 +256,7 @@ _RESOLVES = ("imports a module and reads its attributes by a dotted name given a
              "cannot read (the grader's own modules, numpy and the forbidden modules among them)")
 _PATH_RULES.update({p: ("forbidden-import", _RESOLVES) for p in (
     "pydoc.locate", "importlib.metadata.EntryPoint", "importlib.metadata.entry_points", "string.Formatter",
-    "logging.config")})
+    "logging.config.BaseConfigurator", "logging.config.DictConfigurator")})
 _PATH_PATTERNS: tuple[tuple[str, str, str], ...] = (
     *((f"os.{n}", "process", _SPAWNS) for n in ("exec*", "spawn*", "posix_spawn*")),
     *((p, "forbidden-import", _RESOLVES) for p in (
