@@ -650,6 +650,11 @@ def install(audited=(), tensors: bool = True) -> _Hook:
 # replaced runs the learner's Python, under the recorder; torch also wraps some of its own later.)
 _LIBRARY_MODULES = ("triton.language", "numpy")
 _LIBRARY_FUNCTIONS: dict = {}
+# torch's tensor classes, whose methods the worker itself calls on the learner's outputs outside any
+# recorded call (shipping them: ``Tensor.detach``, ``cpu``, ``data_ptr``...): a method replaced (through
+# ``functools.update_wrapper``, ``setattr`` on the class) would run the learner's Python there, unseen.
+_LIBRARY_CLASSES = ("torch.Tensor", "torch._C.TensorBase")
+_CLASS_ATTRIBUTES: dict = {}
 
 
 def watch_modules() -> None:
@@ -661,6 +666,10 @@ def watch_modules() -> None:
     for name, module in list(sys.modules.items()):
         if (name in _LIBRARY_MODULES or name.startswith("triton.language.")) and isinstance(module, types.ModuleType):
             _LIBRARY_FUNCTIONS.setdefault(name, {k: v for k, v in vars(module).items() if callable(v)})
+    import torch
+
+    for path, cls in zip(_LIBRARY_CLASSES, (torch.Tensor, torch._C.TensorBase)):
+        _CLASS_ATTRIBUTES.setdefault(path, (cls, dict(type.__dict__["__dict__"].__get__(cls))))
 
 
 def _interpreter_wrapper(value) -> bool:
@@ -691,10 +700,20 @@ def check_modules() -> None:
             now = space.get(key)
             if now is not original and not _interpreter_wrapper(now):
                 space[key] = original
-                what = f"replaces {name}.{key}"
-                exc = RunTimeRefused(f"graded code may not do this: it {what} ({_WHY['patching']})")
-                if HOOK is not None:
-                    HOOK.pending.append((what, _written_at(key), exc))
+                _refuse_replaced(f"{name}.{key}", key)
+    for path, (cls, attributes) in _CLASS_ATTRIBUTES.items():
+        space = type.__dict__["__dict__"].__get__(cls)
+        for key, original in attributes.items():
+            if space.get(key) is not original:
+                type.__setattr__(cls, key, original)
+                _refuse_replaced(f"{path}.{key}", key)
+
+
+def _refuse_replaced(what: str, key: str) -> None:
+    what = f"replaces {what}"
+    exc = RunTimeRefused(f"graded code may not do this: it {what} ({_WHY['patching']})")
+    if HOOK is not None:
+        HOOK.pending.append((what, _written_at(key), exc))
 
 
 def _written_at(name: str):

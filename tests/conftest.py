@@ -20,6 +20,7 @@ import torch
 # module -> the tests of it that do ("*": every test of the module).
 WORKER_TESTS: dict[str, set[str] | str] = {
     "test_autograder_escapes": {"test_a_content_keyed_cache_scores_zero_and_is_named",
+        "test_a_tensor_method_replaced_scores_zero",
         "test_a_learners_object_handed_to_a_launch_scores_zero_and_the_line_is_named",
         "test_a_library_softmax_handed_to_the_kernel_as_an_argument_scores_zero_and_is_named",
         "test_a_library_function_as_a_launch_callback_is_refused_and_the_line_is_named",

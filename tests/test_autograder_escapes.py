@@ -241,8 +241,8 @@ def test_reaching_the_recorder_on_the_mode_stack_by_any_spelling_scores_zero_and
 
 
 @pytest.mark.parametrize("name, found", [
-    ("redispatches_below_the_recorder", "calls torch._ops.OpOverload.redispatch at line 21"),
-    ("calls_a_kernel_for_a_key", "calls torch._ops.OpOverload._op_dk at line 19")])
+    ("redispatches_below_the_recorder", "calls torch._ops.OpOverload.redispatch at line 14"),
+    ("calls_a_kernel_for_a_key", "calls torch._ops.OpOverload._op_dk at line 12")])
 def test_operators_called_below_the_python_key_score_zero_and_are_named(name, found):
     # the operator's kernel is called at the backend's dispatch key: no mode sees it; the worker refuses the
     # call where it runs, and the audit names the dispatch keys in the source
@@ -273,6 +273,14 @@ def test_a_library_patched_through_a_parameter_scores_zero_and_the_line_is_named
     ex = escape("patches_through_a_parameter")
     assert ex["score"] == 0 and not ex["correct"]
     assert any(v.startswith("replaces triton.language.sigmoid at line 17: refused") for v in ex["violations"]), text(ex)
+
+
+def test_a_tensor_method_replaced_scores_zero():
+    # torch.Tensor.detach replaced at import (functools.update_wrapper on the class): the worker ships the
+    # outputs with it outside any recorded call; it finds the method replaced and puts torch's back first
+    ex = escape("patches_a_tensor_method")
+    assert ex["score"] == 0 and not ex["correct"]
+    assert any(v.startswith("replaces torch.Tensor.detach") for v in ex["violations"]), text(ex)
 
 
 # --------------------------------------------------------------------- code beside the submission
