@@ -710,10 +710,8 @@ def check_modules() -> None:
 
 
 def _refuse_replaced(what: str, key: str) -> None:
-    what = f"replaces {what}"
-    exc = RunTimeRefused(f"graded code may not do this: it {what} ({_WHY['patching']})")
-    if HOOK is not None:
-        HOOK.pending.append((what, _written_at(key), exc))
+    """Record a library's attribute ``key`` replaced (already put back: nothing is raised)."""
+    _record_refusal(f"replaces {what}", "patching", _written_at(key))
 
 
 def _written_at(name: str):
@@ -736,10 +734,16 @@ def _written_at(name: str):
 def refuse(what: str, why: str, frame) -> None:
     """Refuse an operation asked for at ``frame`` (raise ``RunTimeRefused`` there), recorded as the audit
     hook's refusals are (``charge_pending``): ``why`` is a key of ``_WHY``."""
+    raise _record_refusal(what, why, _Still.of(frame))
+
+
+def _record_refusal(what: str, why: str, place) -> RunTimeRefused:
+    """The refusal of ``what`` (``why``: a key of ``_WHY``), pending in the hook with its place to be
+    charged (``charge_pending``)."""
     exc = RunTimeRefused(f"graded code may not do this: it {what} ({_WHY[why]})")
     if HOOK is not None:
-        HOOK.pending.append((what, _Still.of(frame), exc))
-    raise exc
+        HOOK.pending.append((what, place, exc))
+    return exc
 
 
 def _guard_loaded_modules() -> None:
