@@ -483,3 +483,36 @@ def test_the_legality_group_grades_every_escape_class_and_the_solutions(tmp_path
     timed_only = {"correct": True, "score": 0.7, "message": ""}
     assert gac.judge_row(timed_only, "zero_on_gpu", [], on_gpu=False)[0] is None
     assert gac.judge_row(timed_only, "zero_on_gpu", [], on_gpu=True)[0] is False
+
+
+def test_jobs_share_the_gpu_only_among_gradings_that_expect_correctness_alone(tmp_path, monkeypatch):
+    """--jobs runs escapes and honest code side by side; a grading whose verdict rests on a time (fast,
+    slow, a fault's time limit) runs alone, after them, with nothing else running."""
+    import threading
+    import time as clock
+
+    running, overlaps, lock = set(), {}, threading.Lock()
+
+    def fake_cli(grade, exercises, out, run, quick, meta=None):
+        with lock:
+            overlaps[grade.label] = set(running)
+            running.add(grade.label)
+        clock.sleep(0.05)
+        with lock:
+            running.discard(grade.label)
+        return [{"id": e, "correct": True} for e in exercises], 0.05, 0
+
+    monkeypatch.setattr(gac, "run_cli", fake_cli)
+    monkeypatch.setattr(gac, "row_from_exercise", lambda label, ex, run=1: {"submission": label, "exercise": ex["id"]})
+    grades = [gac.Grade("escape_a", tmp_path, ["softmax"], {"softmax": "zero"}),
+              gac.Grade("timed", tmp_path, ["softmax"], {"softmax": "fast"}),
+              gac.Grade("escape_b", tmp_path, ["softmax"], {"softmax": "zero_on_gpu"}),
+              gac.Grade("honest", tmp_path, ["softmax"], {"softmax": "correct"})]
+    calls = [(g, 1) for g in grades]
+    order = [call["label"] for _, call, _ in gac.graded_in_order(calls, 3, tmp_path, True, {}, True)]
+    assert order == ["escape_a", "escape_b", "honest", "timed"]
+    assert overlaps["timed"] == set()                      # alone on the GPU
+    assert any(overlaps[label] for label in ("escape_b", "honest"))  # the others shared it
+    overlaps.clear()
+    order = [call["label"] for _, call, _ in gac.graded_in_order(calls, 1, tmp_path, True, {}, True)]
+    assert order == [g.label for g in grades] and not any(overlaps.values())  # one at a time, in plan order

@@ -1,9 +1,11 @@
 """The autograder's performance path and its GPU faults, in one run.
 
-    python -m tools.gpu_autograder_check [--out DIR] [--full] [--only LABEL,...] [--hang-timeout S]
+    python -m tools.gpu_autograder_check [--out DIR] [--full] [--only LABEL,...] [--jobs N] [--hang-timeout S]
 
 Every grade goes through the real CLI (``python -m autograder grade FILE --exercise ID --json ...``),
-one subprocess per submission, sequentially (the GPU is never shared while timing):
+one subprocess per submission. A grading whose verdict rests on a time runs alone (the GPU is never shared
+while timing); ``--jobs N`` runs the gradings that expect correctness alone (escapes, honest code) N at a time
+first:
 
 1. performance: the correct Triton ``softmax`` and ``bias_gelu`` (tests/submissions/good_triton.py) must
    pass performance, the legal but slow ones (tests/gpu_submissions/naive_triton.py) must fail it; each
@@ -51,6 +53,7 @@ import os
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -443,6 +446,39 @@ def run_cli(grade: Grade, exercises: list, out: Path, run: int, quick: bool, met
     return report["exercises"], seconds, proc.returncode
 
 
+# Expectations about correctness alone: such gradings may share the GPU (--jobs), their times being reported only
+UNTIMED_EXPECTATIONS = frozenset({"zero", "zero_on_gpu", "correct"})
+
+
+def grade_once(grade: Grade, run: int, out: Path, quick: bool, env: dict, on_gpu: bool) -> tuple:
+    """One CLI call of ``grade``: (its rows, its call record, the line that reports it)."""
+    exercises = [e for e in grade.exercises if on_gpu or e not in grade.cuda_only]
+    exs, seconds, rc = run_cli(grade, exercises, out, run, quick=quick, meta=env)
+    call = {"label": grade.label, "run": run, "seconds": round(seconds, 1), "exit_code": rc}
+    if exs is None:
+        rows = [dict(skipped_row(grade.label, e, f"the CLI failed (exit code {rc}), see {grade.label}.run{run}.txt"),
+                     run=run, skipped=False, correct=False, cli_failed=True) for e in exercises]
+        return rows, call, f"  {grade.label} run {run}: CLI FAILED (exit {rc}) after {seconds:.0f} s"
+    verdicts = ", ".join(f"{ex['id']} {'ok' if ex['correct'] else 'wrong'}" for ex in exs)
+    return [row_from_exercise(grade.label, ex, run) for ex in exs], call, f"  {grade.label} run {run}: {verdicts} ({seconds:.0f} s)"
+
+
+def graded_in_order(calls: list, jobs: int, out: Path, quick: bool, env: dict, on_gpu: bool):
+    """Each (grade, run) graded, its result yielded. With ``jobs`` > 1 the gradings that expect correctness
+    alone (UNTIMED_EXPECTATIONS: escapes, honest code) run that many at a time, the GPU shared:
+    their verdicts do not depend on a time. Gradings whose expectations rest on a time (fast, slow, a
+    time limit) run alone after them (each group in plan order), on a GPU nothing else uses."""
+    untimed = [jobs > 1 and set(grade.expect.values()) <= UNTIMED_EXPECTATIONS for grade, _ in calls]
+    shared = [c for c, u in zip(calls, untimed) if u]
+    alone = [c for c, u in zip(calls, untimed) if not u]
+    with ThreadPoolExecutor(max(1, jobs)) as pool:
+        futures = [pool.submit(grade_once, grade, run, out, quick, env, on_gpu) for grade, run in shared]
+        for future in futures:
+            yield future.result()
+    for grade, run in alone:
+        yield grade_once(grade, run, out, quick, env, on_gpu)
+
+
 GRADE_METHOD = ("python -m autograder grade --json: each exercise in a fresh worker; on a GPU the submission "
                 "and its baseline timed interleaved there (autograder/timing.py), median; speedup = baseline_ms / ms")
 
@@ -463,6 +499,8 @@ def main(argv=None) -> int:
                    help="run only these submissions or groups (e.g. faults_notebook,stale_unless_poisoned: the "
                         "parts the 2026-11-22 H100 run did not reach; legality: the escapes of "
                         "docs/GUARANTEES.md 2 and a public-style loss; legality-solutions: the solutions of every notebook with a Triton exercise)")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="gradings that expect correctness alone (escapes, honest code) run this many at a time")
     p.add_argument("--hang-timeout", type=float, default=None,
                    help="seconds per exercise in the faults notebook (default 30 on a GPU, 90 on a CPU)")
     args = p.parse_args(argv)
@@ -486,26 +524,16 @@ def main(argv=None) -> int:
                     f"and the groups {list(GROUPS)}")
         grades = [g for g in grades if g.label in wanted or g.group in wanted]
     for grade in grades:
-        exercises = [e for e in grade.exercises if on_gpu or e not in grade.cuda_only]
         for e in grade.exercises:
-            if e not in exercises:
+            if not (on_gpu or e not in grade.cuda_only):
                 why = "a CUDA-only fault (an out-of-bounds store under the CPU interpreter hits the grader's own memory)"
                 rows.append(skipped_row(grade.label, e, why))
                 notes.append(f"{grade.label}/{e} {why}")
-        for run in range(1, grade.repeat + 1):
-            exs, seconds, rc = run_cli(grade, exercises, out, run, quick=not args.full, meta=env)
-            calls.append({"label": grade.label, "run": run, "seconds": round(seconds, 1), "exit_code": rc})
-            if exs is None:
-                for e in exercises:
-                    rows.append(dict(skipped_row(grade.label, e, f"the CLI failed (exit code {rc}), see "
-                                                 f"{grade.label}.run{run}.txt"), run=run, skipped=False,
-                                     correct=False, cli_failed=True))
-                print(f"  {grade.label} run {run}: CLI FAILED (exit {rc}) after {seconds:.0f} s", flush=True)
-                continue
-            for ex in exs:
-                rows.append(row_from_exercise(grade.label, ex, run))
-            verdicts = ", ".join(f"{ex['id']} {'ok' if ex['correct'] else 'wrong'}" for ex in exs)
-            print(f"  {grade.label} run {run}: {verdicts} ({seconds:.0f} s)", flush=True)
+    calls_to_make = [(grade, run) for grade in grades for run in range(1, grade.repeat + 1)]
+    for grade_rows, call, line in graded_in_order(calls_to_make, args.jobs, out, not args.full, env, on_gpu):
+        rows.extend(grade_rows)
+        calls.append(call)
+        print(line, flush=True)
     expectations = []
     expect = {g.label: g.expect for g in grades}
     for r in rows:

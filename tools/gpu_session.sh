@@ -7,7 +7,8 @@
 #         launch-cost-memory | protocol-timeline | grading-time | serving | serving-bench | serving-notebook | serving-grade |
 #         repeat-grading
 # OPS=a,b limits bench, bench-quick, bench-quick-repeat and probe-configs to those ops; PYTEST_K=expr selects kernel-tests; ASSIGNMENTS=05_layer_norm,... limits notebooks and autograde;
-# ONLY=label,... limits autograder-check to those submissions; AUTOGRADE_FLAGS=--no-execute grades without
+# ONLY=label,... limits autograder-check to those submissions, JOBS=n (default 4) grades its correctness-only
+# submissions n at a time; AUTOGRADE_FLAGS=--no-execute grades without
 # executing the notebooks (calibration only).
 # Carried wheels (.whl/, for a GPU image that has only torch and triton) are installed first. Fill .whl/ on
 # a machine with the internet, for the GPU image's Python (3.12); batch-throughput needs dask there too:
@@ -174,7 +175,7 @@ for stage in "$@"; do
                     python3 -m tools.results stamp "$RES/serving/grading-run$i.json" --method "python -m autograder grade --json"
                 done
             fi ;;
-        autograder-check) TAIL=60 run_logged autograder-check python3 -m tools.gpu_autograder_check --out "$RES/autograder" ${ONLY:+--only "$ONLY"} ;;
+        autograder-check) TAIL=60 run_logged autograder-check python3 -m tools.gpu_autograder_check --out "$RES/autograder" --jobs "${JOBS:-4}" ${ONLY:+--only "$ONLY"} ;;
         # The worker's sandbox on this machine: GPU and Triton inside it, what it refuses, start-up cost.
         # Without bubblewrap on the image, a bwrap binary carried in .whl/ (cp /usr/bin/bwrap .whl/) is used.
         sandbox) run_logged sandbox python3 -m autograder.sandbox ;;

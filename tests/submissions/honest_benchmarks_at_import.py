@@ -9,7 +9,7 @@ import torch.utils.benchmark
 
 from good_triton import softmax  # the kernel: good_triton's, audited with this file
 
-x = torch.randn(16, 100)
+x = torch.randn(16, 100, device="cuda" if torch.cuda.is_available() else "cpu")
 seconds = timeit.timeit("softmax(x)", globals=globals(), number=2)
 print(f"timeit: {seconds / 2 * 1e3:.3f} ms")
 print(torch.utils.benchmark.Timer(stmt="softmax(x)", globals={"x": x, "softmax": softmax}).timeit(2))
