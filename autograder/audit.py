@@ -122,6 +122,16 @@ _FEATURE_GUARDS |= {"torch.library.triton_op", "torch.library.wrap_triton"}
 # itself (named by the same string, or its own object), never for one of torch's.
 _OWN_OPERATOR_REGISTRATIONS = frozenset({"torch.library.register_fake", "torch.library.register_autograd"})
 
+# gc's switches a careful benchmark uses (timeit pauses collection while timing): they reach no object. Every
+# other use of gc (get_objects, get_referrers, callbacks, garbage, the module passed on) is judged as gc.
+_GC_CONTROLS = frozenset({"gc.collect", "gc.disable", "gc.enable", "gc.isenabled"})
+
+
+def _gc_control(path: str, spelled: str) -> bool:
+    """Whether ``path`` (as ``spelled`` in the source) is ``import gc`` or one of gc's switches."""
+    return path in _GC_CONTROLS or (path == "gc" and spelled.startswith("import "))
+
+
 # Modules a graded exercise may not import, with the reason in plain words.
 _REACHES_IN = "can reach into the running process and change the grader's own objects"
 _NETWORK = "talks to the network"
@@ -247,6 +257,22 @@ NUMERIC_LIBRARIES = ("numpy", "scipy", "numexpr", "pandas")
 _NUMERIC_WHY = ("computes outside torch, where the grader cannot see what is computed: an exercise about tensors "
                 "is done with torch's allowed operators and your own Triton kernels (numpy may build "
                 "configuration from sizes, not touch values)")
+# The protocols through which numpy (and CuPy, Numba, JAX, a buffer) take memory or values an object hands them:
+# an object of the learner's whose __array_interface__ is built from data_ptr() is a tensor's memory in numpy,
+# reached through any library function that calls np.asarray on it. Graded code has no use for them.
+_MEMORY_PROTOCOLS = frozenset({"__array_interface__", "__array_struct__", "__cuda_array_interface__", "__array__",
+                               "__dlpack__", "__array_ufunc__", "__array_function__", "__buffer__"})
+def _literal_names(namespace) -> bool:
+    """Whether a mapping written in the source names only constant strings (``{"a": 1}``, ``dict(a=1)``)."""
+    if isinstance(namespace, ast.Dict):
+        return all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in namespace.keys)
+    return (isinstance(namespace, ast.Call) and isinstance(namespace.func, ast.Name) and namespace.func.id == "dict"
+            and not namespace.args and all(k.arg is not None for k in namespace.keywords))
+
+
+_MEMORY_WHY = ("is the protocol through which numpy and other libraries take an object's memory or values, where "
+               "the grader cannot see what is computed with them: the exercise's work is done by torch's allowed "
+               "operators and your own kernels")
 # importlib: reading what is installed (a version check) is fine; everything else loads or reloads modules.
 _IMPORTLIB_READS = ("importlib.metadata", "importlib.util.find_spec")
 _IMPORTLIB_WHY = "imports and reloads modules by computed names, which the audit cannot see"
@@ -1339,6 +1365,8 @@ class _Auditor(ast.NodeVisitor):
     def visit_FunctionDef(self, node):
         if node.name in ("__torch_dispatch__", "__torch_function__"):
             self.report(node, "escape", f"defines {node.name}, which intercepts torch operators (the grader's too)")
+        if node.name in _MEMORY_PROTOCOLS:
+            self._memory_protocol(node, f"defines {node.name}", node.name)
         kernel = _triton_decorated(node, self.scopes, self.stack[-1])  # as kernel_definitions judges it
         kernel = kernel or (len(self.stack) == 1 and node.name in self.jit_wrapped)
         if self.reachable is not None and self.reach_depth > 0:
@@ -1395,13 +1423,24 @@ class _Auditor(ast.NodeVisitor):
         elif top == "kernels_ref":
             self.report(node, "reference-import", f"{spelled}: imports kernels_ref (the course's reference "
                         "kernels); the exercise must be your own code")
-        elif top in FORBIDDEN_MODULES:
+        elif top in FORBIDDEN_MODULES and not _gc_control(name, spelled):
             self.report(node, "forbidden-import", f"{spelled}: {top} {FORBIDDEN_MODULES[top]}")
         elif name.startswith("unittest.mock") or top == "mock":
             self.report(node, "forbidden-import", f"{spelled}: mock patches other modules' objects")
 
     # -- references to dotted paths
+    def _memory_protocol(self, node, spelled: str, name: str) -> None:
+        if self.outside_torch:  # an exercise about tensors (a measuring exercise computes numbers as it likes)
+            self.report(node, "outside-torch", f"{spelled}: {name} {_MEMORY_WHY}")
+
+    def visit_keyword(self, node):  # SimpleNamespace(__array_interface__=...), dict(...), type(..., ...)
+        if node.arg in _MEMORY_PROTOCOLS:
+            self._memory_protocol(node, f"passes {node.arg}=", node.arg)
+        self.generic_visit(node)
+
     def visit_Name(self, node):
+        if isinstance(node.ctx, ast.Store) and node.id in _MEMORY_PROTOCOLS:  # a class attribute of that name
+            self._memory_protocol(node, f"binds {node.id}", node.id)
         if node.id in _ESCAPE_NAMES:
             self.report(node, "escape", f"uses {node.id}, which reaches Python's internals")
         parent = self.parents.get(id(node))
@@ -1462,6 +1501,8 @@ class _Auditor(ast.NodeVisitor):
         parent = self.parents.get(id(node))
         if attr in _ESCAPE_DUNDERS:
             self.report(node, "escape", f"uses {self.text(node)}: {attr} reaches objects the grader relies on")
+        elif attr in _MEMORY_PROTOCOLS:
+            self._memory_protocol(node, f"uses {self.text(node)}", attr)
         elif attr in _FRAME_ATTRS:
             self.report(node, "grader-state", f"uses {self.text(node)}: {attr} reaches stack frames, the grader's "
                         "own variables among them (a graded function must not inspect its caller)")
@@ -1494,7 +1535,7 @@ class _Auditor(ast.NodeVisitor):
         path = canonical(path)
         parts = path.split(".")
         if (parts[0] in FORBIDDEN_MODULES and not spelled.startswith(("import ", "from "))
-                and not (parts[0] == "builtins" and "." not in spelled)):
+                and not (parts[0] == "builtins" and "." not in spelled) and not _gc_control(path, spelled)):
             # a forbidden module reached as another module's attribute (torch.inspect, torch.builtins.exec);
             # a built-in function named as such (len, open) is not reaching for the builtins module
             self.report(node, "forbidden-import", f"uses {spelled}" + (f" ({path})" if path != spelled else "")
@@ -1775,6 +1816,13 @@ class _Auditor(ast.NodeVisitor):
         if "builtins.getattr" in fn and dynamic_name:
             self.report(node, "dynamic-code", f"{self.text(node)}: getattr with a computed name reaches attributes "
                         "the audit cannot see")
+        if "builtins.type" in fn and len(args) == 3 and not _literal_names(args[2]):
+            self.report(node, "dynamic-code", f"{self.text(node)}: a class built from a namespace of computed names "
+                        "has attributes the audit cannot see (write a class statement)")
+        for k in node.keywords:
+            if k.arg is None and isinstance(k.value, ast.Dict) and not _literal_names(k.value):
+                self.report(node, "dynamic-code", f"{self.text(node)}: keywords of computed names (**{{...}}) set "
+                            "attributes the audit cannot see (name the keywords)")
         if fn & {"builtins.setattr", "builtins.delattr"} and args:
             verb = "sets" if "builtins.setattr" in fn else "deletes"
             if dynamic_name:
@@ -2044,6 +2092,8 @@ class _Auditor(ast.NodeVisitor):
                         "globals()/vars() is invisible to the audit")
 
     def visit_Constant(self, node):
+        if node.value in _MEMORY_PROTOCOLS:
+            self._memory_protocol(node, f"names {node.value!r} as a string", node.value)
         if node.value in _ESCAPE_DUNDERS or node.value in ("__dict__", "__class__", "__builtins__"):
             self.report(node, "escape", f"names {node.value!r} as a string (getattr(x, {node.value!r})): it reaches "
                         "objects the grader relies on")

@@ -336,6 +336,58 @@ NUMPY_CONFIGURATION = [
 ]
 
 
+# A tensor's memory handed to numpy through the array protocols, by any spelling of the protocol's name; numpy
+# itself is then called by a library that wraps it (matplotlib's IdentityTransform().transform is np.asanyarray).
+MEMORY_PROTOCOLS = [
+    "class M:\n    def __init__(self, t):\n        self.__array_interface__ = {'data': (t.data_ptr(), False)}\n"
+    "def softmax(x):\n    return M(x)",
+    "class M:\n    __array_interface__ = property(lambda s: {})\ndef softmax(x):\n    return M()",
+    "class M:\n    def __array__(self, dtype=None):\n        return 1\ndef softmax(x):\n    return M()",
+    "import types\ndef softmax(x):\n    return types.SimpleNamespace(__cuda_array_interface__={})",
+    "def softmax(x):\n    return type('M', (), {'__array_interface__': {}})",
+    "def softmax(x):\n    return x.__dlpack__()",
+]
+# ... and the names computed, so that no literal names them: the class or keywords built from computed names
+COMPUTED_NAMESPACES = [
+    "def softmax(x):\n    k = '__array_' + 'interface__'\n    return type('M', (), {k: {}})",
+    "import types\ndef softmax(x):\n    k = '__array_' + 'interface__'\n    return types.SimpleNamespace(**{k: {}})",
+]
+
+
+@pytest.mark.parametrize("snippet", MEMORY_PROTOCOLS)
+def test_array_protocols_in_graded_code_are_reported(snippet):
+    found = audit(snippet, entry="softmax", forbidden_calls=forbidden_calls_for(specs.get("softmax")),
+                  outside_torch=True)
+    assert "outside-torch" in {f.rule for f in found}, found
+
+
+@pytest.mark.parametrize("snippet", COMPUTED_NAMESPACES)
+def test_classes_and_keywords_of_computed_names_are_reported(snippet):
+    assert "dynamic-code" in rules(snippet), audit(snippet)
+
+
+GC_REACHES = ["import gc\ndef f():\n    return gc.get_objects()", "from gc import get_referrers",
+              "from gc import *", "import gc\ndef f(m):\n    return m\nf(gc)",
+              "import gc as g\ndef f():\n    return g.get_referrers(f)", "import gc\ngc.callbacks.append(print)"]
+
+
+@pytest.mark.parametrize("snippet", GC_REACHES)
+def test_gc_beyond_its_switches_is_reported(snippet):
+    assert "forbidden-import" in rules(snippet), audit(snippet)
+
+
+def test_gc_switches_of_a_careful_benchmark_are_not_reported():
+    source = ("import gc\nfrom gc import collect\ndef f():\n    collect()\n    was = gc.isenabled()\n"
+              "    gc.disable()\n    if was:\n        gc.enable()")
+    assert audit(source) == []
+
+
+def test_classes_and_keywords_of_literal_names_are_not_reported():
+    source = ("def f(t, **meta):\n    M = type('M', (), {'a': 1})\n    N = type('N', (), dict(b=2))\n"
+              "    return f(t, **{'BLOCK': 4}, **meta), type(t), M, N")
+    assert audit(source) == []
+
+
 @pytest.mark.parametrize("snippet", NUMPY_ON_VALUES)
 def test_numpy_on_values_in_graded_code_is_reported(snippet):
     found = audit(snippet, entry="softmax", forbidden_calls=forbidden_calls_for(specs.get("softmax")),
@@ -389,8 +441,8 @@ CHEATS = {
         "from kernels_ref.softmax import softmax",
         "import kernels_ref.matmul as m",
     ],
-    "forbidden-import": [f"import {m}" for m in (
-        "gc", "ctypes", "inspect", "builtins", "subprocess", "socket", "multiprocessing",
+    "forbidden-import": ["import gc\ngc.get_objects()"] + [f"import {m}" for m in (
+        "ctypes", "inspect", "builtins", "subprocess", "socket", "multiprocessing",
         "threading", "signal", "_signal", "pickle", "marshal", "shutil", "tempfile", "atexit", "_thread",
         "concurrent.futures", "unittest.mock", "urllib.request", "cupy", "numba.cuda", "jax.numpy", "zipimport", "pkgutil")] + [
         "from ctypes import *", "from importlib import import_module", "import importlib\nimportlib.reload(m)",
@@ -626,7 +678,7 @@ def test_a_literal_statement_is_audited_as_code_and_may_run(runner):
     (the worker lets exactly the audited statements run); what it does is judged like any other line."""
     honest = "def softmax(x):\n    return x\nx = 1\n" + runner.format(repr("softmax(x)"))
     assert audit(honest, outside_torch=True) == []
-    for cheat, rule in (("import gc", "forbidden-import"), ("import os; os.system('ls')", "process"),
+    for cheat, rule in (("import ctypes", "forbidden-import"), ("import os; os.system('ls')", "process"),
                         ("torch.softmax = None", "patching"), ("exec('1')", "dynamic-code")):
         found = audit("import torch\n" + runner.format(repr(cheat)), outside_torch=True)
         assert [(f.line, f.rule) for f in found if f.rule == rule][:1] == [(3, rule)], (cheat, found)

@@ -303,6 +303,12 @@ def test_numpy_over_a_tensors_memory_in_graded_code_costs_the_points_and_names_t
     assert any("line 28: uses np.array (numpy.array) in graded code" in v for v in ex["violations"]), ex["violations"]
 
 
+def test_numpy_through_a_library_that_wraps_it_costs_the_points_and_names_the_protocol():
+    ex = graded("escape_numpy_through_a_wrapper.py", ("softmax",))["softmax"]
+    assert ex["score"] == 0 and not ex["correct"]
+    assert any("line 15: uses self.__array_interface__" in v for v in ex["violations"]), ex["violations"]
+
+
 def test_triton_starts_its_compilers_for_a_compile_it_drives(tmp_path):
     """ptxas, run by Triton's own compile (``triton.compile`` through the course's ahead-of-time tool) and by
     the course's ``ptxas_usage``, while the hook refuses Triton's test runner and build (tested above)."""
@@ -392,6 +398,13 @@ def test_benchmarks_with_literal_statements_at_import_keep_their_points():
     not such a literal is refused: test_the_worker_refuses_what_it_cannot_see_...)."""
     ex = graded("honest_benchmarks_at_import.py", ("softmax",))["softmax"]
     assert ex["correct"] and not ex["violations"], ex["violations"] + ex["feedback"]
+
+
+def test_a_benchmark_that_pauses_garbage_collection_keeps_its_points():
+    """gc.collect / disable / enable / isenabled, as timeit pauses collection while timing: gc's switches
+    reach no object (gc.get_objects and the rest stay refused: tests/test_audit.py)."""
+    ex = graded("honest_benchmark_pauses_gc.py", ("benchmark",))["benchmark"]
+    assert ex["correct"] and ex["score"] == 1.0 and not ex["violations"], ex["violations"] + ex["feedback"]
 
 
 # ------------------------------------------------------------------- operators called below the Python key
