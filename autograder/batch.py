@@ -51,7 +51,7 @@ def grade_task(task: dict) -> dict:
                "grader": task.get("grader"), "run": task.get("run"),
                "timestamp": gradebook.submitted_at(coursedir, assignment, student),
                "expected": {name: sorted(set(cells.values())) for name, cells in task["layout"].items() if cells},
-               "host": socket.gethostname(), "gpu": os.environ.get("CUDA_VISIBLE_DEVICES"),
+               "host": socket.gethostname(), "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
                "notebooks": {}, "seconds": {}}
     start = time.perf_counter()
     with scratch.folder("trusted") as tmp:

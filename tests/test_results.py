@@ -441,11 +441,13 @@ def test_outcomes_keep_each_students_report_and_drop_the_scratch_course(tmp_path
     (tmp_path / "autograde.json").write_text(json.dumps(run))
     graded = tmp_path / "course" / "autograder_results" / "05_layer_norm"
     graded.mkdir(parents=True)
-    (graded / "solution.json").write_text(json.dumps({"gpu": None, "torch": "2.11", "notebooks": {"x": 1}}))
+    # graded on a machine of several GPUs: the grading pinned to one of them (CUDA_VISIBLE_DEVICES) says which
+    (graded / "solution.json").write_text(json.dumps({"visible_devices": "1", "torch": "2.11", "notebooks": {"x": 1}}))
     [kept] = results.outcomes(tmp_path)
     data = json.loads(kept.read_text())
     assert kept.name == "05_layer_norm-solution.json" and not (tmp_path / "course").exists()
     assert data["gpu"] == run["gpu"] and data["protocol"] == timing.PROTOCOL and data["notebooks"] == {"x": 1}
+    assert data["visible_devices"] == "1"
     assert results.file_kind(f"grading-x/{kept.name}") == "outcome"
 
 
