@@ -148,9 +148,13 @@ def _grade_in_process(folder: pathlib.Path, assignment: str, gpu: int) -> None:
 def _grade_pinned(folder: pathlib.Path, assignment: str, gpu: int) -> None:
     """The same grading in a process of its own that sees one GPU; its log beside its outcome."""
     folder.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "tools.gpu_autograde", str(folder), "--assignments", assignment,
+           "--solutions-only", "--no-execute"]
     with open(folder.parent / f"{assignment}.log", "w") as log:
-        subprocess.run([sys.executable, "-m", "tools.gpu_autograde", str(folder), "--assignments", assignment,
-                        "--solutions-only", "--no-execute"], stdout=log, stderr=subprocess.STDOUT,
+        log.write(results.header({**results.this_machine(),
+                                  "method": f"CUDA_VISIBLE_DEVICES={gpu} python " + " ".join(cmd[1:])}))
+        log.flush()
+        subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT,
                        env={**os.environ, "CUDA_VISIBLE_DEVICES": str(gpu)}, check=False)
 
 

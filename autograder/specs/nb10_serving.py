@@ -370,9 +370,10 @@ EXERCISES = [
             baseline_name="eager PyTorch (slices, products, cat; two indexed cache writes)", nbytes=_rope_bytes,
             naive=eager_rope,
             # ~15 eager launches against one; at 64 sequences both are a few microseconds of memory traffic,
-            # so launch cost decides. Calibrated: the solution ran 4.09x and 4.56x on an H200, 3.76x on an
-            # H100; the naive version (the baseline's code) 0.95-1.07x, under the floor of 1.1.
-            threshold=2.0, floor=1.1),
+            # so launch cost decides. Calibrated: the solution ran 2.94-4.56x on an H200, 3.76x on an H100;
+            # the naive version (the baseline's code, timed against itself) 0.95-1.14x: the ratio of two
+            # microsecond timings of ~15 launches moves by 15%, so nothing under 1.3x earns a point.
+            threshold=2.0, floor=1.3),
     ),
     Exercise(
         id="paged_decode_attention", notebook=NOTEBOOK, entry="paged_decode_attention",
