@@ -459,4 +459,4 @@ def test_gpu_linear_cross_entropy_memory():
     assert ours_peak * 4 <= eager_peak, (ours_peak, eager_peak)
     from kernels_ref import cross_entropy
 
-    assert cross_entropy._OUT_DTYPE[0], "dweight's 16-bit products fell back to float32 copies (a float32 GEMM)"
+    assert cross_entropy._OUT_DTYPE[0], "dx's 16-bit products fell back to float32 copies (a float32 GEMM)"
