@@ -46,13 +46,34 @@ def _tensor_axes(args) -> list[tuple[tuple, bool]]:
     return [(tuple(t.shape), t.is_contiguous()) for t in tensors(args)]
 
 
-def _axes_used(cases, gen) -> tuple[dict, dict]:
+def _layout_only(case, gen):
+    """A case's arguments with every tensor's shape, strides and dtype and no data: built under torch's fake
+    tensors (no memory, no arithmetic: the GPU's cases cost seconds instead of a minute of CPU), then as meta
+    tensors (``argtree`` walks plain tensors only). A builder that reads its own values (a mean offset, a
+    rounding check) cannot run on fake tensors: that case is built for real."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.utils._pytree import tree_map
+
+    try:
+        with FakeTensorMode(allow_non_fake_inputs=True):
+            args = case.build(gen)
+    except Exception:  # noqa: BLE001  (data-dependent: the real build below is the authority, and may raise)
+        return _built(case, gen)
+    return tree_map(lambda t: torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
+                    if isinstance(t, torch.Tensor) else t, args)
+
+
+def _built(case, gen):
+    return case.build(gen)
+
+
+def _axes_used(cases, gen, build) -> tuple[dict, dict]:
     """Per tensor argument (its place and rank): the axes longer than 1 in some case, and those of its
     non-contiguous layouts (``is_contiguous`` ignores axes of length 1: a transposed [B, S, H, D] view with
     B = H = 1 is the contiguous memory order, which no stride bug can fail)."""
     sizes, strided = {}, {}
     for case in cases:
-        for place, (shape, contiguous) in enumerate(_tensor_axes(case.build(gen))):
+        for place, (shape, contiguous) in enumerate(_tensor_axes(build(case, gen))):
             axes = {i for i, n in enumerate(shape) if n > 1}
             sizes.setdefault((place, len(shape)), set()).update(axes)
             if not contiguous:
@@ -60,7 +81,27 @@ def _axes_used(cases, gen) -> tuple[dict, dict]:
     return sizes, strided
 
 
-# The GPU's cases are built here in full (a few minutes of CPU on a shared machine): slow.
+def test_a_layout_without_data_is_the_real_builds_layout():
+    """_layout_only stands for the real build in the GPU regime: each exercise's first case and its strided
+    ones (views, transposes, rows of a wider buffer) have the same shapes, strides and dtypes either way."""
+    from autograder.argtree import tensors
+
+    checked, without_data = 0, 0
+    for spec in specs.EXERCISES.values():
+        if not spec.judged_on_tensors:
+            continue
+        cases = [c for c in spec.cases(True) if c.raises is None]
+        for case in cases[:1] + [c for c in cases if c.family == "strided"]:
+            fake, real = (list(tensors(build(case, torch.Generator().manual_seed(0))))
+                          for build in (_layout_only, _built))
+            assert [(t.shape, t.stride(), t.dtype) for t in fake] == [(t.shape, t.stride(), t.dtype) for t in real], \
+                (spec.id, case.name)
+            checked += 1
+            without_data += bool(fake) and all(t.device.type == "meta" for t in fake)
+    assert without_data >= checked / 2, (without_data, checked)  # most are layouts, not real builds again
+
+
+# The GPU's cases are built here as layouts without data (_layout_only; ten seconds of CPU): slow all the same.
 @pytest.mark.parametrize("regime", ["quick", "cpu", pytest.param("gpu-shapes", marks=pytest.mark.slow)])
 def test_every_axis_and_layout_the_grade_varies_a_public_case_varies(regime, monkeypatch):
     """A kernel whose grid leaves out the batch, or that steps heads by the wrong stride, fails ``check``
@@ -72,8 +113,10 @@ def test_every_axis_and_layout_the_grade_varies_a_public_case_varies(regime, mon
         if not spec.judged_on_tensors:
             continue
         cases = [c for c in _cases(spec, regime, monkeypatch) if c.raises is None]
-        graded_sizes, graded_strided = _axes_used(cases, gen)
-        public_sizes, public_strided = _axes_used([c for c in cases if c.public], gen)
+        # the small regimes' real builds are cheaper than fake tensors' bookkeeping
+        build = _layout_only if regime == "gpu-shapes" else _built
+        graded_sizes, graded_strided = _axes_used(cases, gen, build)
+        public_sizes, public_strided = _axes_used([c for c in cases if c.public], gen, build)
         for key, axes in graded_sizes.items():
             if not axes <= public_sizes.get(key, set()):
                 missing.setdefault(spec.id, []).append(f"tensor {key[0]}: axes {sorted(axes)} > 1")
