@@ -50,9 +50,8 @@ def _source_notebook() -> nbformat.NotebookNode:
 
 
 def _nbgrader(course: Path, *args, check=True):
-    env = dict(os.environ, AUTOGRADER_QUICK="1")
     out = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, capture_output=True, text=True,
-                         env=env, timeout=600)
+                         env=_env(), timeout=600)
     if check:
         assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     return out
@@ -65,16 +64,35 @@ def _scores(course: Path) -> dict:
         return {s.student.id: s.score for s in gb.assignment_submissions("fused")}
 
 
-@pytest.fixture
-def course(tmp_path, monkeypatch):
+def _config(root: Path) -> None:
+    (root / "nbgrader_config.py").write_text(
+        "c = get_config()\nc.CourseDirectory.root = r'%s'\nc.ExecutePreprocessor.timeout = 300\n" % root)
+
+
+def _env() -> dict:
     # nbgrader runs the `alembic` executable from PATH: the one next to this Python.
-    monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
-    (tmp_path / "nbgrader_config.py").write_text(
-        "c = get_config()\nc.CourseDirectory.root = r'%s'\nc.ExecutePreprocessor.timeout = 300\n" % tmp_path)
-    (tmp_path / "source" / "fused").mkdir(parents=True)
-    nbformat.write(_source_notebook(), str(tmp_path / "source" / "fused" / "fused.ipynb"))
-    _nbgrader(tmp_path, "generate_assignment", "fused", "--force")
-    return tmp_path
+    return dict(os.environ, AUTOGRADER_QUICK="1",
+                PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+
+
+@pytest.fixture(scope="session")  # kept to the end: xdist interleaves other modules, which would tear a module fixture down
+def _generated(tmp_path_factory):
+    """The course with its assignment generated (source, release, gradebook), once per test process."""
+    root = tmp_path_factory.mktemp("nbgrader-course")
+    _config(root)
+    (root / "source" / "fused").mkdir(parents=True)
+    nbformat.write(_source_notebook(), str(root / "source" / "fused" / "fused.ipynb"))
+    _nbgrader(root, "generate_assignment", "fused", "--force")
+    return root
+
+
+@pytest.fixture
+def course(_generated, tmp_path):
+    """A course of its own for each test: a copy of the generated one, its configuration pointing at it."""
+    root = tmp_path / "course"
+    shutil.copytree(_generated, root)
+    _config(root)
+    return root
 
 
 def _submit(course: Path, student: str, notebook: Path):
@@ -100,9 +118,8 @@ def test_solution_gets_every_correctness_point_and_untouched_notebook_zero(cours
 def test_a_crashed_autograde_leaves_a_usable_gradebook_and_a_rerun_completes_it(course):
     for student in ("a_first", "b_second", "c_third"):
         _submit(course, student, course / "source" / "fused" / "fused.ipynb")
-    env = dict(os.environ, AUTOGRADER_QUICK="1")
     proc = subprocess.Popen([sys.executable, "-m", "nbgrader", "autograde", "fused", "--create"], cwd=course,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env(), start_new_session=True)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and not (course / "autograded" / "b_second").exists():
         time.sleep(0.5)
