@@ -123,7 +123,8 @@ _TOOLCHAINS = (_package_dir("torch"), *_COMPILERS)
 # run whatever command they are handed (collect_env.run), nor any other function of Triton's (its test
 # runner runs any command): a process is judged by the site that starts it, not by the package it lies in.
 _TRITON_SITES = {os.path.join(_TRITON, *path.split("/")): frozenset(functions) for path, functions in {
-    "runtime/build.py": ("_build",),                                          # the launcher's C compiler
+    "runtime/build.py": ("_build",                                            # the launcher's C compiler
+                         "platform_key"),  # platform.architecture(): `file -b python` (the cache key)
     "backends/nvidia/compiler.py": ("make_cubin", "get_ptxas_version"),       # ptxas
     "backends/nvidia/driver.py": ("libcuda_dirs",),                           # ldconfig -p, to find libcuda
     "knobs.py": ("from_path",),                                               # a CUDA tool's --version

@@ -309,6 +309,38 @@ def test_numpy_through_a_library_that_wraps_it_costs_the_points_and_names_the_pr
     assert any("line 15: uses self.__array_interface__" in v for v in ex["violations"]), ex["violations"]
 
 
+def test_triton_asks_file_for_its_cache_key_when_its_driver_starts(tmp_path):
+    """The CUDA driver's start (in a kernel's first launch, handed the learner's kernel) keys its compiled
+    helpers by platform_key(), whose platform.architecture() runs `file -b python`: allowed where Triton's
+    driver drives it (on a GPU every graded launch carried a note of it), not where Triton's build module,
+    which runs whatever it is handed, is entered with the learner's object. The entry frames are made here
+    from Triton's own files (no GPU)."""
+    script = textwrap.dedent('''
+        import os, sys
+        os.environ["TRITON_INTERPRET"] = "1"
+        sys.path.insert(0, %r)
+        from autograder import runtime_audit
+        import triton.backends.nvidia.driver as driver, triton.runtime.build as build
+        runtime_audit.install([__file__])
+        source = "from triton.runtime.build import platform_key\\ndef start(kernel):\\n    return platform_key()"
+
+        def kernel():
+            pass
+
+        for name, module in (("build", build), ("driver", driver)):
+            build.platform_key.cache_clear()  # (the key is computed once per process)
+            space = {}
+            exec(compile(source, module.__file__, "exec"), space)
+            key = space["start"](kernel)
+            print(name, key.count(",") >= 2, [what for what, _, _ in runtime_audit.HOOK.pending])
+            runtime_audit.HOOK.pending.clear()
+    ''' % str(ROOT))
+    (tmp_path / "key.py").write_text(script)
+    run = subprocess.run([sys.executable, str(tmp_path / "key.py")], capture_output=True, text=True, timeout=300)
+    assert "driver True []" in run.stdout, run.stdout + run.stderr
+    assert "build True ['starts a process (subprocess)']" in run.stdout, run.stdout + run.stderr
+
+
 def test_triton_starts_its_compilers_for_a_compile_it_drives(tmp_path):
     """ptxas, run by Triton's own compile (``triton.compile`` through the course's ahead-of-time tool) and by
     the course's ``ptxas_usage``, while the hook refuses Triton's test runner and build (tested above)."""
