@@ -454,7 +454,7 @@ def test_outcomes_keep_each_students_report_and_drop_the_scratch_course(tmp_path
 def test_bench_tables_show_a_repeated_suite_by_its_worst_run_and_a_single_run_as_one_run(tmp_path, monkeypatch):
     """A folder holding a single-run bench file and a repeated suite (python -m kernels_ref.bench --repeat 3):
     results/README.md's table shows the single run's goals "got" in "1 run" and the repeated suite's worst
-    and median with its medians as the rates; README's goals table shows each goal's worst run."""
+    and median with its medians as the rates; the goals table shows each goal's worst run."""
     import sys
     import types
 

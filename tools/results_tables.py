@@ -6,10 +6,10 @@ measured results from results/ (one command, nothing copied by hand).
     python -m tools.results_tables --check   # exit 1 if a file differs from what is generated
 
 A section lives between ``<!-- results:NAME begin -->`` and ``<!-- results:NAME end -->``. README.md holds
-``curriculum`` (notebooks and their graded exercises, from ``course/manifest.py``), ``headline`` (each
-performance exercise's solution speedup on the newest calibration run of every GPU) and ``goals`` (each goal
-of the quick benchmark suite on every GPU: its worst run, a repeated suite's or a single run's);
-results/README.md holds the full tables: ``bench`` (the reference kernels, ``python -m kernels_ref.bench``,
+``curriculum`` (notebooks and their graded exercises, from ``course/manifest.py``) and ``headline`` (each
+performance exercise's solution speedup on the newest calibration run of every GPU); results/README.md holds
+the full tables: ``goals`` (each goal of the quick benchmark suite on every GPU: its worst run, a repeated
+suite's or a single run's), ``bench`` (the reference kernels, ``python -m kernels_ref.bench``,
 a repeated suite's goals with their worst and median runs), ``autograder`` (the
 grader's reports and the naive versions' speedups) and ``calibration`` (solution and naive speedups on every
 GPU against today's thresholds in autograder/specs). tests/test_results.py checks that both are in sync.
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from tools import results
 
 # Which file holds which generated sections (paths relative to the repository root).
-FILES = {"README.md": ("curriculum", "headline", "goals"), "results/README.md": ("bench", "autograder", "calibration")}
+FILES = {"README.md": ("curriculum", "headline"), "results/README.md": ("goals", "bench", "autograder", "calibration")}
 SECTIONS = tuple(name for names in FILES.values() for name in names)
 DTYPES = {"bfloat16": "bf16", "bf16": "bf16", "float32": "fp32", "float16": "fp16"}
 MAIN_BASELINES = ("eager", "compiled")  # the bench table's two speedup columns
