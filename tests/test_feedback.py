@@ -406,7 +406,7 @@ def test_a_check_stopped_at_its_time_limit_shows_the_line_it_was_stuck_on(capsys
 # Left out: attacks on the grader (escape_*.py, patches_grader.py: check runs in the learner's own process and
 # trusts it), a hang (it only costs check's time limit; test_autograder_guarantees covers it), code that
 # cannot be imported, and a flood of output (a correct softmax).
-NOT_FOR_CHECK = {"patches_grader.py", "hangs.py", "raises_at_import.py", "floods_output.py",
+NOT_FOR_CHECK = {"patches_grader.py", "hangs.py", "hangs_asleep.py", "raises_at_import.py", "floods_output.py",
                  # an escape on the CPU only (named without escape_: on a GPU it is honest): check() runs the
                  # kernel in the learner's own process, where no audit of its text applies
                  "interpreter_last_def.py"}

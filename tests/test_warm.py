@@ -104,7 +104,8 @@ def test_a_hanging_warmer_is_cut_off_and_the_graded_worker_judges(monkeypatch, m
     monkeypatch.setenv("AUTOGRADER_JOBS", "1")
     monkeypatch.setenv(warm.ENV, "2")
     start = time.monotonic()
-    result = grade_submission(SUBMISSIONS / "hangs.py", ["softmax"], quick=True, timeout=20.0)
+    # a hang asleep: the limits are wall-clock, and a busy loop would spend 30 s of CPU a mode waiting them out
+    result = grade_submission(SUBMISSIONS / "hangs_asleep.py", ["softmax"], quick=True, timeout=20.0)
     ex = result["exercises"][0]
     assert not ex["correct"] and "time limit" in "\n".join(ex["feedback"])
     # before: the warmers waited at most 5 s (a quarter of the limit), and that wait was given back to the worker
