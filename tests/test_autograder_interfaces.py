@@ -10,7 +10,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from _autograder_helpers import SUBMISSIONS
+from _autograder_helpers import SUBMISSIONS, listed
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -25,7 +25,7 @@ def run_cli(*args, cwd=None):
 def test_list_shows_every_exercise_with_notebook_points_and_signature():
     from autograder import specs
 
-    out = run_cli("list")
+    out = listed()
     assert out.returncode == 0
     for ex_id, nb in (("softmax", "04_fused_softmax"), ("bias_gelu", "03_triton_basics"),
                       ("time_floor", "00_measure"), ("classify_bound", "02_profiling")):

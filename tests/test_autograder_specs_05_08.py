@@ -3,7 +3,6 @@ earns every correctness point, one that calls the torch operator the exercise te
 operator is named, and the hard cases fail what they are there to catch. CPU, quick cases (~80 s)."""
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -11,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from _autograder_helpers import graded, text
+from _autograder_helpers import graded, listed, text
 from _rounding import operand
 from course import manifest
 
@@ -27,8 +26,7 @@ NAMED = {"layer_norm_fwd": "aten.native_layer_norm ", "layer_norm_bwd": "aten.na
 
 
 def test_list_shows_the_later_exercises_with_their_notebooks():
-    out = subprocess.run([sys.executable, "-m", "autograder", "list"], capture_output=True, text=True, cwd=ROOT,
-                         timeout=120)
+    out = listed()
     assert out.returncode == 0, out.stderr
     for ex_id, nb in NOTEBOOKS.items():
         line = next(l for l in out.stdout.splitlines() if l.startswith(ex_id + " "))

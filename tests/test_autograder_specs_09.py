@@ -5,22 +5,20 @@ argument (moved, re-filled, jittered, shipped and checked like a top-level tenso
 from __future__ import annotations
 
 import math
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from _autograder_helpers import graded, text
+from _autograder_helpers import graded, listed, text
 
 ROOT = Path(__file__).resolve().parent.parent
 EX = ("transformer_block",)
 
 
 def test_list_shows_the_capstone():
-    out = subprocess.run([sys.executable, "-m", "autograder", "list"], capture_output=True, text=True, cwd=ROOT,
-                         timeout=120)
+    out = listed()
     assert out.returncode == 0, out.stderr
     line = next(l for l in out.stdout.splitlines() if l.startswith("transformer_block "))
     assert "09_capstone" in line and "10  (7 + 3)" in line

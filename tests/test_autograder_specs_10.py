@@ -6,13 +6,12 @@ change), the paged cases catch the plausible bugs of a paged kernel, and timed c
 reproducible. CPU, quick cases."""
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
+from _autograder_helpers import listed
 from _solutions import solution_graded  # noqa: F401  (the fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -20,8 +19,7 @@ EX = ("sample_top_p", "rope_kv_append", "paged_decode_attention")
 
 
 def test_list_shows_the_serving_exercises():
-    out = subprocess.run([sys.executable, "-m", "autograder", "list"], capture_output=True, text=True, cwd=ROOT,
-                         timeout=120)
+    out = listed()
     assert out.returncode == 0, out.stderr
     for ex in EX:
         line = next(l for l in out.stdout.splitlines() if l.startswith(f"{ex} "))
