@@ -443,11 +443,15 @@ def test_scratch_goes_on_every_exit_a_process_can_catch_and_a_killed_ones_is_swe
 
     from autograder import scratch
 
-    code = ("import sys, time\nfrom autograder import scratch\nscratch.exit_on_signals()\n"
+    # the module alone, read from its file: it needs only the standard library, and the package would import
+    # torch (2-3 s of CPU a process) in processes that only make a folder and wait for a signal
+    code = ("import importlib.util, sys, time\nspec = importlib.util.spec_from_file_location('scratch', sys.argv[2])\n"
+            "scratch = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(scratch)\nscratch.exit_on_signals()\n"
             "with scratch.folder('test', base=sys.argv[1]) as f:\n    print(f, flush=True)\n    time.sleep(120)\n")
     left = {}
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGKILL):
-        proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path), scratch.__file__], cwd=ROOT,
+                                stdout=subprocess.PIPE, text=True)
         folder = Path(proc.stdout.readline().strip())
         assert folder.is_dir()
         proc.send_signal(sig)
