@@ -77,6 +77,9 @@ _WHY = {
     "hook": "audit hooks are the grader's",
     "environment": "the grader's process runs with the environment it was given (Triton's and torch's "
                    "settings, the commands libraries run): a write that leaves it as it was is fine",
+    "shadow": "torch and the grader call a tensor's methods on it (its storage, copy_, numel...), outside your "
+              "code and outside every recorder: an attribute of the tensor itself named as one of its methods "
+              "would run your Python there; give your own objects attributes, not torch's tensors",
     "modes": "the grader's operator recorder and memory meter are modes on torch's mode stacks, which graded "
              "code may not read, change or switch off",
     "objects": "it reaches live objects and frames, the grader's among them",
@@ -641,6 +644,7 @@ def install(audited=(), tensors: bool = True) -> _Hook:
         reaching.install(refuse)
         sys.addaudithook(HOOK)
         _guard_loaded_modules()
+        guard_tensor_attributes()
         watch_modules()
     return HOOK
 
@@ -656,6 +660,29 @@ _LIBRARY_FUNCTIONS: dict = {}
 # ``functools.update_wrapper``, ``setattr`` on the class) would run the learner's Python there, unseen.
 _LIBRARY_CLASSES = ("torch.Tensor", "torch._C.TensorBase")
 _CLASS_ATTRIBUTES: dict = {}
+
+
+def guard_tensor_attributes() -> None:
+    """Refuse an attribute set on a tensor (``t.copy_ = f``, ``setattr(t, "untyped_storage", f)``) that would
+    hide one of its class's methods: the grader and torch call those methods on tensors the learner's code
+    touched (refilling an input, keying a storage, inside the recorder's own dispatch), where the learner's
+    function would run unseen. Data descriptors (``grad``, ``data``, ``requires_grad``) and attributes of the
+    learner's own naming pass. Kept in place by ``watch_modules`` (a replaced ``__setattr__`` is put back)."""
+    import torch
+
+    def tensor_setattr(self, name, value):
+        for klass in type(self).__mro__:
+            found = klass.__dict__.get(name, _ABSENT)
+            if found is not _ABSENT:
+                if not hasattr(type(found), "__set__"):  # a method or plain class attribute: it would hide it
+                    refuse(f"sets {name} on a tensor, hiding Tensor.{name}", "shadow", sys._getframe(1))
+                break
+        object.__setattr__(self, name, value)
+
+    torch.Tensor.__setattr__ = tensor_setattr
+
+
+_ABSENT = object()
 
 
 def watch_modules() -> None:

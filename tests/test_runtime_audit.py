@@ -303,6 +303,15 @@ def test_numpy_over_a_tensors_memory_in_graded_code_costs_the_points_and_names_t
     assert any("line 28: uses np.array (numpy.array) in graded code" in v for v in ex["violations"]), ex["violations"]
 
 
+def test_a_function_set_on_a_tensor_under_a_method_name_is_refused_where_it_is_set():
+    """t.untyped_storage = f (or copy_, numel...) would run f wherever torch or the grader call that method on
+    t, outside every recorder: the set itself is refused, and names the line."""
+    ex = graded("escape_shadows_a_tensor_method.py", ("softmax",))["softmax"]
+    assert ex["score"] == 0 and not ex["correct"]
+    assert any("sets untyped_storage on a tensor, hiding Tensor.untyped_storage at line 24" in v
+               for v in ex["violations"]), ex["violations"]
+
+
 def test_numpy_through_a_library_that_wraps_it_costs_the_points_and_names_the_protocol():
     ex = graded("escape_numpy_through_a_wrapper.py", ("softmax",))["softmax"]
     assert ex["score"] == 0 and not ex["correct"]
