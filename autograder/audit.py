@@ -319,7 +319,7 @@ _MODULE_NAMES = frozenset({*vars(type(builtins)("m")), "__file__", "__cached__",
 _FRAME_ATTRS = frozenset({
     "currentframe", "_getframe", "_current_frames", "f_back", "f_locals", "f_globals", "f_builtins", "f_code",
     "tb_frame", "tb_next", "gi_frame", "cr_frame", "ag_frame", "gi_yieldfrom", "cr_await", "getouterframes",
-    "getinnerframes", "walk_stack", "walk_tb", "extract_stack", "_getframemodulename"})
+    "getinnerframes", "walk_stack", "walk_tb", "extract_stack", "_getframemodulename", "findCaller"})
 # Modules (and the functions that load them) by the name another object holds them under, for an attribute read
 # on a value the audit cannot follow (``(lambda m: m.np)(triton.runtime.interpreter)``: a parameter, a call's
 # result): what such a read reaches is judged by its name, since nothing else in the source says what it is.

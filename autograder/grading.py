@@ -351,7 +351,7 @@ def _grade_in(worker, spec, sub, plan, seed, static, baseline=None, clock=None,
         perf, credit, timed_ok, notes = time_against_baseline(worker, spec, seed + 2, loaded=loaded)
         clock.lap("timing")
         feedback += notes
-        violations += timed_shape_violations(worker, spec, loaded, sub.where)
+        violations += timed_shape_violations(worker, spec, loaded, sub.where, perf)
         correct = correct and timed_ok and not violations
     elif want_time:
         feedback.append("performance not timed: the output must be correct first")
@@ -382,17 +382,42 @@ class StaticFindings:
     run_time: list          # (line, message): forbidden where they run; a note where nothing ran them
 
 
-def timed_shape_violations(worker, spec, loaded, where) -> list[str]:
+def timed_shape_violations(worker, spec, loaded, where, perf: dict | None = None) -> list[str]:
     """One recorded call on the timed workload, after the timing: deny by default holds at the timed shape
-    too, where a branch taken only for large inputs would otherwise run unseen by the recorder."""
+    too, where a branch taken only for large inputs would otherwise run unseen by the recorder. On a GPU the
+    call's kernels are timed on the device too (``timed_work_violation``)."""
     from autograder import legality
 
-    done = worker.request({"op": "call", "slots": [loaded.slots[0]], "record": True}, reply=protocol.CallDone)
+    done = worker.request({"op": "call", "slots": [loaded.slots[0]], "record": True, "device_time": True},
+                          reply=protocol.CallDone)
     worker.request({"op": "drop"})
     if not done.ok:
         return [f"the call on the timed workload failed: {runner.where_msg(done.error, where)}"]
     limit = runner.intermediate_limit(spec, loaded.base_args)
-    return legality.judge(spec, done.ops, [done.launches], False, where, [(*done.largest, limit)])
+    found = legality.judge(spec, done.ops, [done.launches], False, where, [(*done.largest, limit)])
+    if perf is not None and done.device_ms is not None:
+        perf["checked_device_ms"] = done.device_ms  # beside time_ms in the report: how much room the rule left
+    timed = timed_work_violation((perf or {}).get("time_ms"), done.device_ms)
+    return found + ([timed] if timed else [])
+
+
+# A timed call may not take less than this share of the device time of the kernels a checked call on the same
+# inputs ran: a timed call is never recorded (the recorder's cost would be timed), and code that told the
+# two apart could do the exercise's work with torch in timed calls only. An honest call's time is at least its
+# kernels' (launch overheads come on top; the checked call's inputs are as cold or warmer): the margin is for
+# noise.
+TIMED_SHARE_OF_CHECKED_WORK = 0.75
+
+
+def timed_work_violation(timed_ms: float | None, checked_device_ms: float | None) -> str | None:
+    """The violation when the timed calls took less than TIMED_SHARE_OF_CHECKED_WORK of the device time of
+    the checked call's kernels on the same inputs, else None (None where either was not measured)."""
+    if not timed_ms or not checked_device_ms or timed_ms >= TIMED_SHARE_OF_CHECKED_WORK * checked_device_ms:
+        return None
+    return (f"the timed calls took {timed_ms:.3g} ms each, less than the {checked_device_ms:.3g} ms the GPU spent "
+            "in the kernels of a checked call on the same inputs: a call must do the same work whether it is "
+            "checked or timed (code that tells them apart, by the cost of an operator, a frame or a warning, "
+            "gets no points)")
 
 
 def static_violations(spec, sub: Submission) -> StaticFindings:

@@ -146,6 +146,9 @@ class CallDone:
     # The configurations autotuned kernels ran with when the call pinned one (``call``'s "config"): named
     # in feedback when the call was wrong.
     autotune: list = field(default_factory=list)
+    # The device time (ms) of the kernels the call ran, from torch.profiler's CUDA activity, when asked
+    # ("device_time": the checked call on the timed workload); None otherwise.
+    device_ms: float | None = None
 
 
 @dataclass

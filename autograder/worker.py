@@ -286,7 +286,8 @@ class Worker:
         elif op == "call":
             slots = [self.slots[i] for i in req["slots"]]
             if req.get("record", True):
-                return protocol.to_wire(self.call(slots[0], empty=req.get("empty", False), config=req.get("config")))
+                return protocol.to_wire(self.call(slots[0], empty=req.get("empty", False), config=req.get("config"),
+                                                  device_time=req.get("device_time", False)))
             return protocol.to_wire(self.call_many(slots, empty=req.get("empty", False)))
         elif op == "ship":
             out, args = self.last[req.get("index", 0)]
@@ -333,9 +334,16 @@ class Worker:
             else:
                 outs.append(self.harness(self.fn, args)[0])
 
-    def call(self, args: tuple, empty: bool = False, config: int | None = None) -> protocol.CallDone:
+    def call(self, args: tuple, empty: bool = False, config: int | None = None,
+             device_time: bool = False) -> protocol.CallDone:
         """A checked call: under the operator recorder and the launch counter (to name lines in feedback),
-        autotuned kernels pinned to their config number ``config`` (``AutotunePin``) unless it is None."""
+        autotuned kernels pinned to their config number ``config`` (``AutotunePin``) unless it is None;
+        ``device_time`` (on a GPU): also the device time of the kernels it ran (``CallDone.device_ms``)."""
+        if device_time and self.on_gpu:
+            with self._device_profiler() as prof:
+                done = self.call(args, empty, config)
+            done.device_ms = busy_ms(prof.events())
+            return done
         rec = self.legality.OpRecorder(self.source_file, self.folder, inputs=args)
         from autograder import runtime_audit
 
@@ -450,9 +458,31 @@ class Worker:
         self.flush.zero_()
         self.torch.cuda.synchronize()
 
+    def _device_profiler(self):
+        """torch.profiler recording the GPU's activity alone (each kernel's device time), started and stopped
+        by the worker outside the call's recorder."""
+        from torch.profiler import ProfilerActivity, profile
+
+        return profile(activities=[ProfilerActivity.CUDA])
+
     def _sync(self) -> None:
         if self.on_gpu:
             self.torch.cuda.synchronize()  # every stream: side-stream work is part of the call
+
+
+def busy_ms(events) -> float:
+    """How long the device was busy (ms) in torch.profiler's ``events``: the union of its kernels' and copies'
+    intervals, so kernels that overlap on several streams count once."""
+    from torch.autograd import DeviceType
+
+    spans = sorted((e.time_range.start, e.time_range.end) for e in events if e.device_type == DeviceType.CUDA)
+    busy, end = 0.0, None
+    for start, stop in spans:
+        if end is None or start > end:
+            busy, end = busy + (stop - start), stop
+        elif stop > end:
+            busy, end = busy + (stop - end), stop
+    return busy / 1e3
 
 
 def serve(worker: Worker, sock: socket.socket) -> None:

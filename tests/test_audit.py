@@ -631,6 +631,7 @@ CHEATS = {
         "import os\nworker = os.environ.get('AUTOGRADER_WORKER')",
         "import traceback\nframes = traceback.extract_stack()",
         "import logging\nf = logging.currentframe()",
+        "import logging\ncaller = logging.getLogger(__name__).findCaller(stacklevel=2)",
         "def f(g):\n    return g.gi_frame.f_back",
         "def f(e):\n    return e.__traceback__.tb_frame",
         "def f(x):\n    return getattr(x, 'f_locals')",

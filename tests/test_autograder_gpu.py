@@ -516,3 +516,30 @@ def test_jobs_share_the_gpu_only_among_gradings_that_expect_correctness_alone(tm
     overlaps.clear()
     order = [call["label"] for _, call, _ in gac.graded_in_order(calls, 1, tmp_path, True, {}, True)]
     assert order == [g.label for g in grades] and not any(overlaps.values())  # one at a time, in plan order
+
+
+def test_timed_calls_may_not_take_less_than_the_checked_calls_kernels():
+    """A timed call is never recorded: code that tells it from a checked call (by an operator's cost, a frame,
+    a warning) could do the work with torch there. Its time must then cover most of the device time of the
+    kernels a checked call ran on the same inputs; unmeasured (no GPU) or slower is no finding."""
+    from autograder import grading
+
+    assert grading.timed_work_violation(0.2, 1.0).startswith("the timed calls took 0.2 ms each, less than the 1 ms")
+    assert grading.timed_work_violation(0.8, 1.0) is None             # noise above the 0.75 share
+    assert grading.timed_work_violation(3.0, 1.0) is None             # launch overheads on top: slower is honest
+    assert grading.timed_work_violation(0.2, None) is None and grading.timed_work_violation(None, 1.0) is None
+
+
+def test_the_device_is_busy_for_the_union_of_its_kernels():
+    """Kernels that overlap on two streams count once; host events do not count."""
+    from types import SimpleNamespace
+
+    from torch.autograd import DeviceType
+
+    from autograder.worker import busy_ms
+
+    def event(start, end, device=DeviceType.CUDA):
+        return SimpleNamespace(time_range=SimpleNamespace(start=start, end=end), device_type=device)
+
+    events = [event(0, 100), event(50, 150), event(200, 300), event(210, 250), event(0, 10_000, DeviceType.CPU)]
+    assert busy_ms(events) == 0.25 and busy_ms([]) == 0.0
