@@ -652,5 +652,18 @@ def make_worker(fn, job: dict) -> Worker:
     return worker
 
 
+def _end(code: int) -> None:
+    """End the process at once: everything was answered, and the grading process waits for the exit. Python's
+    own finalization would tear down torch, Triton and the operator recorder (a second or more of CPU per
+    worker), and run what graded code left for the exit (finalizers, atexit, non-daemon threads), which has
+    nothing left to do but delay it."""
+    for stream in (sys.__stdout__, sys.__stderr__):
+        try:
+            stream.flush()  # unbuffered already (PYTHONUNBUFFERED); a worker started by hand may not be
+        except Exception:  # noqa: BLE001  (closed: nothing to flush)
+            pass
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    _end(main(sys.argv))

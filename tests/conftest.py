@@ -56,6 +56,7 @@ WORKER_TESTS: dict[str, set[str] | str] = {
     "test_autograder_guarantees": {"test_a_hang_is_stopped_at_the_time_limit_and_other_exercises_are_graded",
         "test_a_second_call_wrong_without_a_cache_is_not_called_a_cache",
         "test_a_started_worker_is_stopped_whether_it_was_used_or_not",
+        "test_a_worker_ends_at_once_after_its_last_answer",
         "test_an_exception_at_import_is_reported_with_its_line",
         "test_calling_the_taught_operator_is_a_violation_naming_op_and_line",
         "test_cases_cover_odd_tiny_dtypes_hard_rows_and_strides",

@@ -226,6 +226,22 @@ def test_a_started_worker_is_stopped_whether_it_was_used_or_not():
     assert torch.allclose(got.output, torch.softmax(local.slots[1][0], -1))  # the baseline on the fresh values
 
 
+def test_a_worker_ends_at_once_after_its_last_answer(tmp_path, monkeypatch):
+    """Said bye to, the worker ends without Python's finalization: the grading process does not wait a second
+    or more of CPU for torch and Triton to be torn down, and nothing left for the exit runs (here an atexit
+    handler that a sitecustomize on the worker's path installs as it starts)."""
+    from autograder.isolation import WorkerSession
+
+    (tmp_path / "sitecustomize.py").write_text(
+        "import atexit, os\nos.write(1, b'site loaded\\n')\natexit.register(os.write, 1, b'ran at exit\\n')\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    session = WorkerSession({"code": "baseline", "exercise": "softmax", "poison": False}, 60).start()
+    with session as worker:
+        assert worker.ready.status == "ok"
+    assert session.proc.returncode == 0  # it ended by itself (the grader stops one that lingers: -9)
+    assert "site loaded" in session.output and "ran at exit" not in session.output, session.output
+
+
 def test_worker_output_is_capped_in_memory(tmp_path):
     import io
 
