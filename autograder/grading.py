@@ -388,11 +388,19 @@ def timed_shape_violations(worker, spec, loaded, where, perf: dict | None = None
     call's kernels are timed on the device too (``timed_work_violation``)."""
     from autograder import legality
 
+    # fresh values of its own, so that its output is judged too: a call that did less than the work (and so
+    # set the bar of the timed calls low) is wrong
+    seed = random.getrandbits(31)
+    worker.request({"op": "jitter", "slot": loaded.slots[0], "seed": seed})
     done = worker.request({"op": "call", "slots": [loaded.slots[0]], "record": True, "device_time": True},
                           reply=protocol.CallDone)
+    shipped = worker.request({"op": "ship", "index": 0, "inputs": False}, reply=protocol.Shipped) if done.ok else None
     worker.request({"op": "drop"})
     if not done.ok:
         return [f"the call on the timed workload failed: {runner.where_msg(done.error, where)}"]
+    ok, msg = judge_timed_outputs(spec, loaded.base_args, [(seed, done, shipped)])
+    if not ok:
+        return [f"the recorded call on the timed workload was wrong: {msg}"]
     limit = runner.intermediate_limit(spec, loaded.base_args)
     found = legality.judge(spec, done.ops, [done.launches], False, where, [(*done.largest, limit)])
     if perf is not None and done.device_ms is not None:

@@ -18,6 +18,7 @@ from tools import gpu_autograder_check as gac
 
 ROOT = Path(__file__).resolve().parent.parent
 GPU_SUBS = ROOT / "tests" / "gpu_submissions"
+SUBMISSIONS = ROOT / "tests" / "submissions"
 SUBS = ROOT / "tests" / "submissions"
 
 
@@ -543,3 +544,41 @@ def test_the_device_is_busy_for_the_union_of_its_kernels():
 
     events = [event(0, 100), event(50, 150), event(200, 300), event(210, 250), event(0, 10_000, DeviceType.CPU)]
     assert busy_ms(events) == 0.25 and busy_ms([]) == 0.0
+
+
+def test_the_recorded_call_on_the_timed_workload_is_judged_on_fresh_values():
+    """The recorded call on the timed workload sets the bar the timed calls must reach (its kernels' device
+    time), so its output is judged too, on fresh values of its own: a call that did less than the work there
+    is wrong. Run here with a real worker on a small timed workload (the device time is a GPU's: None here)."""
+    import dataclasses
+    import tempfile
+
+    from autograder import grading, specs
+    from autograder.isolation import WorkerSession
+    from autograder.specs.base import rand
+    from autograder.submission import load
+
+    spec = specs.get("softmax")
+    small = dataclasses.replace(spec.performance, inputs=lambda g, dev: (rand(g, (37, 129), device=dev),))
+    spec = dataclasses.replace(spec, performance=small)
+
+    def judged(path):
+        sub = load(path)
+        with tempfile.TemporaryDirectory() as tmp:
+            source = sub.write(Path(tmp))
+            with WorkerSession(grading.submission_job(spec, sub, source), 300, cwd=str(Path(path).parent),
+                               scratch=str(Path(tmp) / "w")) as worker:
+                loaded = grading.load_timed_inputs(worker, spec, 5, open_baseline=lambda: _FakeWorker(1.0, lambda x: x))
+                with loaded.stack:
+                    perf = {"time_ms": 1.0}
+                    return grading.timed_shape_violations(worker, spec, loaded, sub.where, perf), perf
+
+    found, perf = judged(str(SUBMISSIONS / "good_triton.py"))
+    assert found == [] and "checked_device_ms" not in perf
+    with tempfile.TemporaryDirectory() as folder:  # the timed workload's rows only half done
+        (Path(folder) / "good_triton.py").write_text((SUBMISSIONS / "good_triton.py").read_text())
+        (Path(folder) / "half.py").write_text("from good_triton import softmax as whole\n\n\ndef softmax(x):\n"
+                                              "    y = whole(x)\n    if x.shape == (37, 129):\n"
+                                              "        y[18:] = 0.0\n    return y\n")
+        found, _ = judged(str(Path(folder) / "half.py"))
+    assert found and found[0].startswith("the recorded call on the timed workload was wrong"), found
