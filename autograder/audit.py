@@ -1436,6 +1436,8 @@ class _Auditor(ast.NodeVisitor):
     def visit_keyword(self, node):  # SimpleNamespace(__array_interface__=...), dict(...), type(..., ...)
         if node.arg in _MEMORY_PROTOCOLS:
             self._memory_protocol(node, f"passes {node.arg}=", node.arg)
+        elif node.arg in _ESCAPE_DUNDERS:  # type("S", (torch.Tensor,), dict(__torch_dispatch__=f))
+            self.report(node, "escape", f"passes {node.arg}=: {node.arg} reaches objects the grader relies on")
         self.generic_visit(node)
 
     def visit_Name(self, node):
@@ -1816,6 +1818,10 @@ class _Auditor(ast.NodeVisitor):
         if "builtins.getattr" in fn and dynamic_name:
             self.report(node, "dynamic-code", f"{self.text(node)}: getattr with a computed name reaches attributes "
                         "the audit cannot see")
+        if "builtins.type" in fn and len(args) == 3 and isinstance(args[1], (ast.Tuple, ast.List)) and any(
+                p == t or p.startswith(t + ".") for b in args[1].elts for p in self.external(b) for t in _TENSOR_CLASSES):
+            self.report(node, "escape", f"{self.text(node)}: a tensor subclass can intercept every operator and hide "
+                        "work from the grader")
         if "builtins.type" in fn and len(args) == 3 and not _literal_names(args[2]):
             self.report(node, "dynamic-code", f"{self.text(node)}: a class built from a namespace of computed names "
                         "has attributes the audit cannot see (write a class statement)")

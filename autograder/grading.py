@@ -405,6 +405,9 @@ def timed_shape_violations(worker, spec, loaded, where, perf: dict | None = None
     found = legality.judge(spec, done.ops, [done.launches], False, where, [(*done.largest, limit)])
     if perf is not None and done.device_ms is not None:
         perf["checked_device_ms"] = done.device_ms  # beside time_ms in the report: how much room the rule left
+    if done.device_ms == 0.0 and done.launches:  # kernels ran, none was seen: the grader's profiler was ended
+        return found + ["the grader could not time the checked call's kernels on the device (its profiler saw "
+                        "none of the kernels the call launched: a profiler of the code's own ends the grader's)"]
     timed = timed_work_violation((perf or {}).get("time_ms"), done.device_ms)
     return found + ([timed] if timed else [])
 

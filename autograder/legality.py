@@ -339,8 +339,37 @@ def _fewest_values(inputs) -> tuple[int, int] | None:
         return None
     from autograder.argtree import tensors
 
-    sizes = [(t.numel(), t.element_size()) for t in tensors(inputs) if t.is_floating_point() and t.numel() >= 2]
+    T = torch.Tensor  # unbound: an attribute of the tensor's own runs nothing here
+    sizes = [(T.numel(t), T.element_size(t)) for t in tensors(inputs) if T.is_floating_point(t) and T.numel(t) >= 2]
     return min(sizes) if sizes else None
+
+
+def _tensor_methods() -> frozenset:
+    """The names of torch.Tensor's class attributes that are not data descriptors (methods, plain values):
+    an attribute of that name on a tensor itself hides them."""
+    global _TENSOR_METHODS
+    if _TENSOR_METHODS is None:
+        _TENSOR_METHODS = frozenset(n for k in torch.Tensor.__mro__ for n, v in vars(k).items()
+                                    if not hasattr(type(v), "__set__"))
+    return _TENSOR_METHODS
+
+
+_TENSOR_METHODS: frozenset | None = None
+
+
+def _refuse_shadowed(args, kwargs, frame) -> None:
+    """Refuse an operator handed a tensor whose own attributes hide Tensor methods, however they got there
+    (``t.copy_ = f`` is refused where it is set; ``functools.update_wrapper`` fills ``__dict__`` itself): the
+    recorder's bookkeeping and torch call those methods on it, where the learner's function would run unseen."""
+    for value in (*args, *(kwargs or {}).values()):
+        for t in (value if type(value) in (list, tuple) else (value,)):
+            own = getattr(t, "__dict__", None) if isinstance(t, torch.Tensor) else None
+            hidden = sorted(n for n in own if n in _tensor_methods()) if own else ()
+            if hidden:
+                from autograder import runtime_audit
+
+                runtime_audit.refuse(f"hands an operator a tensor whose own attribute {hidden[0]} hides "
+                                     f"Tensor.{hidden[0]}", "shadow", frame)
 
 
 def operator_name(func) -> str:
@@ -420,6 +449,7 @@ class OpRecorder(TorchDispatchMode):
         return list(_LEDGER[self][1])
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        _refuse_shadowed(args, kwargs, sys._getframe(1))
         python = _python_operator(func, args, kwargs)
         if python is not None:
             with self:  # an operator written in Python (torch.library.triton_op, custom_op): its code is seen

@@ -279,7 +279,7 @@ class Worker:
 
             # every tensor its own copy, inside an argument dict too: jittering one slot leaves the others be
             old = self.slots.get(req["to"])
-            self.slots[req["to"]] = tuple(map_tensors(lambda t: t.clone(), a) for a in self.slots[req["slot"]])
+            self.slots[req["to"]] = tuple(map_tensors(self.torch.Tensor.clone, a) for a in self.slots[req["slot"]])
             self.bases.pop(req["to"], None)
             with self._dropping():
                 del old
@@ -428,7 +428,7 @@ class Worker:
         old = self.slots[slot]
         with self.torch.no_grad():
             for a, b in zip(tensors(old), tensors(fresh)):
-                a.copy_(b)
+                self.torch.Tensor.copy_(a, b)  # unbound: an attribute of the tensor's own runs nothing here
         self.slots[slot] = tuple(a if holds_tensors(a) else b for a, b in zip(old, fresh))
 
     def _jitter(self, slot: int, seed: int) -> None:
@@ -438,11 +438,11 @@ class Worker:
 
         args = self.slots[slot]
         if slot not in self.bases:
-            self.bases[slot] = tuple(map_tensors(lambda t: t.clone(), a) for a in args)
+            self.bases[slot] = tuple(map_tensors(self.torch.Tensor.clone, a) for a in args)
         with self.torch.no_grad():
             for a, new in zip(tensors(args), tensors((self.fresh or jittered_args)(self.bases[slot], seed))):
-                if a.is_floating_point():
-                    a.copy_(new)
+                if self.torch.Tensor.is_floating_point(a):
+                    self.torch.Tensor.copy_(a, new)
 
     def _prepare(self, poison: bool = True) -> None:
         if not self.on_gpu:

@@ -348,6 +348,18 @@ MEMORY_PROTOCOLS = [
     "def softmax(x):\n    return x.__dlpack__()",
 ]
 # ... and the names computed, so that no literal names them: the class or keywords built from computed names
+TENSOR_CLASSES_BUILT = [  # a tensor subclass built by type() rather than a class statement
+    "import torch\nS = type('S', (torch.Tensor,), {})",
+    "import torch\nS = type('S', (torch.Tensor,), dict(__torch_dispatch__=classmethod(print)))",
+    "S = type('S', (object,), dict(__torch_dispatch__=classmethod(print)))",
+]
+
+
+@pytest.mark.parametrize("snippet", TENSOR_CLASSES_BUILT)
+def test_tensor_classes_built_by_type_and_dispatch_keywords_are_reported(snippet):
+    assert "escape" in rules(snippet), audit(snippet)
+
+
 COMPUTED_NAMESPACES = [
     "def softmax(x):\n    k = '__array_' + 'interface__'\n    return type('M', (), {k: {}})",
     "import types\ndef softmax(x):\n    k = '__array_' + 'interface__'\n    return types.SimpleNamespace(**{k: {}})",

@@ -582,3 +582,37 @@ def test_the_recorded_call_on_the_timed_workload_is_judged_on_fresh_values():
                                               "        y[18:] = 0.0\n    return y\n")
         found, _ = judged(str(Path(folder) / "half.py"))
     assert found and found[0].startswith("the recorded call on the timed workload was wrong"), found
+
+
+def test_a_checked_call_whose_kernels_the_grader_could_not_time_costs_the_points():
+    """Kineto keeps one profiling session: a profiler of the code's own ends the grader's, which then sees no
+    kernel of a call that launched some. That is a finding, not a pass (the bar would be 0)."""
+    import dataclasses
+
+    from autograder import grading, specs
+    from autograder.fresh import jittered_args
+    from autograder.protocol import CallDone, Shipped
+    from autograder.specs.base import rand
+
+    spec = specs.get("softmax")
+    small = dataclasses.replace(spec.performance, inputs=lambda g, dev: (rand(g, (37, 129), device=dev),))
+    spec = dataclasses.replace(spec, performance=small)
+    base = small.inputs(torch.Generator().manual_seed(3), torch.device("cpu"))
+
+    class Worker:
+        def request(self, req, reply=None):
+            if req["op"] == "jitter":
+                self.seed = req["seed"]
+            if req["op"] == "call":
+                return CallDone(ok=True, launches=1, device_ms=self.device_ms)
+            if req["op"] == "ship":
+                return Shipped(torch.softmax(jittered_args(base, self.seed)[0], -1), [])
+            return {"type": "ack"}
+
+    loaded = grading.TimedInputs(base, {}, [1], None)
+    worker = Worker()
+    worker.device_ms = 0.0
+    found = grading.timed_shape_violations(worker, spec, loaded, lambda line: f"line {line}", {"time_ms": 0.1})
+    assert found and "could not time the checked call's kernels" in found[0], found
+    worker.device_ms = 0.1
+    assert grading.timed_shape_violations(worker, spec, loaded, lambda line: f"line {line}", {"time_ms": 0.1}) == []

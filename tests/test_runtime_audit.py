@@ -312,6 +312,15 @@ def test_a_function_set_on_a_tensor_under_a_method_name_is_refused_where_it_is_s
                for v in ex["violations"]), ex["violations"]
 
 
+def test_an_operator_handed_a_tensor_whose_dict_hides_a_method_is_refused():
+    """functools.update_wrapper fills a tensor's __dict__ without setting an attribute: the operator the tensor
+    is handed to refuses it, before the recorder's bookkeeping calls the hidden method."""
+    ex = graded("escape_fills_a_tensors_dict.py", ("softmax",))["softmax"]
+    assert ex["score"] == 0 and not ex["correct"]
+    assert any("hands an operator a tensor whose own attribute untyped_storage hides Tensor.untyped_storage at line 31"
+               in v for v in ex["violations"]), ex["violations"]
+
+
 def test_numpy_through_a_library_that_wraps_it_costs_the_points_and_names_the_protocol():
     ex = graded("escape_numpy_through_a_wrapper.py", ("softmax",))["softmax"]
     assert ex["score"] == 0 and not ex["correct"]
