@@ -210,6 +210,13 @@ _PATH_RULES: dict[str, tuple[str, str]] = {
     "torch.utils._mode_utils": ("escape", "switches dispatch modes off (no_dispatch), the grader's among them"),
     "torch.overrides": ("escape", "intercepts torch functions (torch function modes and overrides)"),
     "torch._subclasses": ("escape", "uses tensor subclasses that can intercept every operator"),
+    # torch's own tensor subclasses look each operator up in a table code may extend: an implementation added
+    # there runs below a recorded operator, with the dispatch modes off (the nested jagged tensor's and the
+    # masked tensor's tables; DTensor's sharding rules)
+    **{p: ("escape", "extends the operator table of one of torch's tensor subclasses: an implementation "
+                     "registered there runs below the operator the grader records, where nothing records it")
+       for p in ("torch.nested._internal", "torch.masked.maskedtensor", "torch.masked._ops",
+                 "torch.distributed.tensor._ops", "torch.sparse._triton_ops")},
     "torch.Tensor._make_subclass": ("escape", "makes a tensor subclass that can intercept every operator"),
     "torch.utils.deterministic": ("grader-state", _STATE),
     **{f"torch.{n}": ("grader-state", _STATE) for n in (

@@ -363,7 +363,7 @@ def _refuse_shadowed(args, kwargs, frame) -> None:
     recorder's bookkeeping and torch call those methods on it, where the learner's function would run unseen."""
     for value in (*args, *(kwargs or {}).values()):
         for t in (value if type(value) in (list, tuple) else (value,)):
-            own = getattr(t, "__dict__", None) if isinstance(t, torch.Tensor) else None
+            own = getattr(t, "__dict__", None) if type(t) in (torch.Tensor, torch.nn.Parameter) else None
             hidden = sorted(n for n in own if n in _tensor_methods()) if own else ()
             if hidden:
                 from autograder import runtime_audit

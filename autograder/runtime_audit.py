@@ -670,8 +670,10 @@ def guard_tensor_attributes() -> None:
     learner's own naming pass. Kept in place by ``watch_modules`` (a replaced ``__setattr__`` is put back)."""
     import torch
 
+    plain = (torch.Tensor, torch.nn.Parameter)  # torch's own subclasses keep their state in attributes
+
     def tensor_setattr(self, name, value):
-        for klass in type(self).__mro__:
+        for klass in type(self).__mro__ if type(self) in plain else ():
             found = klass.__dict__.get(name, _ABSENT)
             if found is not _ABSENT:
                 if not hasattr(type(found), "__set__"):  # a method or plain class attribute: it would hide it

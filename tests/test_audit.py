@@ -352,6 +352,9 @@ TENSOR_CLASSES_BUILT = [  # a tensor subclass built by type() rather than a clas
     "import torch\nS = type('S', (torch.Tensor,), {})",
     "import torch\nS = type('S', (torch.Tensor,), dict(__torch_dispatch__=classmethod(print)))",
     "S = type('S', (object,), dict(__torch_dispatch__=classmethod(print)))",
+    # an implementation added to the operator table of one of torch's own subclasses
+    "from torch.nested._internal.ops import register_jagged_func",
+    "from torch.masked.maskedtensor._ops_refs import register_dispatch_func",
 ]
 
 

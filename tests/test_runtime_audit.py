@@ -312,6 +312,31 @@ def test_a_function_set_on_a_tensor_under_a_method_name_is_refused_where_it_is_s
                for v in ex["violations"]), ex["violations"]
 
 
+def test_torchs_own_tensor_subclasses_keep_their_attributes_and_plain_tensors_theirs(tmp_path):
+    """The guard on attributes set on a tensor is for torch.Tensor and Parameter themselves: torch's own
+    subclasses keep their state in attributes named like Tensor's methods (NestedTensor's _values); an
+    attribute of the learner's own naming and Tensor's data descriptors (grad, data) are set as ever."""
+    script = textwrap.dedent('''
+        import os, sys
+        os.environ["TRITON_INTERPRET"] = "1"
+        sys.path.insert(0, %r)
+        from autograder import runtime_audit
+        import torch
+        runtime_audit.install([__file__])
+        nested = torch.nested.nested_tensor([torch.ones(2), torch.ones(3)], layout=torch.jagged)
+        t = torch.ones(2)
+        t.tag, t.grad, t.data = 1, torch.zeros(2), torch.ones(2)
+        print("set", nested.shape[0], t.tag, runtime_audit.HOOK.pending)
+        try:
+            t.copy_ = print
+        except PermissionError:
+            print("refused copy_")
+    ''' % str(ROOT))
+    (tmp_path / "attributes.py").write_text(script)
+    run = subprocess.run([sys.executable, str(tmp_path / "attributes.py")], capture_output=True, text=True, timeout=300)
+    assert "set 2 1 []" in run.stdout and "refused copy_" in run.stdout, run.stdout + run.stderr
+
+
 def test_an_operator_handed_a_tensor_whose_dict_hides_a_method_is_refused():
     """functools.update_wrapper fills a tensor's __dict__ without setting an attribute: the operator the tensor
     is handed to refuses it, before the recorder's bookkeeping calls the hidden method."""
