@@ -116,7 +116,11 @@ _FEATURE_GUARDS = frozenset({"torch.compiler.disable", "torch.compiler.is_compil
 # PyTorch's documented way to launch one's own Triton kernel as an operator (torch.library.triton_op, the
 # launch through wrap_triton): the operator's Python is the submission's, audited here, and the operator
 # recorder runs it under itself (autograder.legality), so its operators and launches are seen.
-_FEATURE_GUARDS |= {"torch.library.triton_op", "torch.library.wrap_triton"}
+# torch.library.custom_op is the same for an operator that is not compiled through (its Python the learner's,
+# run under the recorder as triton_op's is).
+_OWN_OPERATOR_MAKERS = ("torch.library.triton_op", "torch.library.custom_op")
+_FEATURE_GUARDS |= {*_OWN_OPERATOR_MAKERS, "torch.library.wrap_triton"}
+_TORCH_NAMESPACES = frozenset({"aten", "prims", "prim", "quantized", "_quantized", "rngprims", "c10d", "torchvision"})
 # What PyTorch's documentation registers for an operator made with triton_op (its fake implementation, for
 # tracing; its backward): the learner's own audited Python, allowed for an operator the submission defines
 # itself (named by the same string, or its own object), never for one of torch's.
@@ -1648,7 +1652,7 @@ class _Auditor(ast.NodeVisitor):
 
     def _registers_own_operator(self, node) -> bool:
         """Whether ``node`` (``torch.library.register_fake``) is called for an operator the submission made
-        with ``triton_op``: its name as a string constant, or the operator object itself."""
+        with ``triton_op`` or ``custom_op``: its name as a string constant, or the operator object itself."""
         call = self.parents.get(id(node))
         if not (isinstance(call, ast.Call) and call.func is node and call.args):
             return False
@@ -1657,7 +1661,7 @@ class _Auditor(ast.NodeVisitor):
         for n in ast.walk(self.scopes.module.node):
             for made in ([n] if isinstance(n, ast.Call) else getattr(n, "decorator_list", [])):
                 if (isinstance(made, ast.Call) and made.args and isinstance(made.args[0], ast.Constant)
-                        and "torch.library.triton_op" in self.scopes.paths(made.func, self.scopes.module)):
+                        and self.scopes.paths(made.func, self.scopes.module) & set(_OWN_OPERATOR_MAKERS)):
                     own[made.args[0].value] = own.get(made.args[0].value) or getattr(n, "name", None)
         if isinstance(target, ast.Constant):
             return target.value in own
@@ -1825,6 +1829,12 @@ class _Auditor(ast.NodeVisitor):
         if "builtins.getattr" in fn and dynamic_name:
             self.report(node, "dynamic-code", f"{self.text(node)}: getattr with a computed name reaches attributes "
                         "the audit cannot see")
+        if fn & set(_OWN_OPERATOR_MAKERS) and not (
+                args and isinstance(args[0], ast.Constant) and isinstance(args[0].value, str)
+                and args[0].value.split("::")[0] not in _TORCH_NAMESPACES):
+            self.report(node, "escape", f"{self.text(node)}: an operator of your own is named by a string constant "
+                        "in a namespace of your own (mylib::name), not torch's (aten::softmax.mine would be taken "
+                        "for torch's softmax)")
         if "builtins.type" in fn and len(args) == 3 and isinstance(args[1], (ast.Tuple, ast.List)) and any(
                 p == t or p.startswith(t + ".") for b in args[1].elts for p in self.external(b) for t in _TENSOR_CLASSES):
             self.report(node, "escape", f"{self.text(node)}: a tensor subclass can intercept every operator and hide "

@@ -383,11 +383,13 @@ def _python_operator(func, args, kwargs):
     """The Python function an operator runs, if it is one defined with ``torch.library.custom_op`` or
     ``triton_op`` (PyTorch's documented way to launch one's own Triton kernel): the recorder runs it under
     itself, so each operator and launch inside is seen as if called directly. None for torch's own."""
-    if func.namespace in ("aten", "prims"):
-        return None
     from torch._library.custom_ops import OPDEFS
 
-    opdef = OPDEFS.get(f"{func.namespace}::{func.overloadpacket.__name__}")
+    if not OPDEFS:  # (every operator passes here: none of torch's own is one)
+        return None
+    # in any namespace: custom_op also defines operators in aten's, whose Python would run unrecorded
+    # (an overload of its own of torch's operator too: aten::empty.mine is "empty" to the rules)
+    opdef = OPDEFS.get(func.name()) or OPDEFS.get(f"{func.namespace}::{func.overloadpacket.__name__}")
     if opdef is None:
         return None
     devices = [a.device.type for a in (*args, *(kwargs or {}).values()) if isinstance(a, torch.Tensor)]

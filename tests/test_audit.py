@@ -352,6 +352,9 @@ TENSOR_CLASSES_BUILT = [  # a tensor subclass built by type() rather than a clas
     "import torch\nS = type('S', (torch.Tensor,), {})",
     "import torch\nS = type('S', (torch.Tensor,), dict(__torch_dispatch__=classmethod(print)))",
     "S = type('S', (object,), dict(__torch_dispatch__=classmethod(print)))",
+    # an operator of one's own named in torch's namespace (taken for torch's by the rules), or by a computed name
+    "import torch\n@torch.library.custom_op('aten::empty.mine', mutates_args=())\ndef f(x: torch.Tensor) -> torch.Tensor:\n    return x",
+    "import torch\nname = 'my' + 'lib::f'\nf = torch.library.custom_op(name, lambda x: x, mutates_args=())",
     # an implementation added to the operator table of one of torch's own subclasses
     "from torch.nested._internal.ops import register_jagged_func",
     "from torch.masked.maskedtensor._ops_refs import register_dispatch_func",
@@ -394,6 +397,16 @@ def test_gc_beyond_its_switches_is_reported(snippet):
 def test_gc_switches_of_a_careful_benchmark_are_not_reported():
     source = ("import gc\nfrom gc import collect\ndef f():\n    collect()\n    was = gc.isenabled()\n"
               "    gc.disable()\n    if was:\n        gc.enable()")
+    assert audit(source) == []
+
+
+def test_an_own_custom_op_with_its_fake_implementation_is_not_reported():
+    """torch.library.custom_op is PyTorch's documented custom-operator API, triton_op's sibling: the
+    operator's Python is the submission's own, run under the recorder."""
+    source = ("import torch\n@torch.library.custom_op('mylib::rows', mutates_args=())\n"
+              "def rows(x: torch.Tensor) -> torch.Tensor:\n    return torch.empty_like(x)\n"
+              "@rows.register_fake\ndef _(x):\n    return torch.empty_like(x)\n"
+              "torch.library.register_fake('mylib::rows')(lambda x: torch.empty_like(x))\n")
     assert audit(source) == []
 
 

@@ -571,6 +571,7 @@ def test_a_public_style_fused_loss_keeps_every_correctness_point():
 @pytest.mark.parametrize("name, exercise", [("honest_softmax_idioms.py", "softmax"),
                                             ("honest_attention_idioms.py", "naive_attention"),
                                             ("honest_triton_op_softmax.py", "softmax"),
+                                            ("honest_custom_op_softmax.py", "softmax"),
                                             ("honest_libdevice_bias_gelu.py", "bias_gelu"),
                                             ("honest_tutorial_vector_add.py", "vector_add"),
                                             ("liger_style_layer_norm.py", "layer_norm_fwd"),
@@ -579,7 +580,7 @@ def test_honest_idioms_keep_every_correctness_point(name, exercise):
     # a table of compiled kernels, a configuration table filled in a helper, x.new_zeros, math.log2(math.e)
     # in a kernel, triton.jit called as a function, a warn-once global, a ValueError that shows x (softmax);
     # scores.new_full, ~mask and exp2 (naive attention): the way public and tutorial code is written;
-    # PyTorch's torch.library.triton_op + wrap_triton; Liger-Kernel's libdevice.tanh (on the CPU too);
+    # PyTorch's torch.library.triton_op + wrap_triton, and custom_op with register_fake; Liger-Kernel's libdevice.tanh (on the CPU too);
     # Triton's vector-add tutorial, which asks Triton's driver for the device at import (the CPU here);
     # Liger-Kernel's utils beside a layer norm (compare_version imports the package it is given); a
     # functools.partial of triton.jit as a decorator and triton.jit called in a cached factory

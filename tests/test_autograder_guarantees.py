@@ -535,6 +535,20 @@ def test_the_interpreter_and_the_grader_take_values_out_on_their_own_behalf_only
     assert legality._asked_by(worker(lambda: interpreter(course))) == legality.INTERPRETER
 
 
+def test_an_operator_of_the_learners_own_in_torchs_namespace_is_recorded_inside(tmp_path):
+    """custom_op also defines an overload of torch's own operator (aten::empty_like.mine), which the rules
+    would take for empty_like: its Python is the learner's and runs under the recorder all the same (and the
+    audit reports the name: tests/test_audit.py)."""
+    src = ("import torch\n"
+           "@torch.library.custom_op('aten::empty_like.course_rec', mutates_args=())\n"
+           "def _mine(x: torch.Tensor) -> torch.Tensor:\n"
+           "    return torch.softmax(x, -1)\n"
+           "def f(x):\n"
+           "    return torch.ops.aten.empty_like.course_rec(x)\n")
+    records = recorded(tmp_path, src, torch.randn(2, 3))
+    assert ["softmax", 4, 1] in records, records
+
+
 def test_an_operator_written_in_python_is_recorded_inside_and_others_by_their_namespace(tmp_path):
     """A torch.library.custom_op (or triton_op) runs the learner's Python: the recorder runs it under itself,
     so the operators inside are seen with their lines. An operator whose code it cannot run (a Library
