@@ -281,6 +281,13 @@ def _literal_names(namespace) -> bool:
             and not namespace.args and all(k.arg is not None for k in namespace.keywords))
 
 
+# torch's profilers, in the graded code of an exercise about tensors: the grader profiles a checked call's
+# kernels on the device, and Kineto keeps one session, which a profiler of the code's own ends or replaces.
+_PROFILERS = ("torch.profiler", "torch.autograd.profiler", "torch.autograd.profiler_util",
+              "torch.autograd.profiler_legacy", "torch.cuda.profiler")
+_PROFILER_WHY = ("the grader times a checked call's kernels with torch's profiler, which keeps one session: a "
+                 "profiler started inside the graded function ends or replaces the grader's (profile in a cell "
+                 "of its own, outside the function)")
 _MEMORY_WHY = ("is the protocol through which numpy and other libraries take an object's memory or values, where "
                "the grader cannot see what is computed with them: the exercise's work is done by torch's allowed "
                "operators and your own kernels")
@@ -1554,6 +1561,10 @@ class _Auditor(ast.NodeVisitor):
             self.report(node, "forbidden-import", f"uses {spelled}" + (f" ({path})" if path != spelled else "")
                         + f": {parts[0]} {FORBIDDEN_MODULES[parts[0]]}")
             return True
+        if path.startswith(_PROFILERS) and self._in_graded_code():
+            self.report(node, "grader-state", f"uses {spelled}" + (f" ({path})" if path != spelled else "")
+                        + f" in graded code: {_PROFILER_WHY}")
+            return True
         if parts[0] in NUMERIC_LIBRARIES and self._numeric_use(node, path):
             self.report(node, "outside-torch", f"uses {spelled}" + (f" ({path})" if path != spelled else "")
                         + f" in graded code: {parts[0]} {_NUMERIC_WHY}")
@@ -1630,6 +1641,11 @@ class _Auditor(ast.NodeVisitor):
         uses = [n for n in ast.walk(function) if isinstance(n, ast.Name) and n.id == name and n is not parent.targets[0]]
         return all(isinstance(n.ctx, ast.Load) and isinstance(above.get(id(n)), ast.Attribute)
                    and above[id(n)].attr == "__version__" for n in uses)
+
+    def _in_graded_code(self) -> bool:
+        """Whether the node being visited is code a graded call of an exercise about tensors runs: the entry
+        point and what it reaches, not the module's level (nor a source without the entry point)."""
+        return self.outside_torch and self.reachable is not None and self.reach_depth > 0
 
     def _numeric_use(self, node, path) -> bool:
         """Whether a numeric library's ``path`` is used on values in graded code: anywhere in code the entry

@@ -400,6 +400,17 @@ def test_gc_switches_of_a_careful_benchmark_are_not_reported():
     assert audit(source) == []
 
 
+def test_a_profiler_in_the_graded_code_of_a_tensor_exercise_is_reported():
+    """The grader times a checked call's kernels with torch's profiler (one Kineto session): a profiler of the
+    code's own inside the graded function would end or replace it. At the module's level (a notebook's
+    profiling cell) and in a measuring exercise (02 teaches the profiler) it is the learner's to use."""
+    inside = "import torch\ndef softmax(x):\n    with torch.profiler.profile():\n        pass\n    return x"
+    module = "import torch\nwith torch.profiler.profile() as p:\n    pass\ndef softmax(x):\n    return x"
+    tensor_exercise = dict(entry="softmax", forbidden_calls=forbidden_calls_for(specs.get("softmax")), outside_torch=True)
+    assert "grader-state" in {f.rule for f in audit(inside, **tensor_exercise)}
+    assert audit(module, **tensor_exercise) == [] and audit(inside, entry="softmax") == []
+
+
 def test_an_own_custom_op_with_its_fake_implementation_is_not_reported():
     """torch.library.custom_op is PyTorch's documented custom-operator API, triton_op's sibling: the
     operator's Python is the submission's own, run under the recorder."""
