@@ -159,6 +159,14 @@ def test_the_course_measuring_tools_given_as_the_answer_score_zero_and_are_named
         assert any(v.startswith(found) for v in ex["violations"]), ex["violations"]
 
 
+def test_the_course_measuring_tools_handed_to_another_measure_function_score_zero_and_are_named():
+    # measure.ceilings times with the timer it is handed (median_ms around the learner's function), under the
+    # profiler that replaces any profile function: every module of measure is watched where it is defined
+    ex = graded("escape_course_tools_handed_on.py", ("benchmark",))["benchmark"]
+    assert ex["score"] == 0 and not ex["correct"], text(ex)
+    assert any(v.startswith("runs measure.ceilings.measure_ceilings at line 19:") for v in ex["violations"]), ex["violations"]
+
+
 def test_check_refuses_the_course_measuring_tools_as_the_grade_does(monkeypatch, capsys):
     # a PASSED check predicts the grade: the notebook's check watches the same tools
     from autograder import check
