@@ -13,6 +13,7 @@ free blocks while preparing a call, outside any timed window.
 """
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import socket
@@ -357,7 +358,8 @@ class Worker:
         done = protocol.CallDone(ok=True)
         out = None
         try:
-            with rec, AutotunePin.pinned(config) as used, self.legality.ThreadGuard.armed_for(rec), self._tools(rec):
+            with no_automatic_collection(), rec, AutotunePin.pinned(config) as used, \
+                    self.legality.ThreadGuard.armed_for(rec), self._tools(rec):
                 try:
                     # The previous call's outputs are dropped here, under this call's recorder: a finalizer the
                     # learner's code hung on them (__del__, weakref.finalize) is that code running, and never
@@ -397,7 +399,7 @@ class Worker:
         @contextlib.contextmanager
         def scope():
             rec = self.legality.OpRecorder(self.source_file, self.folder)
-            with rec, self.legality.ThreadGuard.armed_for(rec):
+            with no_automatic_collection(), rec, self.legality.ThreadGuard.armed_for(rec):
                 yield
                 if self.collects:
                     gc.collect()
@@ -468,6 +470,20 @@ class Worker:
     def _sync(self) -> None:
         if self.on_gpu:
             self.torch.cuda.synchronize()  # every stream: side-stream work is part of the call
+
+
+@contextlib.contextmanager
+def no_automatic_collection():
+    """No automatic garbage collection while a recorder is on: one triggered by an allocation inside the
+    recorder's own dispatch (where torch's modes are off) would run a finalizer of the learner's there,
+    unrecorded. The call's garbage is collected explicitly under the recorder instead (``Worker.call``).
+    By the threshold, which gc.enable() (a careful benchmark's switch) does not undo."""
+    saved = gc.get_threshold()
+    gc.set_threshold(0)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*saved)
 
 
 def busy_ms(events) -> float:

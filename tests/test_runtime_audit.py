@@ -337,6 +337,15 @@ def test_torchs_own_tensor_subclasses_keep_their_attributes_and_plain_tensors_th
     assert "set 2 1 []" in run.stdout and "refused copy_" in run.stdout, run.stdout + run.stderr
 
 
+def test_no_automatic_collection_runs_a_finalizer_inside_the_recorder():
+    """Garbage with a finalizer, then many allocations: the automatic collection would fire inside the
+    recorder's own dispatch (modes off) and run the finalizer unrecorded. None runs while a recorder is on;
+    the call's garbage is collected under it, where the finalizer's softmax is recorded."""
+    ex = graded("escape_finalizer_in_the_recorder.py", ("softmax",))["softmax"]
+    assert ex["score"] == 0 and not ex["correct"]
+    assert any("aten._softmax at line 22" in v or "aten.softmax at line 22" in v for v in ex["violations"]), ex["violations"]
+
+
 def test_an_operator_handed_a_tensor_whose_dict_hides_a_method_is_refused():
     """functools.update_wrapper fills a tensor's __dict__ without setting an attribute: the operator the tensor
     is handed to refuses it, before the recorder's bookkeeping calls the hidden method."""

@@ -1,0 +1,35 @@
+# An escape: a reference cycle holding an object with __del__, left as garbage, then many allocations. Each
+# operator's trip through the operator recorder allocates Python objects of the recorder's own, so Python's
+# automatic collection would fire inside the recorder's dispatch, where torch's modes are off, and __del__'s
+# torch.softmax would be recorded by nobody. A Triton copy kernel hands the answer over. Graded: 0 points (no
+# automatic collection while a recorder is on; the call's garbage is collected under it).
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _copy(src, dst, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst + offs, tl.load(src + offs, mask=offs < n), mask=offs < n)
+
+
+class _Late:
+    def __init__(self, x, answer):
+        self.x, self.answer, self.cycle = x, answer, self
+
+    def __del__(self):
+        self.answer.append(torch.softmax(self.x.float(), -1).to(self.x.dtype).contiguous())
+
+
+def softmax(x):
+    answer = []
+    _Late(x, answer)
+    kept = []
+    for _ in range(2000):
+        if answer:
+            break
+        kept.append(x.new_empty(1))
+    y = torch.empty(x.shape, device=x.device, dtype=x.dtype)
+    _copy[(triton.cdiv(y.numel(), 1024),)](answer[0] if answer else x, y, y.numel(), BLOCK=1024)
+    return y
