@@ -394,6 +394,15 @@ def test_gc_beyond_its_switches_is_reported(snippet):
     assert "forbidden-import" in rules(snippet), audit(snippet)
 
 
+def test_inspects_signature_readers_are_not_reported():
+    """A validating decorator reads its function's signature once, at import: inspect.signature and its
+    kind tests reach no frame (inspect's frame readers stay refused: CHEATS)."""
+    source = ("import inspect\nfrom inspect import signature\ndef checked(fn):\n"
+              "    names = list(inspect.signature(fn).parameters)\n    assert inspect.isfunction(fn) and signature(fn)\n"
+              "    return fn\n@checked\ndef softmax(x):\n    return x")
+    assert audit(source) == []
+
+
 def test_gc_switches_of_a_careful_benchmark_are_not_reported():
     source = ("import gc\nfrom gc import collect\ndef f():\n    collect()\n    was = gc.isenabled()\n"
               "    gc.disable()\n    if was:\n        gc.enable()")
@@ -480,8 +489,8 @@ CHEATS = {
         "from kernels_ref.softmax import softmax",
         "import kernels_ref.matmul as m",
     ],
-    "forbidden-import": ["import gc\ngc.get_objects()"] + [f"import {m}" for m in (
-        "ctypes", "inspect", "builtins", "subprocess", "socket", "multiprocessing",
+    "forbidden-import": ["import gc\ngc.get_objects()", "import inspect\ninspect.stack()"] + [f"import {m}" for m in (
+        "ctypes", "builtins", "subprocess", "socket", "multiprocessing",
         "threading", "signal", "_signal", "pickle", "marshal", "shutil", "tempfile", "atexit", "_thread",
         "concurrent.futures", "unittest.mock", "urllib.request", "cupy", "numba.cuda", "jax.numpy", "zipimport", "pkgutil")] + [
         "from ctypes import *", "from importlib import import_module", "import importlib\nimportlib.reload(m)",

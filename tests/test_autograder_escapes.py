@@ -580,6 +580,7 @@ def test_a_public_style_fused_loss_keeps_every_correctness_point():
                                             ("honest_attention_idioms.py", "naive_attention"),
                                             ("honest_triton_op_softmax.py", "softmax"),
                                             ("honest_custom_op_softmax.py", "softmax"),
+                                            ("honest_checks_its_output.py", "softmax"),
                                             ("honest_libdevice_bias_gelu.py", "bias_gelu"),
                                             ("honest_tutorial_vector_add.py", "vector_add"),
                                             ("liger_style_layer_norm.py", "layer_norm_fwd"),
