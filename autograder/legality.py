@@ -43,7 +43,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from autograder.audit import resolve_path
 from autograder.imports import INSTALLED
-from measure.memory import Provenance, written_outputs
+from measure.memory import MemoryMeter, Provenance, written_outputs
 
 
 class _LaunchState(threading.local):
@@ -68,6 +68,8 @@ def _counting(run):
         if STATE.benchmarking == 0 and STATE.null:
             STATE.launches += 1
             return None
+        for meter in MemoryMeter.active:  # a memory exercise's meters: what the kernel may write into
+            meter.launched((*args, *kwargs.values()))
         with _counted():
             out = run(self, *args, **kwargs)
         LaunchCallbacks.check(self, grid)  # again: a hook of its own may have added another

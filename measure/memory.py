@@ -167,6 +167,20 @@ class Provenance:
         seen = self._known.get(key)
         return seen is not None and not seen.expired()  # a dead storage's address may be a new one's
 
+    def foreign(self, values) -> list:
+        """[(tensor, key)]: the foreign storages among ``values`` (tensors, or a tuple or list of them), each
+        once (then it is known): what a kernel launch was handed that the span neither allocated nor took as
+        an input. A kernel may write any tensor it is handed, and no operator records what it writes."""
+        found = []
+        for value in values:
+            for t in (value if type(value) in (tuple, list) else (value,)):
+                for part in (_dense_parts(t) if isinstance(t, torch.Tensor) else ()):
+                    key = _storage_key(part)
+                    if key is not None and not self._is_known(key):
+                        self._known[key] = key
+                        found.append((part, key))
+        return found
+
     def foreign_writes(self, func, args, kwargs, out) -> list:
         """[(tensor, key)]: the foreign storages this operator wrote into, each once (then it is known)."""
         for t, key in fresh_outputs(args, kwargs, out):
@@ -190,12 +204,35 @@ def written_outputs(func, args, kwargs, out) -> list:
 class MemoryMeter(TorchDispatchMode):
     """Bytes of storage that torch operators allocated while the meter was on, alive now and at peak."""
 
+    active: list = []  # the meters on now (innermost last): a kernel launch tells them what it was handed
+
     def __init__(self, inputs=None):
         super().__init__()
         self._live: dict = {}  # StorageWeakRef -> bytes
         self.peak = 0
-        # with the call's inputs: foreign storage written by an operator counts too (module docstring)
+        # with the call's inputs: foreign storage written by an operator counts too (module docstring), and
+        # foreign storage handed to a kernel launch (``launched``)
         self._provenance = Provenance(inputs) if inputs is not None else None
+
+    def __enter__(self):
+        MemoryMeter.active.append(self)
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        if self in MemoryMeter.active:
+            MemoryMeter.active.remove(self)
+        return super().__exit__(*exc)
+
+    def launched(self, values) -> None:
+        """A kernel was launched with ``values``: a storage among them that no operator of the span allocated
+        and that is not an input (a workspace made before the call) holds what the kernel wrote into it, as
+        a foreign write by an operator does."""
+        if self._provenance is None:
+            return
+        with torch._C.DisableTorchFunction():  # the meter's own reads, not the launching code's
+            for t, key in self._provenance.foreign(values):
+                self._live.setdefault(key, t.untyped_storage().nbytes())
+            self.peak = max(self.peak, self._total())
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))

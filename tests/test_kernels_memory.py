@@ -310,3 +310,33 @@ def test_the_course_packages_own_calls_are_never_the_learners():
     with rec:
         bias_gelu(x, b)  # a bf16 store: the interpreter's rounding goes through numpy
     assert not [name for name, _ in rec.ops if name.startswith(legality.LEAVES_TORCH + ":")], rec.ops
+
+
+def test_the_meter_counts_a_workspace_made_before_the_span_once_a_kernel_is_handed_it():
+    """A kernel may write any tensor it is handed, and no operator records what it writes: storage handed to
+    a launch that the span neither allocated nor took as an input (a workspace made at import, keeping an
+    activation for the backward) is held memory, counted once; the inputs and the span's own are not
+    counted again."""
+    import triton
+    import triton.language as tl
+
+    from autograder import legality
+
+    legality.install_launch_counter()  # as every grading worker does: launches reach the meters
+
+    @triton.jit
+    def keep(src, dst, n, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        tl.store(dst + offs, tl.load(src + offs, mask=offs < n), mask=offs < n)
+
+    x = torch.randn(64)
+    workspace = torch.empty(1024)  # made before the span
+    with MemoryMeter(inputs=(x,)) as meter:
+        y = torch.empty(64)
+        keep[(1,)](x, workspace, 64, BLOCK=64)
+        keep[(1,)](x, y, 64, BLOCK=64)
+        keep[(1,)](x, workspace, 64, BLOCK=64)
+    assert meter.held(y) == 1024 * 4 and meter.peak == 1024 * 4 + 64 * 4
+    with MemoryMeter() as meter:  # without its inputs a meter judges no provenance: launches add nothing
+        keep[(1,)](x, workspace, 64, BLOCK=64)
+    assert meter.live_bytes() == 0
