@@ -1967,6 +1967,12 @@ class _Auditor(ast.NodeVisitor):
         except SyntaxError:
             self.report(node, "dynamic-code", f"{self.text(node)}: the statement {given.value!r} is not Python")
             return
+        # the runner's namespace given as a dict literal (Timer(stmt, globals={"x": data})): its names are
+        # bound there to the values written beside them, which are judged as the statement's own
+        space = next((k.value for k in getattr(node, "keywords", ()) if k.arg == "globals"), None)
+        if isinstance(space, ast.Dict) and _literal_names(space):
+            tree.body[:0] = [ast.Assign(targets=[ast.Name(id=key.value, ctx=ast.Store())], value=value)
+                             for key, value in zip(space.keys, space.values)]
         for part in ast.walk(tree):  # named by the call's line
             if "lineno" in part._attributes:
                 ast.copy_location(part, given)

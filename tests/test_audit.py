@@ -749,6 +749,19 @@ def test_literal_statements_a_loop_hands_over_are_audited_as_code():
         assert "dynamic-code" in {f.rule for f in found}, (body, found)
 
 
+def test_a_literal_statement_reads_the_names_its_runners_namespace_binds():
+    """Timer(stmt="softmax(x)", globals={"softmax": softmax, "x": data}): the statement's names are bound in
+    the namespace given beside it, to the values written there, which are judged as the statement's own."""
+    source = ("import torch\nimport torch.utils.benchmark as benchmark\ndef softmax(x):\n    return x\n"
+              "_x = torch.randn(4)\n"
+              "for label, stmt in (('mine', 'softmax(x)'), ('torch', 'torch.softmax(x, -1)')):\n"
+              "    benchmark.Timer(stmt=stmt, globals={'softmax': softmax, 'torch': torch, 'x': _x}).timeit(2)\n")
+    found = audit(source, entry="softmax", forbidden_calls=forbidden_calls_for(specs.get("softmax")), outside_torch=True)
+    assert {f.rule for f in found} <= {"forbidden-call"}, found  # torch.softmax timed beside: a note where nothing ran it
+    cheat = source.replace("'x': _x", "'x': __import__('os')")
+    assert "dynamic-code" in {f.rule for f in audit(cheat, entry="softmax", outside_torch=True)}
+
+
 def test_every_rule_has_cheats_and_a_plain_message():
     assert set(CHEATS) | {"feature", "forbidden-call", "kept-state", "kernel-library", "outside-torch"} == set(RULES)
     msg = audit("import torch\nE = torch.cuda.Event\nE.elapsed_time = None")[0]
