@@ -137,7 +137,7 @@ _INSPECT_READS = frozenset({"inspect.signature", "inspect.Signature", "inspect.P
                             "inspect.isfunction", "inspect.ismethod", "inspect.iscoroutinefunction"})
 
 
-def _gc_control(path: str, spelled: str) -> bool:
+def _reaches_nothing(path: str, spelled: str) -> bool:
     """Whether ``path`` (as ``spelled`` in the source) is ``import gc`` / ``import inspect`` or one of the
     parts of them that reach nothing (gc's switches, inspect's signature readers)."""
     return (path in _GC_CONTROLS or path in _INSPECT_READS or any(path.startswith(r + ".") for r in _INSPECT_READS)
@@ -1449,7 +1449,7 @@ class _Auditor(ast.NodeVisitor):
         elif top == "kernels_ref":
             self.report(node, "reference-import", f"{spelled}: imports kernels_ref (the course's reference "
                         "kernels); the exercise must be your own code")
-        elif top in FORBIDDEN_MODULES and not _gc_control(name, spelled):
+        elif top in FORBIDDEN_MODULES and not _reaches_nothing(name, spelled):
             self.report(node, "forbidden-import", f"{spelled}: {top} {FORBIDDEN_MODULES[top]}")
         elif name.startswith("unittest.mock") or top == "mock":
             self.report(node, "forbidden-import", f"{spelled}: mock patches other modules' objects")
@@ -1563,7 +1563,7 @@ class _Auditor(ast.NodeVisitor):
         path = canonical(path)
         parts = path.split(".")
         if (parts[0] in FORBIDDEN_MODULES and not spelled.startswith(("import ", "from "))
-                and not (parts[0] == "builtins" and "." not in spelled) and not _gc_control(path, spelled)):
+                and not (parts[0] == "builtins" and "." not in spelled) and not _reaches_nothing(path, spelled)):
             # a forbidden module reached as another module's attribute (torch.inspect, torch.builtins.exec);
             # a built-in function named as such (len, open) is not reaching for the builtins module
             self.report(node, "forbidden-import", f"uses {spelled}" + (f" ({path})" if path != spelled else "")

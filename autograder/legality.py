@@ -43,7 +43,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from autograder.audit import resolve_path
 from autograder.imports import INSTALLED
-from measure.memory import MemoryMeter, Provenance, written_outputs
+from measure.memory import MemoryMeter, Provenance, tensors_in, written_outputs
 
 
 class _LaunchState(threading.local):
@@ -346,32 +346,36 @@ def _fewest_values(inputs) -> tuple[int, int] | None:
     return min(sizes) if sizes else None
 
 
-def _tensor_methods() -> frozenset:
-    """The names of torch.Tensor's class attributes that are not data descriptors (methods, plain values):
-    an attribute of that name on a tensor itself hides them."""
-    global _TENSOR_METHODS
-    if _TENSOR_METHODS is None:
-        _TENSOR_METHODS = frozenset(n for k in torch.Tensor.__mro__ for n, v in vars(k).items()
-                                    if not hasattr(type(v), "__set__"))
-    return _TENSOR_METHODS
+# Tensor classes whose own attributes the grader guards: torch's own subclasses keep their state in attributes
+# named like Tensor's methods (NestedTensor's _values), and a learner's subclass is an escape already.
+PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
+_METHODS: dict = {}
 
 
-_TENSOR_METHODS: frozenset | None = None
+def hidden_methods(kind: type) -> frozenset:
+    """The names an attribute of an instance of ``kind`` itself would hide: its class attributes that are
+    not data descriptors (methods, plain values), found first along its MRO as attribute lookup finds them."""
+    if kind not in _METHODS:
+        first: dict = {}
+        for klass in kind.__mro__:
+            for name, value in vars(klass).items():
+                first.setdefault(name, value)
+        _METHODS[kind] = frozenset(n for n, v in first.items() if not hasattr(type(v), "__set__"))
+    return _METHODS[kind]
 
 
 def _refuse_shadowed(args, kwargs, frame) -> None:
     """Refuse an operator handed a tensor whose own attributes hide Tensor methods, however they got there
     (``t.copy_ = f`` is refused where it is set; ``functools.update_wrapper`` fills ``__dict__`` itself): the
     recorder's bookkeeping and torch call those methods on it, where the learner's function would run unseen."""
-    for value in (*args, *(kwargs or {}).values()):
-        for t in (value if type(value) in (list, tuple) else (value,)):
-            own = getattr(t, "__dict__", None) if type(t) in (torch.Tensor, torch.nn.Parameter) else None
-            hidden = sorted(n for n in own if n in _tensor_methods()) if own else ()
-            if hidden:
-                from autograder import runtime_audit
+    for t in tensors_in((args, kwargs or {})):
+        own = getattr(t, "__dict__", None) if type(t) in PLAIN_TENSORS else None
+        hidden = sorted(n for n in own if n in hidden_methods(type(t))) if own else ()
+        if hidden:
+            from autograder import runtime_audit
 
-                runtime_audit.refuse(f"hands an operator a tensor whose own attribute {hidden[0]} hides "
-                                     f"Tensor.{hidden[0]}", "shadow", frame)
+            runtime_audit.refuse(f"hands an operator a tensor whose own attribute {hidden[0]} hides "
+                                 f"Tensor.{hidden[0]}", "shadow", frame)
 
 
 def operator_name(func) -> str:

@@ -670,21 +670,15 @@ def guard_tensor_attributes() -> None:
     learner's own naming pass. Kept in place by ``watch_modules`` (a replaced ``__setattr__`` is put back)."""
     import torch
 
-    plain = (torch.Tensor, torch.nn.Parameter)  # torch's own subclasses keep their state in attributes
+    from autograder.legality import PLAIN_TENSORS, hidden_methods
 
     def tensor_setattr(self, name, value):
-        for klass in type(self).__mro__ if type(self) in plain else ():
-            found = klass.__dict__.get(name, _ABSENT)
-            if found is not _ABSENT:
-                if not hasattr(type(found), "__set__"):  # a method or plain class attribute: it would hide it
-                    refuse(f"sets {name} on a tensor, hiding Tensor.{name}", "shadow", sys._getframe(1))
-                break
+        if type(self) in PLAIN_TENSORS and name in hidden_methods(type(self)):
+            refuse(f"sets {name} on a tensor, hiding Tensor.{name}", "shadow", sys._getframe(1))
         object.__setattr__(self, name, value)
 
     torch.Tensor.__setattr__ = tensor_setattr
 
-
-_ABSENT = object()
 
 
 def watch_modules() -> None:

@@ -168,25 +168,21 @@ class Provenance:
         return seen is not None and not seen.expired()  # a dead storage's address may be a new one's
 
     def foreign(self, values) -> list:
-        """[(tensor, key)]: the foreign storages among ``values`` (tensors, or a tuple or list of them), each
-        once (then it is known): what a kernel launch was handed that the span neither allocated nor took as
-        an input. A kernel may write any tensor it is handed, and no operator records what it writes."""
-        found = []
-        for value in values:
-            for t in (value if type(value) in (tuple, list) else (value,)):
-                for part in (_dense_parts(t) if isinstance(t, torch.Tensor) else ()):
-                    key = _storage_key(part)
-                    if key is not None and not self._is_known(key):
-                        self._known[key] = key
-                        found.append((part, key))
-        return found
+        """[(tensor, key)]: the foreign storages among ``values`` (tensors, in containers too), each once
+        (then it is known): what a kernel launch was handed that the span neither allocated nor took as an
+        input. A kernel may write any tensor it is handed, and no operator records what it writes."""
+        return self._unknown(tensors_in(values))
 
     def foreign_writes(self, func, args, kwargs, out) -> list:
         """[(tensor, key)]: the foreign storages this operator wrote into, each once (then it is known)."""
         for t, key in fresh_outputs(args, kwargs, out):
             self._known[key] = key
+        return self._unknown(written_arguments(func, args, kwargs, in_place=True))
+
+    def _unknown(self, tensors) -> list:
+        """[(part, key)]: the storages of ``tensors`` not known yet, each once, known from now on."""
         found = []
-        for t in written_arguments(func, args, kwargs, in_place=True):
+        for t in tensors:
             for part in _dense_parts(t):
                 key = _storage_key(part)
                 if key is not None and not self._is_known(key):

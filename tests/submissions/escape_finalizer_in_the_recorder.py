@@ -4,14 +4,8 @@
 # torch.softmax would be recorded by nobody. A Triton copy kernel hands the answer over. Graded: 0 points (no
 # automatic collection while a recorder is on; the call's garbage is collected under it).
 import torch
-import triton
-import triton.language as tl
 
-
-@triton.jit
-def _copy(src, dst, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(dst + offs, tl.load(src + offs, mask=offs < n), mask=offs < n)
+from good_triton import copy_into  # one Triton launch copies the answer out
 
 
 class _Late:
@@ -31,5 +25,5 @@ def softmax(x):
             break
         kept.append(x.new_empty(1))
     y = torch.empty(x.shape, device=x.device, dtype=x.dtype)
-    _copy[(triton.cdiv(y.numel(), 1024),)](answer[0] if answer else x, y, y.numel(), BLOCK=1024)
+    copy_into(answer[0] if answer else x, y)
     return y
