@@ -116,13 +116,19 @@ def _benchmarking(bench):
     return bench_uncounted
 
 
+def _checked_launch(self, launch, args, kwargs, *grid):
+    """One launch between two looks at its callbacks: before, and again after (a callback of its own may have
+    swapped in another while it ran)."""
+    LaunchCallbacks.check(self, *grid)
+    LaunchCallbacks.check_arguments(self, args, kwargs)
+    out = launch(*args, **kwargs)
+    LaunchCallbacks.check(self, *grid)
+    return out
+
+
 def _checking(run):
     def run_checked(self, *args, **kwargs):
-        LaunchCallbacks.check(self)
-        LaunchCallbacks.check_arguments(self, args, kwargs)
-        out = run(self, *args, **kwargs)
-        LaunchCallbacks.check(self)  # again: a callback of its own may have swapped in another
-        return out
+        return _checked_launch(self, lambda *a, **k: run(self, *a, **k), args, kwargs)
     run_checked.__wrapped__ = run
     return run_checked
 
@@ -131,14 +137,7 @@ def _checked_getitem(getitem):
     """``kernel[grid](...)`` of a launcher that runs its grid callable and config's pre-hook itself."""
     def checked_getitem(self, grid):
         launch = getitem(self, grid)
-
-        def checked_launch(*args, **kwargs):
-            LaunchCallbacks.check(self, grid)
-            LaunchCallbacks.check_arguments(self, args, kwargs)
-            out = launch(*args, **kwargs)
-            LaunchCallbacks.check(self, grid)
-            return out
-        return checked_launch
+        return lambda *args, **kwargs: _checked_launch(self, launch, args, kwargs, grid)
     checked_getitem.__wrapped__ = getitem
     return checked_getitem
 
@@ -1084,6 +1083,23 @@ def recovered_notes(ops_records, where) -> list[str]:
             "library carried on without it (nothing ran: no points withheld)" for what, line in found]
 
 
+def _launch_argument(what: str, at: str, _values_may_leave) -> str:
+    argument, _, why = what.partition(_WHY_SEP)
+    return f"launches {argument} at {at}: {why}"
+
+
+# A marked record ("KIND:what") -> its violation in plain words (None: not one), given where it ran and whether
+# the exercise's answer is a number (values leaving torch are then the answer, not a way around a kernel).
+_MARKED_RECORDS = {
+    COURSE_TOOL: lambda what, at, _: f"runs {what} at {at}: {_COURSE_TOOL_WHY}",
+    REFUSED: lambda what, at, _: f"{what} at {at}: {_REFUSED_WHY}",
+    RECOVERED: lambda what, at, _: None,  # recovered_notes
+    LAUNCH_ARGUMENT: _launch_argument,
+    LAUNCH_CALLBACK: lambda what, at, _: f"gives Triton {what} at {at}: {_CALLBACK_WHY}",
+    LEAVES_TORCH: lambda what, at, values_may_leave: None if values_may_leave else f"calls {what} at {at}: it {_LEAVE_WHY}",
+}
+
+
 def judge(spec, ops_records, launch_counts, used_kernels_ref: bool, where, largest=()) -> list[str]:
     """Violations (plain words) from recorded ops, launches per call, kernels_ref use and, for exercises
     with ``max_intermediate``, the largest tensor an operator produced in each call: ``largest`` holds
@@ -1110,24 +1126,11 @@ def judge(spec, ops_records, launch_counts, used_kernels_ref: bool, where, large
         if op == THREAD_START:
             violations.append(f"starts a thread at {where(line)}: {_THREAD_WHY}")
             continue
-        if op.startswith(COURSE_TOOL + ":"):
-            violations.append(f"runs {op.split(':', 1)[1]} at {where(line)}: {_COURSE_TOOL_WHY}")
-            continue
-        if op.startswith(REFUSED + ":"):
-            violations.append(f"{op.split(':', 1)[1]} at {where(line)}: {_REFUSED_WHY}")
-            continue
-        if op.startswith(RECOVERED + ":"):
-            continue  # recovered_notes
-        if op.startswith(LAUNCH_ARGUMENT + ":"):
-            what, _, why = op.split(":", 1)[1].partition(_WHY_SEP)
-            violations.append(f"launches {what} at {where(line)}: {why}")
-            continue
-        if op.startswith(LAUNCH_CALLBACK + ":"):
-            violations.append(f"gives Triton {op.split(':', 1)[1]} at {where(line)}: {_CALLBACK_WHY}")
-            continue
-        if op.startswith(LEAVES_TORCH + ":"):
-            if not values_may_leave:
-                violations.append(f"calls {op.split(':', 1)[1]} at {where(line)}: it {_LEAVE_WHY}")
+        kind, _, what = op.partition(":")
+        if kind in _MARKED_RECORDS:
+            said = _MARKED_RECORDS[kind](what, where(line), values_may_leave)
+            if said:
+                violations.append(said)
             continue
         if rules.allowed_ops is None or op in rules.allowed_ops:
             continue

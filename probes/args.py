@@ -16,3 +16,16 @@ def shape_list(text: str, dims: int, item_sep: str, dim_sep: str) -> tuple[tuple
     if not shapes or any(len(s) != dims or min(s) < 1 for s in shapes):
         raise argparse.ArgumentTypeError(f"shapes are {form} with every number >= 1: {text!r}")
     return shapes
+
+
+def gpu_options(parser: argparse.ArgumentParser, argv, probe: str):
+    """A GPU probe's parsed options, after a line that says which machine measures; None (said why) where
+    there is no GPU to measure."""
+    import course
+
+    opts = parser.parse_args(argv)
+    if not course.ON_GPU:
+        print(f"probes.{probe} needs a GPU")
+        return None
+    print(course.describe())
+    return opts

@@ -27,6 +27,7 @@ import sys
 import torch
 
 import course
+from probes.args import gpu_options
 
 SHAPES = "16x4096x16384,16x8192x28672,16x8192x57344"
 
@@ -99,11 +100,9 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--shapes", default=SHAPES, help="M x K x N, comma separated")
     p.add_argument("--json", default=None)
-    opts = p.parse_args(argv)
-    if not course.ON_GPU:
-        print("probes.int8_launch needs a GPU")
+    opts = gpu_options(p, argv, "int8_launch")
+    if opts is None:
         return 2
-    print(course.describe())
     rows = [measure(tuple(int(v) for v in s.split("x"))) for s in opts.shapes.split(",")]
     if opts.json:
         from tools import results

@@ -31,6 +31,7 @@ import sys
 import torch
 
 import course
+from probes.args import gpu_options
 
 
 KERNELS = ("bias_gelu", "softmax", "online_softmax", "layer_norm_fwd", "layer_norm_bwd")
@@ -186,12 +187,10 @@ def main(argv=None) -> int:
                         help="where one kernel's CPU time per call goes (cProfile), instead of the table")
     parser.add_argument("--grader", action="store_true",
                         help="what a grading worker's launch checks and audit hook add to each call")
-    opts = parser.parse_args(argv)
-    if not course.ON_GPU:
-        print("probes.launch_cost needs a GPU")
+    opts = gpu_options(parser, argv, "launch_cost")
+    if opts is None:
         return 2
     shape = tuple(int(n) for n in opts.shape.split("x"))
-    print(course.describe())
     if opts.profile:
         print(profile(opts.profile, shape, getattr(torch, opts.dtype)))
         return 0

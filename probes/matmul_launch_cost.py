@@ -29,6 +29,7 @@ import sys
 import torch
 
 import course
+from probes.args import gpu_options
 
 def back_to_back(fn, args, n: int = 20) -> float:
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -176,14 +177,12 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", default="16384x4096x4096,8192x4096x1024",
                         help="M x N x K shapes, comma-separated (the first gets the step-by-step breakdown)")
-    opts = parser.parse_args(argv)
-    if not course.ON_GPU:
-        print("probes.matmul_launch_cost needs a GPU")
+    opts = gpu_options(parser, argv, "matmul_launch_cost")
+    if opts is None:
         return 2
     from probes.probe_matmul_configs import inputs_of
 
     shapes = [tuple(int(n) for n in s.split("x")) for s in opts.shapes.split(",")]
-    print(course.describe())
     for shape in shapes:
         compare_shape(shape)
     steps = launch_steps(inputs_of(*shapes[0]))

@@ -60,11 +60,17 @@ def _mm_shapes(quick):
                        [(1, 1, 1), (5, 17, 33), (129, 257, 65), (1000, 1000, 1000), (2048, 4099, 1536)])
 
 
+def _shape_cases(shapes, make_args):
+    """One case per shape and float dtype, the first two shapes public: matmul's and linear_bias_gelu's
+    grid (``make_args(g, m, k, n, dtype)`` builds a case's arguments)."""
+    return [Case(_label(*s, d), lambda g, s=s, d=d: make_args(g, *s, d), hint=_hint(*s, d), family=family_of(s, d),
+                 public=s in shapes[:2])
+            for s in shapes for d in float_dtypes()]
+
+
 def _mm_cases(quick):
     shapes = _mm_shapes(quick)
-    cases = [Case(_label(*s, d), lambda g, s=s, d=d: _mm_args(g, *s, d), hint=_hint(*s, d), family=family_of(s, d),
-                  public=s in shapes[:2])
-             for s in shapes for d in float_dtypes()]
+    cases = _shape_cases(shapes, _mm_args)
     last = shapes[-1]
     for layout in ("b transposed", "row-strided"):
         cases.append(Case(_label(*last, torch.float32, f"{layout} "),
@@ -114,9 +120,7 @@ def _lbg_args(g, m, k, n, dtype, layout="plain", scale=1.0):
 
 def _lbg_cases(quick):
     shapes = _mm_shapes(quick)
-    cases = [Case(_label(*s, d), lambda g, s=s, d=d: _lbg_args(g, *s, d), hint=_hint(*s, d), family=family_of(s, d),
-                  public=s in shapes[:2])
-             for s in shapes for d in float_dtypes()]
+    cases = _shape_cases(shapes, _lbg_args)
     last = shapes[-1]
     # Pre-activations ~36 times larger: TF32's error grows with them (0.145 at most on an H100), while a
     # tanh that does not saturate returns NaN or errors of the pre-activation's size (tens).

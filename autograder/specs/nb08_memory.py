@@ -179,24 +179,35 @@ def _cases(quick):
     return cases
 
 
+def _metered_backward(fn, args, leaves, extra, grad, name, expected, apply, yourself):
+    """The memory harnesses' one pattern: out = fn(*leaves, *extra), then out.backward(grad(out)), both under a
+    MemoryMeter; (out, {held_bytes, peak_bytes}), and a violation where out does not come from an
+    autograd.Function of the learner's own."""
+    with MemoryMeter(inputs=args) as meter:  # storage no operator allocated counts once written
+        out = fn(*leaves, *extra)
+        if not isinstance(out, torch.Tensor):
+            raise TypeError(f"returned {type(out).__name__}; expected {expected}")
+        if out.grad_fn is None:
+            raise ValueError(f"{name} has no grad_fn: return YourFunction.apply({apply}), so that autograd "
+                             "calls your backward")
+        held = meter.held(out)
+        out.backward(grad(out))
+    measured = {"held_bytes": int(held), "peak_bytes": int(meter.peak)}
+    if _own_function(out) is None:
+        measured["violation"] = (f"{name} comes from {type(out.grad_fn).__name__}, not from a "
+                                 f"torch.autograd.Function of yours: {yourself}")
+    return out, measured
+
+
 def loss_and_grads(fn, args):
     """The harness: loss = fn(x, weight, targets) on leaves x and weight that require grad, then
     loss.backward(g), both under a MemoryMeter; ((loss, dx, dweight), {held_bytes, peak_bytes})."""
     x, weight, targets, grad_loss = args
     xl, wl = x.detach().requires_grad_(), weight.detach().requires_grad_()
-    with MemoryMeter(inputs=args) as meter:  # storage no operator allocated counts once written
-        loss = fn(xl, wl, targets)
-        if not isinstance(loss, torch.Tensor):
-            raise TypeError(f"returned {type(loss).__name__}; expected the loss as a 0-d tensor")
-        if loss.grad_fn is None:
-            raise ValueError("the loss has no grad_fn: return YourFunction.apply(x, weight, targets), so that "
-                             "autograd calls your backward")
-        held = meter.held(loss)
-        loss.backward(grad_loss.to(loss.dtype).reshape(loss.shape))
-    measured = {"held_bytes": int(held), "peak_bytes": int(meter.peak)}
-    if _own_function(loss) is None:
-        measured["violation"] = (f"the loss comes from {type(loss.grad_fn).__name__}, not from a "
-                                 "torch.autograd.Function of yours: write the chunked forward and backward yourself")
+    loss, measured = _metered_backward(
+        fn, args, (xl, wl), (targets,), lambda loss: grad_loss.to(loss.dtype).reshape(loss.shape),
+        "the loss", "the loss as a 0-d tensor", "x, weight, targets",
+        "write the chunked forward and backward yourself")
     return (loss.detach(), xl.grad, wl.grad), measured
 
 
@@ -227,9 +238,9 @@ def eager_linear_cross_entropy(x, weight, targets):
 
 _NO_SOFTMAX = ("torch's softmax/cross-entropy family works on the full [rows, vocab] logits: compute the "
                "log-sum-exp and the target logit in your Triton kernel, chunk by chunk")
-WHY = {op: _NO_SOFTMAX for op in ("_log_softmax", "log_softmax", "_softmax", "softmax", "nll_loss_forward",
-                                  "nll_loss", "nll_loss_nd", "nll_loss2d_forward", "cross_entropy_loss",
-                                  "logsumexp", "exp", "log", "amax", "max")}
+WHY = dict.fromkeys(("_log_softmax", "log_softmax", "_softmax", "softmax", "nll_loss_forward", "nll_loss",
+                     "nll_loss_nd", "nll_loss2d_forward", "cross_entropy_loss", "logsumexp", "exp", "log", "amax",
+                     "max"), _NO_SOFTMAX)
 WHY["gather"] = "load the target logit in your kernel (logits[row, target[row]])"
 
 # ------------------------------------------------------------------------------------------- checkpointed_mlp
@@ -311,20 +322,9 @@ def forward_backward(fn, args):
     MemoryMeter; ((y, dx, dw1, db1, dw2, db2), {held_bytes, peak_bytes})."""
     *inputs, dy = args
     leaves = [t.detach().requires_grad_() for t in inputs]
-    with MemoryMeter(inputs=args) as meter:  # storage no operator allocated counts once written
-        y = fn(*leaves)
-        if not isinstance(y, torch.Tensor):
-            raise TypeError(f"returned {type(y).__name__}; expected the output tensor y")
-        if y.grad_fn is None:
-            raise ValueError("y has no grad_fn: return YourFunction.apply(x, w1, b1, w2, b2), so that autograd "
-                             "calls your backward")
-        held = meter.held(y)
-        y.backward(dy)
-    measured = {"held_bytes": int(held), "peak_bytes": int(meter.peak)}
-    if _own_function(y) is None:
-        measured["violation"] = (f"y comes from {type(y.grad_fn).__name__}, not from a torch.autograd.Function of "
-                                 "yours: write the forward (saving only inputs) and the recomputing backward "
-                                 "yourself")
+    y, measured = _metered_backward(
+        fn, args, leaves, (), lambda y: dy, "y", "the output tensor y", "x, w1, b1, w2, b2",
+        "write the forward (saving only inputs) and the recomputing backward yourself")
     return (y.detach(), *(t.grad for t in leaves)), measured
 
 
@@ -438,10 +438,11 @@ def _q_bytes(args) -> int:
     return n * k + 4 * n + (m * k + m * n + n) * x.element_size()
 
 
-WHY_Q = {op: "a torch matmul multiplies a dequantized weight: read w_q as int8 in your Triton kernel and "
-             "multiply there" for op in ("mm", "addmm", "matmul", "linear", "bmm", "dot", "mv", "addmv")}
-WHY_Q.update({op: "dequantize inside your kernel (scale the float32 sums in its epilogue), not with torch"
-              for op in ("mul", "mul_", "div", "add", "add_")})
+WHY_Q = {**dict.fromkeys(("mm", "addmm", "matmul", "linear", "bmm", "dot", "mv", "addmv"),
+                         "a torch matmul multiplies a dequantized weight: read w_q as int8 in your Triton kernel "
+                         "and multiply there"),
+         **dict.fromkeys(("mul", "mul_", "div", "add", "add_"),
+                         "dequantize inside your kernel (scale the float32 sums in its epilogue), not with torch")}
 
 EXERCISES = [
     Exercise(

@@ -149,10 +149,10 @@ def _sampling_bytes(args) -> int:
 
 _NO_SORT = ("sorting (or a torch softmax, cumsum, search or draw) is the path this kernel replaces: find the "
             "nucleus' cutoff inside your kernel")
-WHY_SAMPLING = {op: _NO_SORT for op in (
+WHY_SAMPLING = dict.fromkeys((
     "sort", "argsort", "topk", "kthvalue", "msort", "cumsum", "cumsum_", "_softmax", "softmax", "_log_softmax",
     "log_softmax", "multinomial", "searchsorted", "argmax", "max", "amax", "exp", "div", "mul", "sum",
-    "gather", "where", "masked_fill", "lt", "gt", "ge", "le", "cummax", "unique", "_unique2")}
+    "gather", "where", "masked_fill", "lt", "gt", "ge", "le", "cummax", "unique", "_unique2"), _NO_SORT)
 
 # ------------------------------------------------------------------------------------------- rope_kv_append
 
@@ -241,11 +241,11 @@ def _rope_bytes(args) -> int:
     return B * ((2 * H + 4 * H_kv) * D * q.element_size() + 2 * D * 4 + 8)
 
 
-WHY_ROPE = {op: "the rotation belongs in your kernel, computed in float32 from the loaded halves"
-            for op in ("mul", "sub", "add", "cat", "neg", "index", "index_select", "chunk_cat")}
-WHY_ROPE.update({op: "write the cache rows from your kernel (the same launch that rotates k)"
-                 for op in ("index_put", "index_put_", "_index_put_impl_", "scatter", "scatter_", "copy_",
-                            "_local_scalar_dense")})
+WHY_ROPE = {**dict.fromkeys(("mul", "sub", "add", "cat", "neg", "index", "index_select", "chunk_cat"),
+                            "the rotation belongs in your kernel, computed in float32 from the loaded halves"),
+            **dict.fromkeys(("index_put", "index_put_", "_index_put_impl_", "scatter", "scatter_", "copy_",
+                             "_local_scalar_dense"),
+                            "write the cache rows from your kernel (the same launch that rotates k)")}
 # The cache write is the exercise: torch may not copy rows into the caches (copy_ into a selected row, with
 # positions read to the host by .item()), which plumbing otherwise allows. A launcher that needs a
 # contiguous copy of q, k or v still gets one (contiguous and clone).
@@ -334,12 +334,13 @@ def _paged_bytes(args) -> int:
     return 2 * int(seq_lens.sum()) * k_pages.shape[2] * k_pages.shape[3] * k_pages.element_size()
 
 
-WHY_PAGED = {op: "attention is your kernel's work: read the pages where they are" for op in (
-    "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
-    "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_flash_attention_for_cpu",
-    "scaled_dot_product_attention", "_softmax", "softmax", "bmm", "mm", "matmul", "einsum", "baddbmm")}
-WHY_PAGED.update({op: "gathering the pages copies the cache: index the pages inside your kernel"
-                  for op in ("index", "index_select", "gather", "take", "embedding")})
+WHY_PAGED = {**dict.fromkeys(("_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
+                              "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_flash_attention_for_cpu",
+                              "scaled_dot_product_attention", "_softmax", "softmax", "bmm", "mm", "matmul",
+                              "einsum", "baddbmm"),
+                             "attention is your kernel's work: read the pages where they are"),
+             **dict.fromkeys(("index", "index_select", "gather", "take", "embedding"),
+                             "gathering the pages copies the cache: index the pages inside your kernel")}
 
 EXERCISES = [
     Exercise(
