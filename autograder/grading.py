@@ -255,6 +255,7 @@ def _grade_exercise(spec, sub, source_file, workdir, quick, timeout_s, gate, pha
         if baseline is not None:
             baseline.close()
     result["seconds"] = clock.laps()
+    result["seed"] = seed  # runner.make_plan(spec, quick, seed) remakes the cases (tools.gpu_seed_scan)
     return result
 
 

@@ -5,7 +5,7 @@
 #         autograder-check | sandbox | batch-throughput | probe-configs | probe-matmul | probe-attention | probe-attention-bwd |
 #         probe-attention-decode | launch-cost |
 #         launch-cost-memory | protocol-timeline | grading-time | serving | serving-bench | serving-notebook | serving-grade |
-#         repeat-grading
+#         repeat-grading | seed-scan
 # OPS=a,b limits bench, bench-quick, bench-quick-repeat and probe-configs to those ops; PYTEST_K=expr selects kernel-tests; ASSIGNMENTS=05_layer_norm,... limits notebooks and autograde;
 # ONLY=label,... limits autograder-check to those submissions, JOBS=n (default 4) grades its correctness-only
 # submissions n at a time; AUTOGRADE_FLAGS=--no-execute grades without
@@ -114,6 +114,11 @@ for stage in "$@"; do
                         TAIL=40 run_logged repeat-grading python3 -m tools.gpu_repeat_grading "$RES/repeat" \
                             --runs "${RUNS:-5}" --gpus "${GPUS:-$(nvidia-smi -L | grep -c '^GPU')}" --stop-after $(( ${STAGE_TIMEOUT:-540} - 30 )) \
                             ${ASSIGNMENTS:+--assignments "$ASSIGNMENTS"} ;;
+        # The measured and counted exercises (00, 02, 08's meters) graded GRADINGS times each (default 10) from their
+        # solutions, each grading's seed and failed cases kept (tools/gpu_seed_scan.py; EXERCISES=a,b to choose).
+        seed-scan) TAIL=30 run_logged seed-scan python3 -m tools.gpu_seed_scan "$RES/seed-scan" \
+                       --gradings "${GRADINGS:-10}" --stop-after $(( ${STAGE_TIMEOUT:-540} - 30 )) \
+                       ${EXERCISES:+--exercises "$EXERCISES"} ;;
         autograde) TAIL=80 run_logged autograde python3 -m tools.gpu_autograde "$RES/autograder" --calibration "$RES/calibration.json" ${ASSIGNMENTS:+--assignments "$ASSIGNMENTS"} ${AUTOGRADE_FLAGS:-} ;;
         # The naive versions alone, timed by the grader's protocol (NAIVE_ASSIGNMENTS): the calibration's other half
         # when the solutions were graded in another run.

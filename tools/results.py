@@ -42,6 +42,7 @@ KINDS = (
     (r"(.*/)?autograde\.json", "autograde"),   # tools/gpu_autograde.py: calibration rows + nbgrader runs
     (r"(.*/)?repeat-summary\.json", "repeat"),  # tools/gpu_repeat_grading.py: the gradings' distribution
     (r"(.*/)?summary\.json", "check"),         # tools/gpu_autograder_check.py: expectations and spreads
+    (r"(.*/)?seed-scan\.json", "seed-scan"),  # tools/gpu_seed_scan.py: measured exercises graded again and again
     (r"(.*/)?throughput\.json", "throughput"),  # tools/synthetic_class.py: a class graded on 1 and on N GPUs
     (r"probe-configs[^/]*\.json", "probe"),    # probes/probe_kernel_configs.py: launch configurations timed
     (r"probe-attention-bwd[^/]*\.json", "probe-attention-bwd"),  # probes/probe_attention.py --backward
@@ -72,6 +73,8 @@ WHAT = {"bench": "python -m kernels_ref.bench --json (with --repeat N: each goal
         "grade": "python -m autograder grade --json", "plot": "a plot of the bench results beside it",
         "report": "what the run showed", "log": "printed output", "notebook": "a notebook the run graded",
         "throughput": "tools/synthetic_class.py: submissions per minute on 1 and on N GPUs",
+        "seed-scan": "tools/gpu_seed_scan.py: each measured or counted exercise graded again and again from its "
+                     "solution, every grading's seed and failed cases",
         "grading": "tools/gpu_autograde.py: each solution's and untouched notebook's grading, per exercise: "
         "score, speedup, feedback and where the seconds went",
         "probe": "probes/probe_kernel_configs.py: launch configurations of the memory-bound kernels, timed against "
