@@ -187,10 +187,15 @@ def _result(spec, correct, perf, perf_credit, violations, feedback, cases) -> di
 
 def submission_job(spec, sub: Submission, source_file: Path) -> dict:
     """What a worker loads: the learner's source file and entry point."""
+    from autograder import kernel_source
+
+    audited = {path: text for path, text in sub.helpers.items() if text is not None}
     return {"code": "submission", "exercise": spec.id, "entry": spec.entry, "source_file": str(source_file),
             "submission_dir": str(sub.path.parent),
             # the files of the modules beside it that it imports, as audited: the only code it may run from there
-            "audited": {path: text for path, text in sub.helpers.items() if text is not None},
+            "audited": audited,
+            # the kernel defs the audit found in each text: what Triton may compile or interpret there
+            "kernels": kernel_source.found_by_audit({str(source_file): sub.source, **audited}),
             # Probes the learner measures (00, 02) must behave as in the notebook: no poisoned memory there.
             "poison": spec.judged_on_tensors}
 

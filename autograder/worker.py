@@ -588,7 +588,7 @@ def load_entry(job: dict):
         text = fh.read()
     # Triton compiles or interprets only the kernels the grader audited, as it read them (read here, before
     # the audit hook: reading them parses text)
-    kernel_source.install({source_file: text, **(job.get("audited") or {})})
+    kernel_source.install({source_file: text, **(job.get("audited") or {})}, job.get("kernels"))
     # from here on, for the life of the worker: no other processes, no code the grader did not audit
     install([source_file, *(job.get("audited") or {})], tensors=spec.judged_on_tensors)
     # after the watch (which notes a kernels_ref import before the guard refuses it)

@@ -21,6 +21,9 @@ from pathlib import Path
 
 SUBMISSIONS = Path(__file__).parent / "submissions"
 GRADES = "COURSE_TEST_GRADES"  # the environment variable naming the run's folder of gradings
+# good_triton.py's exercises: every test that grades it asks for all of them, so the run grades it once
+# (a request is answered only by an earlier grading of every exercise it asks for)
+GOOD_TRITON_EXERCISES = ("softmax", "online_softmax", "bias_gelu", "vector_add")
 
 
 @contextlib.contextmanager

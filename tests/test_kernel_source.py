@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from autograder.kernel_source import AuditedKernels
+from autograder.kernel_source import AuditedKernels, found_by_audit
 
 HONEST = '''import functools
 import triton
@@ -98,15 +98,54 @@ def last_def(x_ptr):
 '''
 
 
-@pytest.fixture(scope="module")
-def module(tmp_path_factory):
+def _kernels_without_an_audit(texts: dict) -> AuditedKernels:
+    """The kernels as a worker finds them from its job: the grading process's table (``found_by_audit``),
+    with no audit of its own (an audit in the worker fails here)."""
+    from unittest import mock
+
+    from autograder import audit
+
+    found = found_by_audit(texts)
+    with mock.patch.object(audit, "kernel_definitions", side_effect=AssertionError("the worker ran an audit")):
+        return AuditedKernels(texts, found)
+
+
+# every test below holds for the kernels the worker's own audit finds and for those the grader's table names
+@pytest.fixture(scope="module", params=["audited in the worker", "named by the grader"])
+def module(tmp_path_factory, request):
     path = tmp_path_factory.mktemp("kernels") / "learner_kernels.py"
     path.write_text(HONEST)
     spec = importlib.util.spec_from_file_location("learner_kernels", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    yield mod, AuditedKernels({str(path): HONEST})
+    texts = {str(path): HONEST}
+    yield mod, AuditedKernels(texts) if request.param == "audited in the worker" else _kernels_without_an_audit(texts)
     sys.modules.pop("learner_kernels", None)
+
+
+def test_the_graders_table_names_the_defs_the_audit_finds():
+    from autograder import audit
+
+    table = found_by_audit({"a.py": HONEST, "unreadable.py": "def broken(:\n"})
+    assert table["a.py"][1] == [[line, node.name] for line, node in audit.kernel_definitions(HONEST).items()]
+    assert "partial_jit" in {name for _, name in table["a.py"][1]} and table["unreadable.py"][1] == []
+    found = _kernels_without_an_audit({"a.py": HONEST}).defs
+    assert {(line, node.name) for (_, line), (node, _) in found.items()} == {tuple(d) for d in table["a.py"][1]}
+
+
+def test_a_text_other_than_the_one_the_grader_audited_is_audited_in_the_worker():
+    """The table holds for the text it was made from (its digest): a file that reads otherwise in the worker
+    gets the audit's own answer there, never the table's lines applied to other defs."""
+    from unittest import mock
+
+    from autograder import audit
+
+    changed = HONEST.replace("def plain(x):", "@triton.jit\ndef plain(x):")
+    table = found_by_audit({"a.py": HONEST})
+    with mock.patch.object(audit, "kernel_definitions", wraps=audit.kernel_definitions) as audited:
+        names = {node.name for node, _ in AuditedKernels({"a.py": changed}, table).defs.values()}
+    assert audited.call_count == 1 and "plain" in names
+    assert names == {node.name for node, _ in AuditedKernels({"a.py": changed}).defs.values()}
 
 
 def _raw(obj):

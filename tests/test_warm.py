@@ -67,14 +67,17 @@ def _scores(result):
 
 def _plain_grading(monkeypatch) -> dict:
     """good_triton's vector_add and softmax graded without warmers. Without a GPU the grader starts none, so
-    this is the grading the run shares (tests/_autograder_helpers.graded; test_autograder_guarantees grades
-    them too); on a GPU they are turned off here."""
+    this is the grading the run shares (tests/_autograder_helpers.graded: test_autograder_guarantees and
+    test_feedback grade all of good_triton's exercises, asked for here too so that the run grades them once);
+    on a GPU they are turned off here."""
     import course
 
-    from _autograder_helpers import graded  # here: a module-level `graded` would keep the module in one process
+    # here: a module-level `graded` would keep the module in one process
+    from _autograder_helpers import GOOD_TRITON_EXERCISES, graded
 
     if not course.ON_GPU:
-        return {"exercises": list(graded("good_triton.py", ("vector_add", "softmax")).values())}
+        done = graded("good_triton.py", GOOD_TRITON_EXERCISES)
+        return {"exercises": [done["vector_add"], done["softmax"]]}
     monkeypatch.setenv(warm.ENV, "0")
     return grade_submission(SUBMISSIONS / "good_triton.py", ["vector_add", "softmax"], quick=True)
 
