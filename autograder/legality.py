@@ -205,6 +205,12 @@ def launches() -> int:
 # The recorded name of a call that takes a tensor's values out of torch: this prefix, a colon, the call
 # ("Tensor.tolist"). What is computed from such values no operator records.
 LEAVES_TORCH = "leaves_torch"
+# Code of the learner's that started inside the recorder's own handlers (see ``OpRecorder._unseen``).
+UNSEEN = "unseen"
+_UNSEEN_WHY = ("torch ran it while it was running an operator or function for the grader's recorder, where "
+               "the recorder's modes are off and nothing it does is seen (a finalizer or weakref callback of an "
+               "object the operator freed, a __del__, a hook the autograd engine calls, a callable handed to a "
+               "torch function): graded work runs in your own functions, your autograd.Function and your kernels")
 _LEAVE_WHY = ("hands the tensor's values out of torch (as text, Python numbers or lists, a numpy array, a "
               "storage or a pointer to its memory), where the grader cannot see what is computed with them: "
               "the exercise's work must be done by the torch operators it allows and your own kernels "
@@ -309,6 +315,40 @@ class Metadata:
             return bool(torch.equal(self._bytes(t), kept))
 
 
+@contextlib.contextmanager
+def _pushed(mode):
+    """``mode`` on torch's function-mode stack for the block, unless it is there already (inside its own
+    handler torch has taken it off)."""
+    from torch.overrides import _get_current_function_mode_stack
+
+    if any(m is mode for m in _get_current_function_mode_stack()):
+        yield
+    else:
+        with mode:
+            yield
+
+
+def backward_in_view(out, grad) -> None:
+    """``out.backward(grad)`` for a harness of the grader's, with the recorder's function half left on: the
+    learner's autograd.Function.backward then runs seen, as its forward does. (Tensor.backward is a torch
+    function: the function mode's handler would run the whole backward with the mode off.) The engine's
+    entry point is private to torch and the same in torch 2.11-2.13 (pyproject's range)."""
+    from torch.autograd.graph import _engine_run_backward
+
+    _engine_run_backward((out,), (grad,), False, False, (), allow_unreachable=True, accumulate_grad=True)
+
+
+@contextlib.contextmanager
+def _unwatched():
+    """The learner's own operator's Python runs under the recorder again: no watch for unseen code there."""
+    saved = sys.getprofile()
+    sys.setprofile(None)
+    try:
+        yield
+    finally:
+        sys.setprofile(saved)
+
+
 class _Exits(TorchFunctionMode):
     """The function-level half of the recorder: notes the calls that take values out of torch
     (``hands_values_out``) made by anyone but the grader and the interpreter (``_asked_by``)."""
@@ -318,11 +358,14 @@ class _Exits(TorchFunctionMode):
         self.recorder = recorder
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        if self.recorder.handling:  # the recorder's own bookkeeping, inside its dispatch handler
+            return func(*args, **(kwargs or {}))
         if getattr(func, "__self__", None) is _CUDA_ARRAY_INTERFACE:  # a pointer to device memory: noted
             self._note(func, sys._getframe(1))                        # before it is read (it raises on a CPU)
             return func(*args, **(kwargs or {}))
         before = self.recorder.operators
-        out = func(*args, **(kwargs or {}))
+        with self.recorder.watching():  # this mode is off while func runs: code of the learner's started there is not seen
+            out = func(*args, **(kwargs or {}))
         if (hands_values_out(func, args, kwargs, out, self.recorder.operators != before)
                 and not (args and self.recorder.metadata.holds(args[0]))):  # seq_lens.tolist(): the grader's integers
             self._note(func, sys._getframe(1))
@@ -427,6 +470,7 @@ class OpRecorder(TorchDispatchMode):
         fewest = _fewest_values(inputs)
         self._scalars, self._scalar_bound = 0, fewest[0] if fewest else None
         self._scalar_unit = fewest[1] if fewest else 1
+        self.handling = 0  # > 0 while the dispatch handler runs (its modes off; _Exits leaves its bookkeeping be)
 
     def __enter__(self):
         self._exits.__enter__()
@@ -455,12 +499,39 @@ class OpRecorder(TorchDispatchMode):
     def largest_seen(self) -> list:
         return list(_LEDGER[self][1])
 
+    @contextlib.contextmanager
+    def watching(self):
+        """While torch runs something for one of the recorder's handlers, with the recorder's mode off: a
+        Python profile function (this thread's: graded code starts no threads; the autograd engine's threads
+        set their own where they dispatch) notes any code of the learner's that starts meanwhile. Torch's
+        C++ kernels start none; a finalizer, a weakref callback or a hook is such code."""
+        saved = sys.getprofile()
+        sys.setprofile(self._unseen)
+        try:
+            yield
+        finally:
+            sys.setprofile(saved)
+
+    def _unseen(self, frame, event, _arg) -> None:
+        """Named where the learner's code is entered (a finalizer, a hook), not again for what it calls."""
+        if (event == "call" and self.is_learners(frame.f_code.co_filename)
+                and not (frame.f_back is not None and self.is_learners(frame.f_back.f_code.co_filename))):
+            self.note(f"{UNSEEN}:{frame.f_code.co_name}", frame)
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         _refuse_shadowed(args, kwargs, sys._getframe(1))
         python = _python_operator(func, args, kwargs)
-        if python is not None:
-            with self:  # an operator written in Python (torch.library.triton_op, custom_op): its code is seen
+        if python is not None:  # an operator written in Python (torch.library.triton_op, custom_op): its code
+            with self, _pushed(self._exits), _unwatched():  # is seen by both halves of the recorder
                 return python(*args, **(kwargs or {}))
+        self.handling += 1
+        try:
+            with self.watching():
+                return self._dispatch(func, args, kwargs)
+        finally:
+            self.handling -= 1
+
+    def _dispatch(self, func, args, kwargs):
         self.operators += 1
         out = func(*args, **(kwargs or {}))
         name = operator_name(func)
@@ -1097,6 +1168,7 @@ _MARKED_RECORDS = {
     LAUNCH_ARGUMENT: _launch_argument,
     LAUNCH_CALLBACK: lambda what, at, _: f"gives Triton {what} at {at}: {_CALLBACK_WHY}",
     LEAVES_TORCH: lambda what, at, values_may_leave: None if values_may_leave else f"calls {what} at {at}: it {_LEAVE_WHY}",
+    UNSEEN: lambda what, at, _: f"runs {what} (code of yours) at {at}: {_UNSEEN_WHY}",
 }
 
 

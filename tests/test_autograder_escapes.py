@@ -554,6 +554,26 @@ def test_logits_written_through_out_count_against_the_size_rule():
     assert any("aten.mm at line 14 produced a tensor of" in v for v in ex["violations"]), ex["violations"]
 
 
+@pytest.mark.parametrize("name, entered", [("finalizer_inside_an_operator", "runs _answer (code of yours) at line 13"),
+                                            ("hook_inside_backward", "runs hook (code of yours) at line 18")])
+def test_code_started_inside_the_recorders_handlers_scores_zero_and_is_named(name, entered):
+    # torch takes the recorder's modes off while it runs an operator (a storage freed there runs its
+    # finalizer) or a torch function (Tensor.backward runs the engine's hooks): code of the learner's that
+    # starts there is refused where it is entered
+    ex = escape(name)
+    assert ex["score"] == 0 and not ex["correct"]
+    assert any(v.startswith(entered) and "modes are off" in v for v in ex["violations"]), ex["violations"]
+
+
+def test_the_learners_backward_runs_seen_as_the_forward_does():
+    # the grader's harness runs the autograd engine with the recorder on: values taken out of torch in the
+    # backward of the learner's autograd.Function are named as in its forward
+    ex = graded("lce_values_leave_in_backward.py", ("linear_cross_entropy",), 300.0)["linear_cross_entropy"]
+    assert ex["score"] == 0 and not ex["correct"]
+    for line in (78, 79, 80):
+        assert any(v.startswith(f"calls Tensor.tolist at line {line}") for v in ex["violations"]), ex["violations"]
+
+
 def test_a_forbidden_call_no_graded_call_runs_is_a_note_and_costs_nothing():
     # on the CPU nothing is timed, so the branch for the timed workload never runs (on a GPU the recorded
     # call on the timed inputs runs it: tools/gpu_autograder_check.py)

@@ -289,8 +289,8 @@ LEGALITY_ESCAPES = ("escape_hook_computes", "escape_heuristic_computes", "escape
                     "escape_patches_a_tensor_method", "escape_redispatches_below_the_recorder",
                     "escape_calls_a_kernel_for_a_key", "escape_numpy_through_a_wrapper", "escape_shadows_a_tensor_method",
                     "escape_tells_timed_calls", "escape_fills_a_tensors_dict", "escape_course_tools_handed_on",
-                    "escape_finalizer_in_the_recorder",
-                    "escape_modules_through_parameters")
+                    "escape_finalizer_in_the_recorder", "escape_finalizer_inside_an_operator",
+                    "escape_hook_inside_backward", "escape_modules_through_parameters")
 # escapes of exercises other than softmax: file stem -> the exercises it answers
 OTHER_EXERCISES = {"escape_course_tools": ["benchmark", "peak_memory_bytes"], "escape_lazy_tuple": ["layer_norm_fwd"],
                    "escape_course_tools_handed_on": ["benchmark"],
@@ -369,6 +369,7 @@ def paged_metadata_notebook(out: Path) -> Path:
 LEGALITY_ONE_EXERCISE = (("honest_softmax_idioms", "softmax", "correct"),
                          ("honest_tutorial_vector_add", "vector_add", "correct"),
                          ("lce_logits_through_out", "linear_cross_entropy", "zero"),
+                         ("lce_values_leave_in_backward", "linear_cross_entropy", "zero"),
                          ("liger_style_lce", "linear_cross_entropy", "correct"),
                          ("honest_triton_op_softmax", "softmax", "correct"),
                          ("honest_custom_op_softmax", "softmax", "correct"),
