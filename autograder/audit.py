@@ -137,6 +137,17 @@ _INSPECT_READS = frozenset({"inspect.signature", "inspect.Signature", "inspect.P
                             "inspect.isfunction", "inspect.ismethod", "inspect.iscoroutinefunction"})
 
 
+def _builtin_type_method(path: str) -> bool:
+    """``builtins.dict.fromkeys``, ``builtins.int.bit_length``, ``builtins.str.lower``: a public method of a
+    built-in type (dict, int, str, ...) is plain Python, not the builtins module reached for; dunders are not
+    (``object.__setattr__``, ``type.__subclasses__`` are judged by the rules on them)."""
+    import builtins
+
+    parts = path.split(".")
+    return (len(parts) == 3 and parts[0] == "builtins" and isinstance(getattr(builtins, parts[1], None), type)
+            and not parts[2].startswith("_"))
+
+
 def _reaches_nothing(path: str, spelled: str) -> bool:
     """Whether ``path`` (as ``spelled`` in the source) is ``import gc`` / ``import inspect`` or one of the
     parts of them that reach nothing (gc's switches, inspect's signature readers)."""
@@ -1563,7 +1574,8 @@ class _Auditor(ast.NodeVisitor):
         path = canonical(path)
         parts = path.split(".")
         if (parts[0] in FORBIDDEN_MODULES and not spelled.startswith(("import ", "from "))
-                and not (parts[0] == "builtins" and "." not in spelled) and not _reaches_nothing(path, spelled)):
+                and not (parts[0] == "builtins" and "." not in spelled) and not _reaches_nothing(path, spelled)
+                and not _builtin_type_method(path)):
             # a forbidden module reached as another module's attribute (torch.inspect, torch.builtins.exec);
             # a built-in function named as such (len, open) is not reaching for the builtins module
             self.report(node, "forbidden-import", f"uses {spelled}" + (f" ({path})" if path != spelled else "")

@@ -1405,3 +1405,13 @@ def test_code_that_reads_the_modules_namespace_reaches_all_of_it(call):
     unreached = source.replace(call, "pass")
     assert not [f for f in audit(unreached, entry="softmax", forbidden_calls=forbidden_calls_for(spec),
                                  outside_torch=True) if f.rule == "outside-torch"]
+
+
+def test_a_built_in_types_own_methods_are_plain_python_not_the_builtins_module():
+    """dict.fromkeys, int.bit_length, str.lower: honest launchers write them; the builtins module itself and
+    a built-in type's dunders stay findings."""
+    honest = ("SUPPORTED = dict.fromkeys([1, 2], True)\ndef block(n):\n    return 1 << int.bit_length(n - 1)\n"
+              "def names(xs):\n    return sorted(xs, key=str.lower), float.fromhex('0x1p-3'), int.from_bytes(b'1', 'little')")
+    assert audit(honest) == []
+    assert "forbidden-import" in {f.rule for f in audit("import builtins\nbuiltins.len = lambda x: 0")}
+    assert audit("def f(o):\n    object.__setattr__(o, 'a', 1)") != []
