@@ -56,6 +56,17 @@ STATE = _LaunchState()
 _INSTALLED = False
 
 
+def _meter_launch(values) -> None:
+    """A memory exercise's meters learn what a launch was handed (a kernel may write into it): the tensors
+    among ``values``, and the one inside a holder (``triton.reinterpret``'s wrapper, a TensorDescriptor)."""
+    if not MemoryMeter.active:
+        return
+    holders = _triton_argument_types()["holders"]
+    opened = [getattr(v, "base", None) if type(v) in holders else v for v in values]
+    for meter in MemoryMeter.active:
+        meter.launched(opened)
+
+
 def _counting(run):
     def run_and_count(self, *args, **kwargs):
         grid = kwargs.get("grid")
@@ -68,8 +79,7 @@ def _counting(run):
         if STATE.benchmarking == 0 and STATE.null:
             STATE.launches += 1
             return None
-        for meter in MemoryMeter.active:  # a memory exercise's meters: what the kernel may write into
-            meter.launched((*args, *kwargs.values()))
+        _meter_launch((*args, *kwargs.values()))
         with _counted():
             out = run(self, *args, **kwargs)
         LaunchCallbacks.check(self, grid)  # again: a hook of its own may have added another
@@ -152,6 +162,7 @@ def _compiled_getitem(getitem):
             if STATE.benchmarking == 0 and STATE.null:
                 STATE.launches += 1
                 return None
+            _meter_launch((*args, *kwargs.values()))
             with _counted():
                 return runner(*args, **kwargs)
         return counted_runner

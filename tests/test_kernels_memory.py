@@ -340,3 +340,7 @@ def test_the_meter_counts_a_workspace_made_before_the_span_once_a_kernel_is_hand
     with MemoryMeter() as meter:  # without its inputs a meter judges no provenance: launches add nothing
         keep[(1,)](x, workspace, 64, BLOCK=64)
     assert meter.live_bytes() == 0
+    held = torch.empty(2048)  # handed inside triton.reinterpret's holder: the tensor inside is what is held
+    with MemoryMeter(inputs=(x,)) as meter:
+        keep[(1,)](x, triton.reinterpret(held, tl.float32), 64, BLOCK=64)
+    assert meter.live_bytes() == 2048 * 4
