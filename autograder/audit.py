@@ -61,6 +61,7 @@ import fnmatch
 import functools
 import importlib
 import os
+import re
 import threading
 import textwrap
 from dataclasses import dataclass
@@ -135,6 +136,23 @@ _GC_CONTROLS = frozenset({"gc.collect", "gc.disable", "gc.enable", "gc.isenabled
 # frame and no object beyond the one they are handed.
 _INSPECT_READS = frozenset({"inspect.signature", "inspect.Signature", "inspect.Parameter", "inspect.isclass",
                             "inspect.isfunction", "inspect.ismethod", "inspect.iscoroutinefunction"})
+
+
+def _format_field_reach(text: str) -> str | None:
+    """The first field of a str.format format that reads a dunder or a frame's or a closure cell's contents
+    (``{0.__closure__[0].cell_contents}``), else None; a string that is no format is None."""
+    import string
+
+    try:
+        fields = [f for _, f, spec, _ in string.Formatter().parse(text) for f in (f, spec) if f]
+    except (ValueError, TypeError):
+        return None
+    for field in fields:
+        parts = re.split(r"[.\[\]]", field)
+        if any(p.startswith("__") or p in _FRAME_ATTRS or p in ("cell_contents", "gi_code", "co_consts")
+               for p in parts[1:]):
+            return field
+    return None
 
 
 def _builtin_type_method(path: str) -> bool:
@@ -1339,6 +1357,15 @@ class _Auditor(ast.NodeVisitor):
         self.kernel_library: dict = {}
         self.outside_torch = False
         self.statements: list = []  # (text, its statements) handed to a statement runner as a literal
+        # module-level names bound once to a string literal: FMT.format(...) reads a format the audit sees
+        bound_strings: dict = {}
+        for stmt in scopes.module.node.body:
+            if isinstance(stmt, ast.Assign):
+                for t in stmt.targets:
+                    if isinstance(t, ast.Name):
+                        literal = isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)
+                        bound_strings[t.id] = None if t.id in bound_strings or not literal else stmt.value.value
+        self.literal_strings = {k: v for k, v in bound_strings.items() if v is not None}
 
     # -- helpers
     def _pure(self, expr) -> bool:
@@ -1848,6 +1875,7 @@ class _Auditor(ast.NodeVisitor):
 
     def visit_Call(self, node):
         self._check_kept_call(node)
+        self._check_format_call(node)
         if self.kernel_depth > 0:
             self._check_kernel_call(node)
         self._check_kernel_arguments(node)
@@ -2156,7 +2184,40 @@ class _Auditor(ast.NodeVisitor):
             self.report(target, "dynamic-code", f"writes {self.text(target)}: changing namespaces through "
                         "globals()/vars() is invisible to the audit")
 
+    def _check_format_call(self, node) -> None:
+        """``text.format(...)`` / ``format_map`` / ``string.Formatter``: a format the audit cannot read (text
+        computed at run time) may reach any attribute of the arguments, as a written one would."""
+        func = node.func
+        if self.paths(func) & {"string.Formatter", "string.Formatter.vformat", "string.Formatter.format"}:
+            self.report(node, "dynamic-code", f"{self.text(node)}: string.Formatter reads attributes of its "
+                        "arguments through format fields the audit cannot see")
+            return
+        if not (isinstance(func, ast.Attribute) and func.attr in ("format", "format_map")):
+            return
+        receiver = func.value
+        if self.external(receiver) & {"builtins.str", "<type>"} and node.args:  # str.format(text, ...), type("").format
+            receiver = node.args[0]                                              # (text, ...): text is the format
+        if isinstance(receiver, ast.Constant) and isinstance(receiver.value, str):
+            return  # read by visit_Constant
+        if isinstance(receiver, ast.Name) and receiver.id in self.literal_strings:
+            reached = _format_field_reach(self.literal_strings[receiver.id])
+            if reached:
+                self.report(node, "escape", f"{self.text(node)}: the format's field {reached!r} reaches an attribute "
+                            "the grader relies on")
+            return
+        if self.graded is None or self.graded_depth == 0:
+            return  # a table a notebook's cell prints (not graded code)
+        if any(not p.startswith(("builtins.", "<")) for p in self.external(receiver)):
+            return  # a module's own format function (string.Template's, logging's), not a string's
+        self.report(node, "dynamic-code", f"{self.text(node)}: a format made at run time reaches attributes of "
+                    "its arguments through fields the audit cannot read (write the format as a string literal)")
+
     def visit_Constant(self, node):
+        if isinstance(node.value, str) and "{" in node.value:
+            reached = _format_field_reach(node.value)
+            if reached:
+                self.report(node, "escape", f"a format string's field {reached!r} reaches an attribute the grader "
+                            "relies on (str.format reads attributes and items of its arguments, dunders too)")
         if node.value in _MEMORY_PROTOCOLS:
             self._memory_protocol(node, f"names {node.value!r} as a string", node.value)
         if node.value in _ESCAPE_DUNDERS or node.value in ("__dict__", "__class__", "__builtins__"):

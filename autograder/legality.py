@@ -43,7 +43,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from autograder.audit import resolve_path
 from autograder.imports import INSTALLED
-from measure.memory import MemoryMeter, Provenance, tensors_in, written_outputs
+from measure.memory import MemoryMeter, Provenance, storage_nbytes, storage_of, tensors_in, written_outputs
 
 
 class _LaunchState(threading.local):
@@ -62,9 +62,16 @@ def _meter_launch(values) -> None:
     if not MemoryMeter.active:
         return
     holders = _triton_argument_types()["holders"]
-    opened = [getattr(v, "base", None) if type(v) in holders else v for v in values]
+
+    def opened(v):  # at any depth: Triton takes tuples of pointers too
+        if type(v) in holders:
+            return getattr(v, "base", None)
+        if isinstance(v, (tuple, list)):
+            return [opened(item) for item in v]
+        return v
+
     for meter in MemoryMeter.active:
-        meter.launched(opened)
+        meter.launched([opened(v) for v in values])
 
 
 def _counting(run):
@@ -300,11 +307,11 @@ class Metadata:
 
     @staticmethod
     def _key(t):
-        return t.device, t.untyped_storage().data_ptr()
+        return t.device, torch.UntypedStorage.data_ptr(storage_of(t))
 
     @staticmethod
     def _bytes(t):
-        return torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage())
+        return torch.empty(0, dtype=torch.uint8, device=t.device).set_(storage_of(t))
 
     def keep(self, t) -> None:
         from torch.utils._python_dispatch import _disable_current_modes
@@ -374,6 +381,7 @@ class _Exits(TorchFunctionMode):
         if getattr(func, "__self__", None) is _CUDA_ARRAY_INTERFACE:  # a pointer to device memory: noted
             self._note(func, sys._getframe(1))                        # before it is read (it raises on a CPU)
             return func(*args, **(kwargs or {}))
+        _refuse_shadowed(args, kwargs, sys._getframe(1))  # (a storage freed inside a torch function: Tensor.data = ...)
         before = self.recorder.operators
         with self.recorder.watching():  # this mode is off while func runs: code of the learner's started there is not seen
             out = func(*args, **(kwargs or {}))
@@ -420,15 +428,56 @@ def hidden_methods(kind: type) -> frozenset:
 def _refuse_shadowed(args, kwargs, frame) -> None:
     """Refuse an operator handed a tensor whose own attributes hide Tensor methods, however they got there
     (``t.copy_ = f`` is refused where it is set; ``functools.update_wrapper`` fills ``__dict__`` itself): the
-    recorder's bookkeeping and torch call those methods on it, where the learner's function would run unseen."""
+    recorder's bookkeeping and torch call those methods on it, where the learner's function would run unseen.
+    Refuse one handed a storage (or a tensor whose storage is one) that carries anything of its own, an
+    attribute or a weak reference: torch keeps a storage's Python object as long as its memory, and frees it
+    inside the operator that lets the memory go (``set_``), where a finalizer, a ``__del__`` of what its
+    attributes hold or a method it hides would run with the recorder's modes off."""
+    from autograder import runtime_audit
+
     for t in tensors_in((args, kwargs or {})):
         own = getattr(t, "__dict__", None) if type(t) in PLAIN_TENSORS else None
         hidden = sorted(n for n in own if n in hidden_methods(type(t))) if own else ()
         if hidden:
-            from autograder import runtime_audit
-
             runtime_audit.refuse(f"hands an operator a tensor whose own attribute {hidden[0]} hides "
                                  f"Tensor.{hidden[0]}", "shadow", frame)
+    for storage in _storages_in((args, kwargs or {})):
+        if _carries_own(storage):
+            runtime_audit.refuse("hands an operator a storage that carries an attribute or a weak reference of "
+                                 "its own (a finalizer runs when the operator frees it, where the recorder's modes "
+                                 "are off)", "shadow", frame)
+
+
+_SET = torch.ops.aten.set_
+
+
+def _plain(t) -> bool:
+    return type(t) in PLAIN_TENSORS and t.layout == torch.strided
+
+
+def _storages_in(obj):
+    """The storages an operator is handed: storage objects, and those of the tensors it is handed."""
+    if isinstance(obj, torch.UntypedStorage):
+        yield obj
+    elif isinstance(obj, torch.Tensor):
+        if type(obj) in PLAIN_TENSORS and obj.layout == torch.strided:
+            try:
+                yield storage_of(obj)
+            except (RuntimeError, NotImplementedError):  # no storage of its own
+                pass
+    elif isinstance(obj, (tuple, list)):
+        for item in obj:
+            yield from _storages_in(item)
+    elif isinstance(obj, dict):
+        for item in obj.values():
+            yield from _storages_in(item)
+
+
+def _carries_own(storage) -> bool:
+    import weakref
+
+    own = object.__getattribute__(storage, "__dict__") if hasattr(type(storage), "__dict__") else None
+    return bool(own) or weakref.getweakrefcount(storage) > 0
 
 
 def operator_name(func) -> str:
@@ -511,6 +560,17 @@ class OpRecorder(TorchDispatchMode):
         return list(_LEDGER[self][1])
 
     @contextlib.contextmanager
+    def back_on(self):
+        """Inside the dispatch handler (torch has taken this mode off): both halves of the recorder on again for
+        the block, the function half only if it is not on already, no watch."""
+        TorchDispatchMode.__enter__(self)
+        try:
+            with _pushed(self._exits), _unwatched():
+                yield
+        finally:
+            TorchDispatchMode.__exit__(self, None, None, None)
+
+    @contextlib.contextmanager
     def watching(self):
         """While torch runs something for one of the recorder's handlers, with the recorder's mode off: a
         Python profile function (this thread's: graded code starts no threads; the autograd engine's threads
@@ -530,17 +590,28 @@ class OpRecorder(TorchDispatchMode):
             self.note(f"{UNSEEN}:{frame.f_code.co_name}", frame)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        _refuse_shadowed(args, kwargs, sys._getframe(1))
-        python = _python_operator(func, args, kwargs)
-        if python is not None:  # an operator written in Python (torch.library.triton_op, custom_op): its code
-            with self, _pushed(self._exits), _unwatched():  # is seen by both halves of the recorder
-                return python(*args, **(kwargs or {}))
         self.handling += 1
         try:
-            with self.watching():
-                return self._dispatch(func, args, kwargs)
+            _refuse_shadowed(args, kwargs, sys._getframe(1))
         finally:
             self.handling -= 1
+        python = _python_operator(func, args, kwargs)
+        if python is not None:  # an operator written in Python (torch.library.triton_op, custom_op): its code
+            with self.back_on():  # is seen by both halves of the recorder
+                return python(*args, **(kwargs or {}))
+        # set_ lets go of the tensor's storage: kept here while it runs, and let go of under the recorder, so
+        # whatever dies with it (a finalizer, what its attributes or its memory's Python owner hold) runs seen
+        self.handling += 1
+        try:
+            released = [storage_of(args[0])] if func.overloadpacket is _SET and args and _plain(args[0]) else None
+            with self.watching():
+                out = self._dispatch(func, args, kwargs)
+        finally:
+            self.handling -= 1
+        if released:
+            with self.back_on():
+                released.clear()
+        return out
 
     def _dispatch(self, func, args, kwargs):
         self.operators += 1
@@ -548,7 +619,7 @@ class OpRecorder(TorchDispatchMode):
         name = operator_name(func)
         # Storage no operator allocated (torch.frombuffer, a file, a storage built by hand), written into: it
         # holds all it can hold, whoever writes (the interpreter's copy of a kernel's output too).
-        foreign = max((t.untyped_storage().nbytes() // t.element_size() for t, _ in
+        foreign = max((storage_nbytes(storage_of(t)) // t.element_size() for t, _ in
                        self._provenance.foreign_writes(func, args, kwargs, out)), default=0) if self._provenance else 0
         if _interpreter_plumbing(sys._getframe(1)):
             if foreign > _LEDGER[self][1][0]:

@@ -93,9 +93,22 @@ def tensors_in(obj):
             yield from tensors_in(item)
 
 
+# A storage's methods are called unbound, as torch's classes define them: a storage object carries a __dict__
+# of its own, where an attribute would hide a method (code hung there would run inside a meter's handler).
+_Storage = torch.UntypedStorage
+
+
+def storage_of(t: torch.Tensor):
+    return torch.Tensor.untyped_storage(t)
+
+
+def storage_nbytes(storage) -> int:
+    return _Storage.nbytes(storage)
+
+
 def _storage_key(t: torch.Tensor):
     try:
-        return StorageWeakRef(t.untyped_storage())
+        return StorageWeakRef.from_weakref(_Storage._weak_ref(storage_of(t)))
     except (RuntimeError, NotImplementedError):  # a tensor without storage of its own (meta): nothing held
         return None
 
@@ -227,7 +240,7 @@ class MemoryMeter(TorchDispatchMode):
             return
         with torch._C.DisableTorchFunction():  # the meter's own reads, not the launching code's
             for t, key in self._provenance.foreign(values):
-                self._live.setdefault(key, t.untyped_storage().nbytes())
+                self._live.setdefault(key, storage_nbytes(storage_of(t)))
             self.peak = max(self.peak, self._total())
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -238,7 +251,7 @@ class MemoryMeter(TorchDispatchMode):
             found += self._provenance.foreign_writes(func, args, kwargs, out)
         for t, key in found:
             if key not in self._live:
-                self._live[key] = t.untyped_storage().nbytes()
+                self._live[key] = storage_nbytes(storage_of(t))
         self.peak = max(self.peak, self._total())
         return out
 
@@ -253,7 +266,7 @@ class MemoryMeter(TorchDispatchMode):
         for key in list(self._live):
             storage = torch.UntypedStorage._new_with_weak_ptr(key.cdata)
             if storage is not None:
-                self._live[key] = storage.nbytes()
+                self._live[key] = storage_nbytes(storage)
             total += self._live[key]
         return total
 

@@ -1415,3 +1415,30 @@ def test_a_built_in_types_own_methods_are_plain_python_not_the_builtins_module()
     assert audit(honest) == []
     assert "forbidden-import" in {f.rule for f in audit("import builtins\nbuiltins.len = lambda x: 0")}
     assert audit("def f(o):\n    object.__setattr__(o, 'a', 1)") != []
+
+
+def test_a_format_field_that_reaches_a_dunder_or_a_closure_cell_is_reported():
+    """str.format reads attributes and items of its arguments: {0.__closure__[0].cell_contents} reaches
+    what a probe of the grader's holds, written or bound to a name first; plain fields are formats."""
+    reaching = ['def benchmark(fn):\n    return float("{0.__closure__[1].cell_contents[base]}".format(fn))',
+                'FMT = "{0.__globals__}"\ndef benchmark(fn):\n    return FMT.format(fn)',
+                'def benchmark(fn):\n    return "{f.__code__.co_consts}".format(f=fn)']
+    for source in reaching:
+        assert "escape" in {f.rule for f in audit(source, entry="benchmark")}, source
+    honest = ('FMT = "{:>8.3f} ms {name}"\ndef benchmark(fn):\n    print("{0:.2f} {1[0]} {x.shape}".format(1.0, [2], x=fn))\n'
+              '    return float(FMT.format(1.0, name="a").split()[0])')
+    assert audit(honest, entry="benchmark") == []
+
+
+def test_a_format_made_at_run_time_in_graded_code_is_reported():
+    """A format computed at run time may name any field ("{0.__clo" + "sure__}"): in graded code it is
+    dynamic code; a notebook's table printed outside the graded function is not graded code."""
+    graded = 'def benchmark(fn):\n    f = "{0.__clo" + "sure__}"\n    return len(f.format(fn))'
+    assert "dynamic-code" in {f.rule for f in audit(graded, entry="benchmark")}
+    for spelled in ("str.format(f, fn)", "type('').format(f, fn)", "f.format_map({'0': fn})"):
+        source = f'def benchmark(fn):\n    f = "{{0.__clo" + "sure__}}"\n    return len({spelled})'
+        assert "dynamic-code" in {f.rule for f in audit(source, entry="benchmark")}, spelled
+    assert audit('def benchmark(fn):\n    return len(str.format("{0:.3f}", 1.0))', entry="benchmark") == []
+    assert "dynamic-code" in {f.rule for f in audit('import string\ndef benchmark(fn):\n    return string.Formatter().format("{0}", fn)', entry="benchmark")}
+    table = 'rows = ["{:>6}", "{:>8}"]\nfor r in rows:\n    print(r.format(1))\ndef benchmark(fn):\n    return 1.0'
+    assert audit(table, entry="benchmark") == []

@@ -344,3 +344,6 @@ def test_the_meter_counts_a_workspace_made_before_the_span_once_a_kernel_is_hand
     with MemoryMeter(inputs=(x,)) as meter:
         keep[(1,)](x, triton.reinterpret(held, tl.float32), 64, BLOCK=64)
     assert meter.live_bytes() == 2048 * 4
+    with MemoryMeter(inputs=(x,)) as meter:  # inside a tuple argument too (Triton takes tuples of pointers)
+        legality._meter_launch(((triton.reinterpret(held, tl.float32),), 64))
+    assert meter.live_bytes() == 2048 * 4
