@@ -188,7 +188,8 @@ FORBIDDEN_MODULES: dict[str, str] = {
     "builtins": "replaces Python's built-in functions for the grader too",
     "subprocess": _SPAWN, "_posixsubprocess": _SPAWN, "pty": _SPAWN, "multiprocessing": _SPAWN,
     "concurrent": "starts threads or processes", "threading": _THREADS, "_thread": _THREADS,
-    "socket": _NETWORK, "socketserver": _NETWORK, "ssl": _NETWORK, "urllib": _NETWORK, "http": _NETWORK,
+    "socket": _NETWORK, "_socket": _NETWORK, "_pyio": "opens files and descriptors in pure Python (the grader's "
+    "channel to the worker among them)", "socketserver": _NETWORK, "ssl": _NETWORK, "urllib": _NETWORK, "http": _NETWORK,
     "requests": _NETWORK, "ftplib": _NETWORK, "smtplib": _NETWORK, "xmlrpc": _NETWORK,
     **{m: "changes how the process handles signals (the grader's time limit among them)"
        for m in ("signal", "_signal")},
@@ -1348,8 +1349,10 @@ class _Auditor(ast.NodeVisitor):
         self.graded_depth = 0        # inside one of them
         self.annotation_depth = 0    # inside a variable's annotation (never evaluated in a function)
         self.parents: dict[int, ast.AST] = {}
-        self.own_methods = {f.name for c in ast.walk(scopes.module.node) if isinstance(c, ast.ClassDef)
-                            for f in c.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        methods = [f for c in ast.walk(scopes.module.node) if isinstance(c, ast.ClassDef)
+                   for f in c.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        self.own_methods = {f.name for f in methods}
+        self.method_nodes = {id(f) for f in methods}
         self.jit_wrapped, bound = _triton_wrapped(scopes.module.node, scopes)
         self.kernels = {n.name for n in ast.walk(scopes.module.node) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
                         and (_triton_decorated(n, scopes) or n.name in self.jit_wrapped)} | bound
@@ -1535,7 +1538,7 @@ class _Auditor(ast.NodeVisitor):
         parent = self.parents.get(id(node))
         if isinstance(node.ctx, ast.Load) and not (isinstance(parent, ast.Attribute) and isinstance(parent.ctx, ast.Load)):
             # the outermost attribute of a chain: check the whole dotted path once (and its prefixes)
-            for p in sorted(self.external(node), key=len):
+            for p in sorted(self.external(node), key=len) if not self._sets_own_instance(node) else ():
                 if p != "<type>" and self._check_path(node, p, self.text(node)):
                     break
             if (self.checking_ops() and node.attr in self.forbidden and node.attr in SPELLINGS
@@ -1556,8 +1559,21 @@ class _Auditor(ast.NodeVisitor):
             return
         self.generic_visit(node)
 
+    def _sets_own_instance(self, node) -> bool:
+        """``object.__setattr__(self, "block", n)`` in a method of the submission's own class (a frozen
+        dataclass's __post_init__, as the dataclasses documentation writes it): the learner's own instance."""
+        call, scope = self.parents.get(id(node)), self.stack[-1]
+        fn = getattr(scope, "node", None)
+        return (node.attr in ("__setattr__", "__delattr__") and isinstance(node.value, ast.Name)
+                and node.value.id == "object" and "builtins.object" in self.external(node.value)
+                and isinstance(call, ast.Call) and call.func is node and call.args
+                and isinstance(call.args[0], ast.Name) and id(fn) in self.method_nodes
+                and fn.args.args and call.args[0].id == fn.args.args[0].arg)
+
     def _check_dunder(self, node):
         attr = node.attr
+        if self._sets_own_instance(node):
+            return
         if (self.kernel_depth > 0 and attr not in kernel_value_attributes()
                 and self.paths(node.value) & {_LOCAL, _OWN}):
             self.report(node, "escape", f"uses {self.text(node)} in the Triton kernel {self.stack[-1].node.name}: "

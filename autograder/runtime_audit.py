@@ -75,6 +75,9 @@ _WHY = {
     "memory": "reading the process's memory by address takes values out of torch where nothing records it",
     "import": "the audit forbids this module in graded code",
     "hook": "audit hooks are the grader's",
+    "descriptor": "the worker answers the grader through a descriptor it inherited: graded code opens files by "
+                  "their paths, never a descriptor it did not open",
+    "socket": "graded code computes and returns; the worker alone talks to the grader",
     "environment": "the grader's process runs with the environment it was given (Triton's and torch's "
                    "settings, the commands libraries run): a write that leaves it as it was is fine",
     "shadow": "torch and the grader call a tensor's methods on it (its storage, copy_, numel...), outside your "
@@ -437,11 +440,19 @@ class _Hook:
         path = args[0] if args else None
         if isinstance(path, bytes):
             path = os.fsdecode(path)
+        if isinstance(path, int) and path > 2 and asker(frame)[0] == LEARNER:
+            return (f"opens the descriptor {path} as a file (a descriptor the code did not open is the "
+                    "grader's: its channel to the worker)"), "descriptor"
         if not isinstance(path, str):
-            return None  # a descriptor: opened before, by a path judged then
+            return None  # a descriptor opened by a library (by a path judged then), or a standard stream
         if _PROCESS_MEMORY.match(os.path.normpath(path)) or _PROCESS_MEMORY.match(os.path.realpath(path)):
             return f"opens {path} (the process's memory)", "memory"
         return None
+
+    def _socket(self, event, args, frame):
+        if asker(frame)[0] != LEARNER:
+            return None  # a library's own (Dask's, Jupyter's in the learner's kernel are not graded code)
+        return f"makes or uses a socket ({event}): graded code talks to nothing, the grader's channel included", "socket"
 
     def _import(self, event, args, frame):
         top = str(args[0]).split(".")[0] if args else ""
@@ -625,6 +636,8 @@ _EVENTS = {**{e: _Hook._process for e in _PROCESS},
                                          "ctypes.addressof", "ctypes.call_function", "ctypes.set_errno",
                                          "ctypes.get_errno")},
            "open": _Hook._open, "import": _Hook._import, "sys.addaudithook": _Hook._hook,
+           **{e: _Hook._socket for e in ("socket.__new__", "socket.bind", "socket.connect", "socket.sendto",
+                                         "socket.sendmsg")},
            "os.putenv": _Hook._environment, "os.unsetenv": _Hook._environment}
 
 HOOK: _Hook | None = None

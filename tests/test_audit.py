@@ -1442,3 +1442,13 @@ def test_a_format_made_at_run_time_in_graded_code_is_reported():
     assert "dynamic-code" in {f.rule for f in audit('import string\ndef benchmark(fn):\n    return string.Formatter().format("{0}", fn)', entry="benchmark")}
     table = 'rows = ["{:>6}", "{:>8}"]\nfor r in rows:\n    print(r.format(1))\ndef benchmark(fn):\n    return 1.0'
     assert audit(table, entry="benchmark") == []
+
+
+def test_a_frozen_dataclass_setting_its_own_field_is_not_reported():
+    """dataclasses' documentation sets a derived field of a frozen instance with object.__setattr__(self, ...)
+    in __post_init__: the learner's own object. On anything else it stays a finding."""
+    own = ("import dataclasses\n@dataclasses.dataclass(frozen=True)\nclass Config:\n    n: int\n    block: int = 0\n"
+           "    def __post_init__(self):\n        object.__setattr__(self, 'block', 2 * self.n)")
+    assert audit(own) == []
+    assert audit("import torch\ndef f(t):\n    object.__setattr__(torch, 'softmax', t)") != []
+    assert audit("class C:\n    def m(self, other):\n        object.__setattr__(other, 'x', 1)") != []

@@ -629,3 +629,21 @@ def test_a_librarys_resolver_loaded_after_the_worker_started_is_refused_to_the_l
     run = subprocess.run([sys.executable, str(tmp_path / "driver.py"), str(tmp_path / "learner.py")],
                          capture_output=True, text=True, timeout=300)
     assert "refused" in run.stdout and "calls tornado.util.import_object" in run.stdout, run.stdout + run.stderr
+
+
+def test_a_descriptor_the_code_did_not_open_and_sockets_are_refused_to_graded_code():
+    """The worker answers the grader through a descriptor it inherited (its number is in argv): _pyio and
+    _socket wrap it without an audit event of their own (the audit forbids both), and C's FileIO and
+    socket raise one, refused for the learner's code; the standard streams stay writable."""
+    import sys
+
+    from autograder import runtime_audit
+    from autograder.audit import audit
+
+    hook, here = runtime_audit._Hook.__new__(runtime_audit._Hook), sys._getframe()  # this file stands for the learner's
+    assert runtime_audit.asker(here)[0] == runtime_audit.LEARNER
+    assert hook._open("open", (7, "wb", 0), here)[1] == "descriptor"
+    assert hook._open("open", (1, "w", 0), here) is None and hook._open("open", ("data.txt", "r", 0), here) is None
+    assert hook._socket("socket.__new__", (None, 1, 1, 0), here)[1] == "socket"
+    for module in ("_pyio", "_socket"):
+        assert "forbidden-import" in {f.rule for f in audit(f"import {module}\ndef softmax(x):\n    return x")}
