@@ -351,9 +351,59 @@ def backward_in_view(out, grad) -> None:
     learner's autograd.Function.backward then runs seen, as its forward does. (Tensor.backward is a torch
     function: the function mode's handler would run the whole backward with the mode off.) The engine's
     entry point is private to torch and the same in torch 2.11-2.13 (pyproject's range)."""
+    _run_engine((out,), (grad,), False, False, (), accumulate=True)
+
+
+def _run_engine(outputs, grads, retain_graph, create_graph, inputs, accumulate: bool, allow_unused=True):
+    """torch.autograd.backward / grad below their torch-function check: the engine itself (not a torch
+    function), so the modes on the stack stay on while it runs the learner's backward and hooks."""
+    from torch.autograd import _make_grads, _tensor_or_tensors_to_tuple
     from torch.autograd.graph import _engine_run_backward
 
-    _engine_run_backward((out,), (grad,), False, False, (), allow_unreachable=True, accumulate_grad=True)
+    grads = _make_grads(outputs, _tensor_or_tensors_to_tuple(grads, len(outputs)), is_grads_batched=False)
+    retain_graph = create_graph if retain_graph is None else retain_graph
+    return _engine_run_backward(outputs, grads, retain_graph, create_graph, inputs,
+                                allow_unused if not accumulate else True, accumulate_grad=accumulate)
+
+
+def _as_tuple(value) -> tuple:
+    return (value,) if isinstance(value, torch.Tensor) else tuple(value)
+
+
+def _autograd_in_view(func, args, kwargs):
+    """Tensor.backward, torch.autograd.backward and torch.autograd.grad called by graded code, run by the
+    engine with the recorder's function half on (the learner's autograd.Function.backward and hooks it runs
+    are seen as any of its code is); None for a spelling this does not cover (batched or materialized
+    gradients, a dict of inputs, gradient edges): the function then runs as torch runs it, watched."""
+    import inspect
+
+    try:
+        a = inspect.signature(func).bind(*args, **(kwargs or {}))
+    except TypeError:
+        return None
+    a.apply_defaults()
+    a = a.arguments
+    inputs = a.get("inputs")
+    if isinstance(inputs, dict) or any(not isinstance(t, torch.Tensor) for t in _as_tuple(inputs or ())):
+        return None
+    if func is torch.Tensor.backward:
+        _run_engine((a["self"],), a["gradient"], a["retain_graph"], a["create_graph"], _as_tuple(inputs or ()), True)
+        return _NOTHING
+    if func is torch.autograd.backward:
+        if a.get("grad_variables") is not None:
+            return None
+        _run_engine(_as_tuple(a["tensors"]), a["grad_tensors"], a["retain_graph"], a["create_graph"],
+                    _as_tuple(inputs or ()), True)
+        return _NOTHING
+    if a.get("is_grads_batched") or a.get("materialize_grads"):
+        return None
+    allow_unused = bool(a.get("allow_unused"))
+    return _run_engine(_as_tuple(a["outputs"]), a["grad_outputs"], a["retain_graph"], a["create_graph"],
+                       _as_tuple(a["inputs"]), False, allow_unused)
+
+
+_NOTHING = object()  # what backward returns (None), told apart from "not covered"
+_AUTOGRAD_ENTRIES = (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad)
 
 
 @contextlib.contextmanager
@@ -382,6 +432,11 @@ class _Exits(TorchFunctionMode):
             self._note(func, sys._getframe(1))                        # before it is read (it raises on a CPU)
             return func(*args, **(kwargs or {}))
         _refuse_shadowed(args, kwargs, sys._getframe(1))  # (a storage freed inside a torch function: Tensor.data = ...)
+        if func in _AUTOGRAD_ENTRIES:  # the engine runs the learner's backward: with this mode on again
+            with self:
+                done = _autograd_in_view(func, args, kwargs)
+            if done is not None:
+                return None if done is _NOTHING else done
         before = self.recorder.operators
         with self.recorder.watching():  # this mode is off while func runs: code of the learner's started there is not seen
             out = func(*args, **(kwargs or {}))

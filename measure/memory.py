@@ -245,14 +245,15 @@ class MemoryMeter(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        self._prune()  # before adding: an expired entry must not shadow a new storage
-        found = list(fresh_outputs(args, kwargs, out))
-        if self._provenance is not None:
-            found += self._provenance.foreign_writes(func, args, kwargs, out)
-        for t, key in found:
-            if key not in self._live:
-                self._live[key] = storage_nbytes(storage_of(t))
-        self.peak = max(self.peak, self._total())
+        with torch._C.DisableTorchFunction():  # the meter's own reads, not the code that ran the operator
+            self._prune()  # before adding: an expired entry must not shadow a new storage
+            found = list(fresh_outputs(args, kwargs, out))
+            if self._provenance is not None:
+                found += self._provenance.foreign_writes(func, args, kwargs, out)
+            for t, key in found:
+                if key not in self._live:
+                    self._live[key] = storage_nbytes(storage_of(t))
+            self.peak = max(self.peak, self._total())
         return out
 
     def _prune(self) -> None:

@@ -1,8 +1,7 @@
 # An escape: a backward of the learner's own making in graded code. Tensor.backward is a torch function, so the
-# recorder's function half is off while the autograd engine runs, and a tensor hook the engine calls there
-# takes the values out of torch (tolist) unnoticed and computes the answer in Python. A Triton copy kernel
-# hands it over. Graded: 0 points, the hook named (code of the learner's that starts inside a torch function
-# the recorder handles is refused; the grader's own backward runs the learner's autograd.Function seen).
+# recorder's function half would be off while the autograd engine runs, and a tensor hook the engine calls there
+# would take the values out of torch (tolist) unnoticed and compute the answer in Python. A Triton copy kernel
+# hands it over. Graded: 0 points, the tolist named (the recorder runs the engine itself, with its modes on).
 import math
 
 import torch
