@@ -138,6 +138,16 @@ _INSPECT_READS = frozenset({"inspect.signature", "inspect.Signature", "inspect.P
                             "inspect.isfunction", "inspect.ismethod", "inspect.iscoroutinefunction"})
 
 
+def _literal_texts(value) -> list | None:
+    """The strings a literal is or holds as dict values ("a {x}", {"k": "b {y}"}); None for anything else."""
+    if isinstance(value, ast.Constant) and isinstance(value.value, str):
+        return [value.value]
+    if isinstance(value, ast.Dict) and value.values and all(
+            isinstance(v, ast.Constant) and isinstance(v.value, str) for v in value.values):
+        return [v.value for v in value.values]
+    return None
+
+
 def _format_field_reach(text: str) -> str | None:
     """The first field of a str.format format that reads a dunder or a frame's or a closure cell's contents
     (``{0.__closure__[0].cell_contents}``), else None; a string that is no format is None."""
@@ -1360,15 +1370,24 @@ class _Auditor(ast.NodeVisitor):
         self.kernel_library: dict = {}
         self.outside_torch = False
         self.statements: list = []  # (text, its statements) handed to a statement runner as a literal
-        # module-level names bound once to a string literal: FMT.format(...) reads a format the audit sees
-        bound_strings: dict = {}
-        for stmt in scopes.module.node.body:
-            if isinstance(stmt, ast.Assign):
-                for t in stmt.targets:
-                    if isinstance(t, ast.Name):
-                        literal = isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)
-                        bound_strings[t.id] = None if t.id in bound_strings or not literal else stmt.value.value
-        self.literal_strings = {k: v for k, v in bound_strings.items() if v is not None}
+        # names (of any scope) only ever bound to string literals, or to dicts whose values all are: the
+        # formats ``msg.format(...)`` and ``MESSAGES["shape"].format(...)`` read are formats the audit sees
+        self.literal_strings: dict = {}
+        unknown = set()
+        for stmt in ast.walk(scopes.module.node):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else (
+                [stmt.target] if isinstance(stmt, (ast.AnnAssign, ast.AugAssign, ast.For, ast.NamedExpr)) else [])
+            value = getattr(stmt, "value", None) if not isinstance(stmt, (ast.AugAssign, ast.For)) else None
+            for t in targets:
+                if not isinstance(t, ast.Name):
+                    continue
+                texts = _literal_texts(value)
+                if texts is None:
+                    unknown.add(t.id)
+                else:
+                    self.literal_strings.setdefault(t.id, []).extend(texts)
+        for name in unknown:
+            self.literal_strings.pop(name, None)
 
     # -- helpers
     def _pure(self, expr) -> bool:
@@ -2215,8 +2234,9 @@ class _Auditor(ast.NodeVisitor):
             receiver = node.args[0]                                              # (text, ...): text is the format
         if isinstance(receiver, ast.Constant) and isinstance(receiver.value, str):
             return  # read by visit_Constant
-        if isinstance(receiver, ast.Name) and receiver.id in self.literal_strings:
-            reached = _format_field_reach(self.literal_strings[receiver.id])
+        named = receiver.value if isinstance(receiver, ast.Subscript) else receiver  # MESSAGES["shape"]
+        if isinstance(named, ast.Name) and named.id in self.literal_strings:
+            reached = next((r for r in map(_format_field_reach, self.literal_strings[named.id]) if r), None)
             if reached:
                 self.report(node, "escape", f"{self.text(node)}: the format's field {reached!r} reaches an attribute "
                             "the grader relies on")

@@ -1442,6 +1442,12 @@ def test_a_format_made_at_run_time_in_graded_code_is_reported():
     assert "dynamic-code" in {f.rule for f in audit('import string\ndef benchmark(fn):\n    return string.Formatter().format("{0}", fn)', entry="benchmark")}
     table = 'rows = ["{:>6}", "{:>8}"]\nfor r in rows:\n    print(r.format(1))\ndef benchmark(fn):\n    return 1.0'
     assert audit(table, entry="benchmark") == []
+    templates = ('MESSAGES = {"shape": "takes 2-D, got {shape}"}\ndef softmax(x):\n    msg = "row of {n} > {limit}"\n'
+                 '    if x.dim() != 2:\n        raise ValueError(MESSAGES["shape"].format(shape=x.shape))\n'
+                 '    raise ValueError(msg.format(n=1, limit=2))')
+    assert audit(templates, entry="softmax") == []  # templates bound to literals are formats the audit reads
+    bad = 'def benchmark(fn):\n    msg = "{0.__globals__}"\n    return msg.format(fn)'
+    assert "escape" in {f.rule for f in audit(bad, entry="benchmark")}
 
 
 def test_a_frozen_dataclass_setting_its_own_field_is_not_reported():
