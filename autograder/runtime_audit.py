@@ -440,9 +440,8 @@ class _Hook:
         path = args[0] if args else None
         if isinstance(path, bytes):
             path = os.fsdecode(path)
-        if isinstance(path, int) and path > 2 and asker(frame)[0] == LEARNER:
-            return (f"opens the descriptor {path} as a file (a descriptor the code did not open is the "
-                    "grader's: its channel to the worker)"), "descriptor"
+        if isinstance(path, int) and path in PROTECTED_DESCRIPTORS:
+            return f"opens the descriptor {path} as a file (the worker's channel to the grader)", "descriptor"
         if not isinstance(path, str):
             return None  # a descriptor opened by a library (by a path judged then), or a standard stream
         if _PROCESS_MEMORY.match(os.path.normpath(path)) or _PROCESS_MEMORY.match(os.path.realpath(path)):
@@ -641,6 +640,8 @@ _EVENTS = {**{e: _Hook._process for e in _PROCESS},
            "os.putenv": _Hook._environment, "os.unsetenv": _Hook._environment}
 
 HOOK: _Hook | None = None
+# The worker's own descriptors (its channel to the grading process): never opened as a file by anyone else.
+PROTECTED_DESCRIPTORS: set[int] = set()
 
 
 def install(audited=(), tensors: bool = True) -> _Hook:

@@ -630,6 +630,10 @@ def main(argv) -> int:
     sock = socket.socket(fileno=int(argv[1]))
     import course  # noqa: F401  (the device and the interpreter, before any kernel is defined)
 
+    from autograder import runtime_audit
+
+    runtime_audit.PROTECTED_DESCRIPTORS.add(sock.fileno())
+
     job = protocol.recv(sock)
     fn, ready = load_entry(job)
     # The worker's own set-up (the launch counter, the autotune pin, the device's context) is done before it
