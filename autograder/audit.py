@@ -2085,6 +2085,11 @@ class _Auditor(ast.NodeVisitor):
         obj = resolve_path(path) if path.startswith("triton.") else None
         if obj is None:
             return None
+        owner = resolve_path(path.rsplit(".", 1)[0])
+        if isinstance(owner, type) and owner.__module__.startswith("triton.language"):
+            # tl.tensor.softmax(x): a method of Triton's tensor class is the library function of its name
+            name = path.rsplit(".", 1)[1]
+            return next((key for key in self.kernel_library if key.rsplit(".", 1)[1] == name), None)
         return next((key for key in self.kernel_library if resolve_path(key) is obj), None)
 
     def _kernel_getattr_ok(self, node) -> bool:

@@ -1209,12 +1209,13 @@ def test_a_triton_library_function_doing_the_exercise_is_refused_in_its_kernels_
             r = tl.arange(0, BLOCK)
             x = tl.load(x_ptr + r)
             y = tl.softmax(x)
-            tl.store(y_ptr + r, y + x.softmax())
+            z = tl.tensor.softmax(x)  # the tensor class's method: the library function of its name
+            tl.store(y_ptr + r, y + x.softmax() + z)
         ''')
     for exercise in ("softmax", "online_softmax", "flash_attention_fwd", "paged_decode_attention"):
         found = audit(src, kernel_library=specs.get(exercise).rules.kernel_library)
         said = [f.message for f in found if f.rule == "kernel-library"]
-        assert len(said) == 2 and all("Triton's library softmax" in m and "max, exp and sum" in m for m in said), said
+        assert len(said) == 3 and all("Triton's library softmax" in m and "max, exp and sum" in m for m in said), said
     assert not audit(src, kernel_library=specs.get("matmul").rules.kernel_library)
 
 
