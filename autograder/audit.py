@@ -1123,7 +1123,7 @@ def _pure(scopes: "_Scopes", expr, scope, depth: int = 0) -> bool:
     """Whether ``expr`` is configuration: made from constants, shapes, strides, dtypes, module constants and
     Triton's helpers (``triton.next_power_of_2``, ``triton.Config``), never from a tensor's values. A cache
     keyed and filled with such values (launch configurations) can hold no answer."""
-    if depth > 8:
+    if depth > 16:  # (a device property reached through a few module-level names takes a dozen steps)
         return False
     pure = lambda e: _pure(scopes, e, scope, depth + 1)  # noqa: E731
     if isinstance(expr, (ast.Constant, ast.JoinedStr)):
@@ -1141,15 +1141,25 @@ def _pure(scopes: "_Scopes", expr, scope, depth: int = 0) -> bool:
     if isinstance(expr, ast.IfExp):
         return pure(expr.test) and pure(expr.body) and pure(expr.orelse)
     if isinstance(expr, ast.Subscript):
+        if _reads_filled_table(scopes, expr.value):
+            return pure(expr.slice)
         return pure(expr.value) and pure(expr.slice)
     if isinstance(expr, ast.Slice):
         return all(pure(e) for e in (expr.lower, expr.upper, expr.step) if e is not None)
     if isinstance(expr, ast.Attribute):
-        if expr.attr in _LAYOUT_ATTRS:
+        if expr.attr in _LAYOUT_ATTRS or _compiled_ahead(scopes, expr, scope):
             return True
+        if (not expr.attr.startswith("__") and scopes.paths(expr.value, scope) != {_OWN}
+                and not isinstance(expr.value, ast.Attribute) and pure(expr.value)):
+            return True  # DEVICE.index, a device's property of a value that is configuration itself
         paths = scopes.paths(expr, scope)
         return bool(paths) and all(_is_external(p) and p != "<type>" for p in paths)  # torch.float16, tl.int32
     if isinstance(expr, ast.Call):
+        if _compiled_ahead(scopes, expr, scope):
+            return True
+        if (isinstance(expr.func, ast.Attribute) and expr.func.attr == "get"
+                and _reads_filled_table(scopes, expr.func.value)):  # table.get(key): what it holds, or None
+            return all(pure(a) for a in expr.args)
         args = all(pure(a) for a in expr.args) and all(pure(k.value) for k in expr.keywords)
         if isinstance(expr.func, ast.Attribute) and expr.func.attr in _LAYOUT_METHODS:
             return args
@@ -1164,9 +1174,50 @@ def _pure(scopes: "_Scopes", expr, scope, depth: int = 0) -> bool:
             # the submission's own def or class (a compiled kernel kept by its block size), or a parameter
             # that every call of its function fills with configuration
             return scopes.paths(expr, scope) == {_OWN} or _pure_parameter(scopes, expr.id, scope, depth)
-        return all(
-            (pure(v[1]) if v[0] == "iter" else False) if isinstance(v, tuple) else pure(v) for v in values)
+        judging = scopes.__dict__.setdefault("judging", set())
+        key = (expr.id, id(scope))
+        if key in judging:  # occupancy = min(occupancy, ...): the name's other values decide
+            return True
+        judging.add(key)
+        try:
+            return all(
+                (pure(v[1]) if v[0] == "iter" else False) if isinstance(v, tuple) else pure(v) for v in values)
+        finally:
+            judging.discard(key)
     return False
+
+
+def _reads_filled_table(scopes: "_Scopes", expr) -> bool:
+    """Whether ``expr`` is the module-level table a store is being judged for (``kernels`` while judging
+    ``kernels[b] = (compiled, n)``): a value read back from it is what the table holds, judged by its stores."""
+    return isinstance(expr, ast.Name) and expr.id == getattr(scopes, "filling", None)
+
+
+def _compiled_ahead(scopes: "_Scopes", expr, scope, depth: int = 0) -> bool:
+    """``kernel.warmup(...)`` of the submission's own kernel, a name only ever bound to one, or an attribute of
+    it (``compiled.n_regs``, ``compiled.metadata.shared``): compiling reads the arguments' types and shapes,
+    never their values, so the compiled kernel (Triton's tutorial keeps one per block size) holds no answer."""
+    if depth > 4:
+        return False
+    if isinstance(expr, ast.Attribute):
+        return _compiled_ahead(scopes, expr.value, scope, depth + 1)
+    if isinstance(expr, ast.Call):
+        return (isinstance(expr.func, ast.Attribute) and expr.func.attr == "warmup"
+                and scopes.paths(expr.func.value, scope) == {_OWN})
+    if isinstance(expr, ast.Name):
+        values = scopes.values_of(expr.id, scope)
+        return bool(values) and any(_compiled_ahead(scopes, v, scope, depth + 1) for v in values) and all(
+            not isinstance(v, tuple) and (_compiled_ahead(scopes, v, scope, depth + 1) or _read_back(scopes, v))
+            for v in values)
+    return False
+
+
+def _read_back(scopes: "_Scopes", expr) -> bool:
+    """``table[key]`` or ``table.get(key)`` of the table being judged (``_reads_filled_table``)."""
+    if isinstance(expr, ast.Subscript):
+        return _reads_filled_table(scopes, expr.value)
+    return (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "get"
+            and _reads_filled_table(scopes, expr.func.value))
 
 
 def _call_sites(scopes: "_Scopes", name: str) -> tuple[list, bool]:
@@ -1857,7 +1908,12 @@ class _Auditor(ast.NodeVisitor):
             return
         root = self._kept_root(target.value) if isinstance(target, ast.Subscript) else None
         if root is not None:
-            if value is not None and self._pure(target.slice) and self._pure(value):
+            self.scopes.filling = root  # what the table already holds counts as what it may hold
+            try:
+                configuration = value is not None and self._pure(target.slice) and self._pure(value)
+            finally:
+                self.scopes.filling = None
+            if configuration:
                 return  # a configuration table (block sizes by shape): it can hold no answer
             self.report(target, "kept-state", f"stores into {self.text(target.value)}[...], defined outside the "
                         f"function: {_KEPT}")

@@ -1459,3 +1459,43 @@ def test_a_frozen_dataclass_setting_its_own_field_is_not_reported():
     assert audit(own) == []
     assert audit("import torch\ndef f(t):\n    object.__setattr__(torch, 'softmax', t)") != []
     assert audit("class C:\n    def m(self, other):\n        object.__setattr__(other, 'x', 1)") != []
+
+
+def test_triton_tutorials_table_of_kernels_compiled_ahead_is_configuration():
+    """Triton's fused-softmax tutorial keeps, per block size, the kernel compiled ahead (kernel.warmup) and the
+    programs its registers and shared memory allow, read from the device's properties: configuration, read back
+    from the same table; a table filled with a tensor's values stays kept state."""
+    tutorial = textwrap.dedent('''
+        import torch
+        import triton
+        import triton.language as tl
+        from triton.runtime import driver
+
+        DEVICE = triton.runtime.driver.active.get_active_torch_device()
+        properties = driver.active.utils.get_device_properties(DEVICE.index)
+        NUM_SM, NUM_REGS = properties["multiprocessor_count"], properties["max_num_regs"]
+        SIZE_SMEM, WARP_SIZE = properties["max_shared_mem"], properties["warpSize"]
+        kernels = {}
+
+        @triton.jit
+        def softmax_kernel(y_ptr, x_ptr, n, BLOCK: tl.constexpr):
+            pass
+
+        def softmax(x):
+            y = torch.empty_like(x)
+            BLOCK = triton.next_power_of_2(x.shape[1])
+            kernel = kernels.get(BLOCK)
+            if kernel is None:
+                kernel = softmax_kernel.warmup(y, x, x.shape[1], BLOCK=BLOCK, num_warps=8, grid=(1, ))
+                kernel._init_handles()
+                occupancy = NUM_REGS // (kernel.n_regs * WARP_SIZE * 8)
+                occupancy = min(occupancy, SIZE_SMEM // max(kernel.metadata.shared, 1))
+                kernels[BLOCK] = (kernel, NUM_SM * occupancy)
+            kernel, programs = kernels[BLOCK]
+            kernel[(min(programs, x.shape[0]), 1, 1)](y, x, x.shape[1], BLOCK)
+            return y
+        ''')
+    rules = dict(entry="softmax", forbidden_calls=forbidden_calls_for(specs.get("softmax")))
+    assert "kept-state" not in {f.rule for f in audit(tutorial, **rules)}
+    kept = tutorial.replace("kernels[BLOCK] = (kernel, NUM_SM * occupancy)", "kernels[BLOCK] = (kernel, x.sum())")
+    assert "kept-state" in {f.rule for f in audit(kept, **rules)}
