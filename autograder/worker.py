@@ -20,7 +20,7 @@ import socket
 import sys
 import traceback
 
-from autograder import protocol
+from autograder import protocol, torch_internals
 
 
 # Plain values an entry point may return beside tensors (the measuring exercises' numbers and words).
@@ -247,7 +247,7 @@ class Worker:
                        torch.utils.deterministic.fill_uninitialized_memory)
         if poison and not self.on_gpu:
             # Every torch.empty / empty_like now holds NaN (ints: their max): never-written outputs show.
-            torch.use_deterministic_algorithms(True, warn_only=True)
+            torch_internals.deterministic_algorithms(torch)
             torch.utils.deterministic.fill_uninitialized_memory = True
 
     def restore(self) -> None:
@@ -662,9 +662,12 @@ def make_worker(fn, job: dict) -> Worker:
         worker = Worker(fn, job.get("source_file"), poison=job.get("poison", True), harness=spec.harness, fresh=fresh,
                         folder=job.get("submission_dir"), course_tools=spec.course_tools,
                         kernel_library={**spec.rules.kernel_library, **atomics(spec)})
-        # The operator recorder (checked calls; a baseline makes timed calls only) imports torch._dynamo at
-        # its first use (PyTorch wraps every dispatch mode's handler in torch._disable_dynamo, which imports
-        # it lazily): 1-4 s, paid here, beside the grading process's own preparation, not in the first case.
+        # The operator recorder (checked calls; a baseline makes timed calls only) and the memory meter run
+        # without importing torch._dynamo until something evaluates frames (dispatch_modes_without_dynamo)
+        from measure.memory import MemoryMeter
+
+        torch_internals.dispatch_modes_without_dynamo(worker.legality.OpRecorder, MemoryMeter)
+        # its first use, paid here, beside the grading process's own preparation, not in the first case
         with worker.legality.OpRecorder(None):
             worker.torch.zeros(1).add_(1)
     if worker.on_gpu:

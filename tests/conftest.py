@@ -130,6 +130,7 @@ WORKER_TESTS: dict[str, set[str] | str] = {
         "test_what_a_raw_frame_cannot_carry_goes_as_torch_save"},
     "test_release": {"test_check_and_the_grader_run_from_the_handout_alone"},
     "test_solutions_graded": "*",
+    "test_worker_start": {"test_a_grading_worker_is_ready_without_dynamo_inductor_or_what_the_audits_rules_name"},
     "test_warm": {"test_a_hanging_warmer_is_cut_off_and_the_graded_worker_judges",
         "test_beside_the_graded_worker_warmers_stop_where_it_is_and_are_gone_before_judging",
         "test_every_warmer_is_gone_before_the_graded_cases",
