@@ -290,6 +290,9 @@ _PATH_RULES: dict[str, tuple[str, str]] = {
 # (a path that reaches the same object is the same function: ``canonical``).
 _RUNS_STRINGS = "runs code given as a string, which the audit cannot read"
 _PATH_RULES.update({
+    **{p: ("grader-state", "captures what the process prints, where a kernel's device_print hands its values over "
+                           "(print to see them; the grader compares what your function returns)")
+       for p in ("contextlib.redirect_stdout", "contextlib.redirect_stderr")},
     **{p: ("dynamic-code", _RUNS_STRINGS) for p in (
         "cProfile.run", "cProfile.runctx", "profile.run", "profile.runctx", "pdb.run", "pdb.runeval", "pdb.runctx",
         "doctest.run_docstring_examples", "doctest.testmod", "doctest.testfile", "doctest.DocTestRunner",

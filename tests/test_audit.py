@@ -1499,3 +1499,10 @@ def test_triton_tutorials_table_of_kernels_compiled_ahead_is_configuration():
     assert "kept-state" not in {f.rule for f in audit(tutorial, **rules)}
     kept = tutorial.replace("kernels[BLOCK] = (kernel, NUM_SM * occupancy)", "kernels[BLOCK] = (kernel, x.sum())")
     assert "kept-state" in {f.rule for f in audit(kept, **rules)}
+
+
+def test_capturing_what_the_process_prints_is_reported():
+    """Under the interpreter a kernel's tl.device_print is Python's print: captured, it hands the values over."""
+    source = "import contextlib, io\ndef softmax(x):\n    with contextlib.redirect_stdout(io.StringIO()):\n        pass\n    return x"
+    assert "grader-state" in {f.rule for f in audit(source, entry="softmax")}
+    assert "patching" in {f.rule for f in audit("import sys, io\ndef softmax(x):\n    sys.stdout = io.StringIO()\n    return x")}
