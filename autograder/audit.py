@@ -268,7 +268,9 @@ _PATH_RULES: dict[str, tuple[str, str]] = {
     **{p: ("escape", "extends the operator table of one of torch's tensor subclasses: an implementation "
                      "registered there runs below the operator the grader records, where nothing records it")
        for p in ("torch.nested._internal", "torch.masked.maskedtensor", "torch.masked._ops",
-                 "torch.distributed.tensor._ops", "torch.sparse._triton_ops")},
+                 "torch.distributed.tensor._ops", "torch.sparse._triton_ops", "torch.sparse.semi_structured",
+                 "torch.sparse._semi_structured_ops", "torch.sparse.SparseSemiStructuredTensor",
+                 "torch.sparse.SparseSemiStructuredTensorCUTLASS", "torch.sparse.SparseSemiStructuredTensorCUSPARSELT")},
     "torch.Tensor._make_subclass": ("escape", "makes a tensor subclass that can intercept every operator"),
     "torch.utils.deterministic": ("grader-state", _STATE),
     **{f"torch.{n}": ("grader-state", _STATE) for n in (

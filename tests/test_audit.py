@@ -358,6 +358,7 @@ TENSOR_CLASSES_BUILT = [  # a tensor subclass built by type() rather than a clas
     # an implementation added to the operator table of one of torch's own subclasses
     "from torch.nested._internal.ops import register_jagged_func",
     "from torch.masked.maskedtensor._ops_refs import register_dispatch_func",
+    "import torch\ntorch.sparse.SparseSemiStructuredTensorCUTLASS._load_dispatch_table(custom_dispatch_table={})",
 ]
 
 
