@@ -29,6 +29,7 @@ WORKER_TESTS: dict[str, set[str] | str] = {
         "test_a_forbidden_call_no_graded_call_runs_is_a_note_and_costs_nothing",
         "test_code_started_inside_the_recorders_handlers_scores_zero_and_is_named",
         "test_the_learners_backward_runs_seen_as_the_forward_does",
+        "test_what_dies_with_a_storage_set__lets_go_of_runs_under_the_recorder",
         "test_a_storage_that_carries_code_of_its_own_is_refused_before_an_operator_can_free_it",
         "test_a_launch_made_from_a_grid_callable_is_counted",
         "test_a_module_beside_the_submission_is_audited_as_the_submission",

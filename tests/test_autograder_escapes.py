@@ -601,6 +601,14 @@ def test_a_storage_that_carries_code_of_its_own_is_refused_before_an_operator_ca
                and "at line 23" in v for v in ex["violations"]), ex["violations"]
 
 
+def test_what_dies_with_a_storage_set__lets_go_of_runs_under_the_recorder():
+    # the storage's memory is a Python buffer of the learner's class: set_ lets go of it under the recorder,
+    # so what its __del__ runs is recorded at the set_ line
+    ex = escape("buffer_dies_in_set")
+    assert ex["score"] == 0 and not ex["correct"]
+    assert any(v.startswith("calls torch operator aten.softmax at line 21") for v in ex["violations"]), ex["violations"]
+
+
 def test_the_learners_backward_runs_seen_as_the_forward_does():
     # the grader's harness runs the autograd engine with the recorder on: values taken out of torch in the
     # backward of the learner's autograd.Function are named as in its forward

@@ -290,7 +290,7 @@ LEGALITY_ESCAPES = ("escape_hook_computes", "escape_heuristic_computes", "escape
                     "escape_calls_a_kernel_for_a_key", "escape_numpy_through_a_wrapper", "escape_shadows_a_tensor_method",
                     "escape_tells_timed_calls", "escape_fills_a_tensors_dict", "escape_course_tools_handed_on",
                     "escape_finalizer_in_the_recorder", "escape_finalizer_inside_an_operator",
-                    "escape_hook_inside_backward", "escape_storage_dies_in_an_operator",
+                    "escape_hook_inside_backward", "escape_storage_dies_in_an_operator", "escape_buffer_dies_in_set",
                     "escape_modules_through_parameters")
 # escapes of exercises other than softmax: file stem -> the exercises it answers
 OTHER_EXERCISES = {"escape_course_tools": ["benchmark", "peak_memory_bytes"], "escape_lazy_tuple": ["layer_norm_fwd"],
