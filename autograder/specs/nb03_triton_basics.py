@@ -82,8 +82,10 @@ EXERCISES = [
             # Rests on the solution's 0.99x on the H100 and 0.88x on the H200 (results/h100-2026-11-22 and
             # results/h200-2026-11-22, calibration.json): 0.88 / 1.15 = 0.765, so full credit from 0.75; the
             # naive version (clone + add_, 5N bytes for 3N) measured 0.61x on the H100, under the floor. At
-            # copy bandwidth there is no more than 1.0x to be had. tests/test_results.py checks both rules.
-            nbytes=lambda a: 3 * a[0].numel() * a[0].element_size(), threshold=0.75, floor=0.65),
+            # copy bandwidth there is no more than 1.0x to be had. tests/test_results.py checks both rules. The
+            # naive version read up to 0.666x in repeated gradings on an H200 (results/h200-2026-11-28/repeat-03h24):
+            # no credit at or below 0.7.
+            nbytes=lambda a: 3 * a[0].numel() * a[0].element_size(), threshold=0.75, floor=0.7),
     ),
     Exercise(
         id="bias_gelu", notebook=NOTEBOOK, entry="bias_gelu", signature="bias_gelu(x, bias) -> gelu(x + bias)",

@@ -270,8 +270,10 @@ EXERCISES = [
             # holds the 15% rule and the floor): the solution's one-row-per-program kernel ran at
             # 0.86-0.91x eager on an H100 and 0.93x on an H200 (eager's own kernel is near copy bandwidth),
             # so full credit from 0.7; the naive eager version (mean, sub, square, mean, rsqrt, mul, add:
-            # ~7 passes) measured 0.13x. kernels_ref's tuned kernel reaches 1.26x (the bench).
-            threshold=0.7, floor=0.4, naive=naive_layer_norm_fwd),
+            # ~7 passes) measured 0.13x. kernels_ref's tuned kernel reaches 1.26x (the bench). Over repeated
+            # gradings on an H200 (results/h200-2026-11-27/repeat-23h10, results/h200-2026-11-28/repeat-03h24) the
+            # solution read 0.73-1.02x: the slowest clears 0.6 by 15%, so full credit from 0.6.
+            threshold=0.6, floor=0.4, naive=naive_layer_norm_fwd),
     ),
     Exercise(
         id="layer_norm_bwd", notebook=NOTEBOOK, entry="layer_norm_bwd",
@@ -289,8 +291,9 @@ EXERCISES = [
             # Calibrated (results/h100-2026-11-23 and results/h200-2026-11-23, calibration.json; tests/test_results.py
             # holds the 15% rule and the floor): the solution ran at 1.07-1.11x eager on an H100
             # and 0.92x on an H200: full credit from 0.75; the naive autograd-through-primitives version
-            # measured 0.11x. kernels_ref reached 1.32x (the bench).
-            threshold=0.75, floor=0.4, naive=naive_layer_norm_bwd),
+            # measured 0.11x. kernels_ref reached 1.32x (the bench). Repeated gradings on an H200 read 0.83-0.94x
+            # (results/h200-2026-11-2{7,8}/repeat-*): the slowest clears 0.7 by 15%, so full credit from 0.7.
+            threshold=0.7, floor=0.4, naive=naive_layer_norm_bwd),
     ),
     Exercise(
         id="layer_norm_gelu", notebook=NOTEBOOK, entry="layer_norm_gelu",

@@ -374,7 +374,9 @@ EXERCISES = [
             # so launch cost decides. Calibrated: the solution ran 2.94-4.56x on an H200, 3.76x on an H100;
             # the naive version (the baseline's code, timed against itself) 0.95-1.14x: the ratio of two
             # microsecond timings of ~15 launches moves by 15%, so nothing under 1.3x earns a point.
-            threshold=2.0, floor=1.3),
+            # Repeated gradings on an H200 read 2.14-2.94x (results/h200-2026-11-2{7,8}/repeat-*): the slowest
+            # clears 1.85 by 15%, so full credit from 1.85.
+            threshold=1.85, floor=1.3),
     ),
     Exercise(
         id="paged_decode_attention", notebook=NOTEBOOK, entry="paged_decode_attention",
