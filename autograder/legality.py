@@ -43,7 +43,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from autograder.audit import resolve_path
 from autograder.imports import INSTALLED
-from measure.memory import MemoryMeter, Provenance, storage_nbytes, storage_of, tensors_in, written_outputs
+from measure.memory import (MemoryMeter, Provenance, storage_nbytes, storage_of, tensors_in, values_in,
+                            written_outputs)
 
 
 class _LaunchState(threading.local):
@@ -511,21 +512,15 @@ def _plain(t) -> bool:
 
 
 def _storages_in(obj):
-    """The storages an operator is handed: storage objects, and those of the tensors it is handed."""
-    if isinstance(obj, torch.UntypedStorage):
-        yield obj
-    elif isinstance(obj, torch.Tensor):
-        if type(obj) in PLAIN_TENSORS and obj.layout == torch.strided:
+    """The storages an operator is handed: storage objects, and those of the (plain, strided) tensors."""
+    for value in values_in(obj, (torch.UntypedStorage, torch.Tensor)):
+        if isinstance(value, torch.UntypedStorage):
+            yield value
+        elif type(value) in PLAIN_TENSORS and value.layout == torch.strided:
             try:
-                yield storage_of(obj)
+                yield storage_of(value)
             except (RuntimeError, NotImplementedError):  # no storage of its own
                 pass
-    elif isinstance(obj, (tuple, list)):
-        for item in obj:
-            yield from _storages_in(item)
-    elif isinstance(obj, dict):
-        for item in obj.values():
-            yield from _storages_in(item)
 
 
 def _carries_own(storage) -> bool:

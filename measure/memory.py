@@ -81,16 +81,21 @@ def allocated_during(fn, *args):
     return (out, *_cpu_levels(prof))
 
 
-def tensors_in(obj):
-    """Every tensor in a (nested) operator argument or output."""
-    if isinstance(obj, torch.Tensor):
+def values_in(obj, kinds):
+    """Every value of the types ``kinds`` in a (nested) operator argument or output: tuples, lists, dicts."""
+    if isinstance(obj, kinds):
         yield obj
     elif isinstance(obj, (tuple, list)):
         for item in obj:
-            yield from tensors_in(item)
+            yield from values_in(item, kinds)
     elif isinstance(obj, dict):
         for item in obj.values():
-            yield from tensors_in(item)
+            yield from values_in(item, kinds)
+
+
+def tensors_in(obj):
+    """Every tensor in a (nested) operator argument or output."""
+    return values_in(obj, torch.Tensor)
 
 
 # A storage's methods are called unbound, as torch's classes define them: a storage object carries a __dict__

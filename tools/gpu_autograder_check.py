@@ -370,7 +370,7 @@ def paged_metadata_notebook(out: Path) -> Path:
 LEGALITY_ONE_EXERCISE = (("honest_softmax_idioms", "softmax", "correct"),
                          ("honest_tutorial_vector_add", "vector_add", "correct"),
                          ("lce_logits_through_out", "linear_cross_entropy", "zero"),
-                         ("lce_values_leave_in_backward", "linear_cross_entropy", "zero"),
+                         ("later/lce_values_leave_in_backward", "linear_cross_entropy", "zero"),
                          ("liger_style_lce", "linear_cross_entropy", "correct"),
                          ("honest_triton_op_softmax", "softmax", "correct"),
                          ("honest_custom_op_softmax", "softmax", "correct"),
@@ -383,7 +383,7 @@ LEGALITY_ONE_EXERCISE = (("honest_softmax_idioms", "softmax", "correct"),
 
 def legality_plan(out: Path) -> list:
     return [
-        *[Grade(stem, SUBMISSIONS / f"{stem}.py", [exercise], {exercise: expected}, group="legality")
+        *[Grade(stem.rsplit("/", 1)[-1], SUBMISSIONS / f"{stem}.py", [exercise], {exercise: expected}, group="legality")
           for stem, exercise, expected in LEGALITY_ONE_EXERCISE],
         # IPython's syntax in a notebook; notebook 10's launcher reading its metadata out of torch
         Grade("ipython_notebook", ipython_notebook(out), ["softmax"], {"softmax": "correct"}, group="legality"),
