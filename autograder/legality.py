@@ -635,8 +635,9 @@ class OpRecorder(TorchDispatchMode):
 
     def _unseen(self, frame, event, _arg) -> None:
         """Named where the learner's code is entered (a finalizer, a hook), not again for what it calls."""
-        if (event == "call" and self.is_learners(frame.f_code.co_filename)
-                and not (frame.f_back is not None and self.is_learners(frame.f_back.f_code.co_filename))):
+        name = frame.f_code.co_filename
+        if (event == "call" and not name.startswith("<") and self.is_learners(name)  # ("<string>": code a library
+                and not (frame.f_back is not None and self.is_learners(frame.f_back.f_code.co_filename))):  # generated)
             self.note(f"{UNSEEN}:{frame.f_code.co_name}", frame)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
