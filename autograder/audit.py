@@ -882,6 +882,8 @@ class _Scopes:
     """
 
     def __init__(self, tree: ast.Module):
+        self.filling: str | None = None  # the module-level table whose store ``_pure`` is judging (``_read_back``)
+        self.judging: set = set()        # (name, scope) whose values ``_pure`` is judging: a name met again defers
         self.of: dict[ast.AST, _Scope] = {}
         self.returns: dict[str, list] = {}      # own function name -> [(returned expression, its scope node)]
         self.attr_paths: dict[str, set] = {}    # attribute name -> external paths ever stored under it
@@ -1145,9 +1147,9 @@ def _pure(scopes: "_Scopes", expr, scope, depth: int = 0) -> bool:
         return all(pure(e) for e in (expr.values if isinstance(expr, ast.BoolOp) else [expr.left, *expr.comparators]))
     if isinstance(expr, ast.IfExp):
         return pure(expr.test) and pure(expr.body) and pure(expr.orelse)
+    if _read_back(scopes, expr):  # table[key], table.get(key): what the table's stores put there
+        return all(pure(k) for k in ([expr.slice] if isinstance(expr, ast.Subscript) else expr.args))
     if isinstance(expr, ast.Subscript):
-        if _reads_filled_table(scopes, expr.value):
-            return pure(expr.slice)
         return pure(expr.value) and pure(expr.slice)
     if isinstance(expr, ast.Slice):
         return all(pure(e) for e in (expr.lower, expr.upper, expr.step) if e is not None)
@@ -1162,9 +1164,6 @@ def _pure(scopes: "_Scopes", expr, scope, depth: int = 0) -> bool:
     if isinstance(expr, ast.Call):
         if _compiled_ahead(scopes, expr, scope):
             return True
-        if (isinstance(expr.func, ast.Attribute) and expr.func.attr == "get"
-                and _reads_filled_table(scopes, expr.func.value)):  # table.get(key): what it holds, or None
-            return all(pure(a) for a in expr.args)
         args = all(pure(a) for a in expr.args) and all(pure(k.value) for k in expr.keywords)
         if isinstance(expr.func, ast.Attribute) and expr.func.attr in _LAYOUT_METHODS:
             return args
@@ -1179,23 +1178,16 @@ def _pure(scopes: "_Scopes", expr, scope, depth: int = 0) -> bool:
             # the submission's own def or class (a compiled kernel kept by its block size), or a parameter
             # that every call of its function fills with configuration
             return scopes.paths(expr, scope) == {_OWN} or _pure_parameter(scopes, expr.id, scope, depth)
-        judging = scopes.__dict__.setdefault("judging", set())
         key = (expr.id, id(scope))
-        if key in judging:  # occupancy = min(occupancy, ...): the name's other values decide
+        if key in scopes.judging:  # occupancy = min(occupancy, ...): the name's other values decide
             return True
-        judging.add(key)
+        scopes.judging.add(key)
         try:
             return all(
                 (pure(v[1]) if v[0] == "iter" else False) if isinstance(v, tuple) else pure(v) for v in values)
         finally:
-            judging.discard(key)
+            scopes.judging.discard(key)
     return False
-
-
-def _reads_filled_table(scopes: "_Scopes", expr) -> bool:
-    """Whether ``expr`` is the module-level table a store is being judged for (``kernels`` while judging
-    ``kernels[b] = (compiled, n)``): a value read back from it is what the table holds, judged by its stores."""
-    return isinstance(expr, ast.Name) and expr.id == getattr(scopes, "filling", None)
 
 
 def _compiled_ahead(scopes: "_Scopes", expr, scope, depth: int = 0) -> bool:
@@ -1218,11 +1210,12 @@ def _compiled_ahead(scopes: "_Scopes", expr, scope, depth: int = 0) -> bool:
 
 
 def _read_back(scopes: "_Scopes", expr) -> bool:
-    """``table[key]`` or ``table.get(key)`` of the table being judged (``_reads_filled_table``)."""
-    if isinstance(expr, ast.Subscript):
-        return _reads_filled_table(scopes, expr.value)
-    return (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "get"
-            and _reads_filled_table(scopes, expr.func.value))
+    """``table[key]`` or ``table.get(key)`` of the module-level table a store is being judged for
+    (``kernels`` while judging ``kernels[b] = (compiled, n)``): what it holds, judged by its stores."""
+    table = expr.value if isinstance(expr, ast.Subscript) else (
+        expr.func.value if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute)
+        and expr.func.attr == "get" else None)
+    return isinstance(table, ast.Name) and table.id == scopes.filling
 
 
 def _call_sites(scopes: "_Scopes", name: str) -> tuple[list, bool]:

@@ -408,10 +408,10 @@ _AUTOGRAD_ENTRIES = (torch.Tensor.backward, torch.autograd.backward, torch.autog
 
 
 @contextlib.contextmanager
-def _unwatched():
-    """The learner's own operator's Python runs under the recorder again: no watch for unseen code there."""
+def _profiled(profile):
+    """This thread's Python profile function is ``profile`` for the block (None: none), as it was after."""
     saved = sys.getprofile()
-    sys.setprofile(None)
+    sys.setprofile(profile)
     try:
         yield
     finally:
@@ -516,7 +516,7 @@ def _storages_in(obj):
     for value in values_in(obj, (torch.UntypedStorage, torch.Tensor)):
         if isinstance(value, torch.UntypedStorage):
             yield value
-        elif type(value) in PLAIN_TENSORS and value.layout == torch.strided:
+        elif _plain(value):
             try:
                 yield storage_of(value)
             except (RuntimeError, NotImplementedError):  # no storage of its own
@@ -615,23 +615,17 @@ class OpRecorder(TorchDispatchMode):
         the block, the function half only if it is not on already, no watch."""
         TorchDispatchMode.__enter__(self)
         try:
-            with _pushed(self._exits), _unwatched():
+            with _pushed(self._exits), _profiled(None):  # (the learner's code runs seen again: no watch)
                 yield
         finally:
             TorchDispatchMode.__exit__(self, None, None, None)
 
-    @contextlib.contextmanager
     def watching(self):
         """While torch runs something for one of the recorder's handlers, with the recorder's mode off: a
         Python profile function (this thread's: graded code starts no threads; the autograd engine's threads
         set their own where they dispatch) notes any code of the learner's that starts meanwhile. Torch's
         C++ kernels start none; a finalizer, a weakref callback or a hook is such code."""
-        saved = sys.getprofile()
-        sys.setprofile(self._unseen)
-        try:
-            yield
-        finally:
-            sys.setprofile(saved)
+        return _profiled(self._unseen)
 
     def _unseen(self, frame, event, _arg) -> None:
         """Named where the learner's code is entered (a finalizer, a hook), not again for what it calls."""

@@ -84,16 +84,20 @@ def table(record: dict) -> str:
     for ex_id, rows in record["exercises"].items():
         failures = [f"seed {r['seed']}: {f['case']}: {_said(f)}" for r in rows for f in r["failed"]]
         failures += [f"seed {r['seed']}: {v}" for r in rows for v in r["violations"]]
-        lost = sum(1 for r in rows if not r["correct"] or r["score"] < 1.0 - 1e-9)
+        lost = sum(1 for r in rows if _lost(r))
         first = failures[0][:120] if failures else ""
         lines.append(f"{ex_id:24} {len(rows):>8} {sum(r['cases'] for r in rows):>6} {lost:>6}  {first}")
     return "\n".join(lines)
 
 
+def _lost(row: dict) -> bool:
+    """A grading below full marks. Performance is not judged here (no VALUE exercise has a timed part; the
+    memory exercises' meters are part of their score)."""
+    return not row["correct"] or row["score"] < 1.0 - 1e-9
+
+
 def lost_points(record: dict) -> bool:
-    """A solution's grading below full marks. Performance is not judged here (no VALUE exercise has a
-    timed part; the memory exercises' meters are part of their score)."""
-    return any(not r["correct"] or r["score"] < 1.0 - 1e-9 for rows in record["exercises"].values() for r in rows)
+    return any(_lost(r) for rows in record["exercises"].values() for r in rows)
 
 
 def main(argv=None) -> int:
