@@ -25,8 +25,14 @@ OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 if ls .whl/*.whl >/dev/null 2>&1; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-        || { echo "installing the carried wheels failed"; exit 1; }
+    # Installed once per machine: two sessions started side by side (one per GPU) must not reinstall under
+    # each other, so the second finds the first's stamp (the carried wheels' names) and goes on.
+    stamp=$(ls .whl | md5sum | cut -c1-32)
+    if [ "$(cat /tmp/site/.carried 2>/dev/null)" != "$stamp" ]; then
+        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+            || { echo "installing the carried wheels failed"; exit 1; }
+        echo "$stamp" > /tmp/site/.carried
+    fi
     export PATH=/tmp/site/bin:$PATH
 fi
 export PYTHONPATH=$PWD:/tmp/site${PYTHONPATH:+:$PYTHONPATH}
