@@ -50,8 +50,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -381,24 +383,26 @@ LEGALITY_ONE_EXERCISE = (("honest_softmax_idioms", "softmax", "correct"),
                          ("honest_kernels_made_by_calls", "softmax", "correct"))
 
 
-def legality_plan(out: Path) -> list:
+def legality_plan(built: Path) -> list:
     return [
         *[Grade(stem.rsplit("/", 1)[-1], SUBMISSIONS / f"{stem}.py", [exercise], {exercise: expected}, group="legality")
           for stem, exercise, expected in LEGALITY_ONE_EXERCISE],
         # IPython's syntax in a notebook; notebook 10's launcher reading its metadata out of torch
-        Grade("ipython_notebook", ipython_notebook(out), ["softmax"], {"softmax": "correct"}, group="legality"),
-        Grade("paged_metadata", paged_metadata_notebook(out), ["paged_decode_attention"],
+        Grade("ipython_notebook", ipython_notebook(built), ["softmax"], {"softmax": "correct"}, group="legality"),
+        Grade("paged_metadata", paged_metadata_notebook(built), ["paged_decode_attention"],
               {"paged_decode_attention": "correct"}, group="legality"),
         *[Grade(stem, SUBMISSIONS / f"{stem}.py", exercises, {e: "zero" for e in exercises}, group="legality")
           for stem, exercises in OTHER_EXERCISES.items()],
-        Grade("bytecode_beside", bytecode_beside(out), ["softmax"], {"softmax": "zero"}, group="legality"),
+        Grade("bytecode_beside", bytecode_beside(built), ["softmax"], {"softmax": "zero"}, group="legality"),
         *[Grade(f"solution_{nb}", ROOT / "solutions" / nb / f"{nb}.ipynb", exercises,
                 {e: "correct" for e in exercises}, group="legality-solutions")
           for nb, exercises in LEGALITY_SOLUTIONS],
     ]
 
 
-def plan(out: Path, hang_timeout: float) -> list:
+def plan(out: Path, hang_timeout: float, built: Path | None = None) -> list:
+    """Every grading of the check; the submissions it writes itself go under ``built`` (default ``out``; the
+    command line keeps them out of its reports folder, which a results/ run keeps), the faults notebook in ``out``."""
     nb = out / "faults_notebook.ipynb"
     nb.write_text(json.dumps(notebook_from_source((GPU_SUBMISSIONS / "faults.py").read_text()), indent=1))
     return [
@@ -414,7 +418,7 @@ def plan(out: Path, hang_timeout: float) -> list:
         *[Grade(p.stem, p, ["softmax"], {"softmax": "zero_on_gpu" if p.stem in TIMED_ONLY else "zero"},
                 group="legality" if p.stem in LEGALITY_ESCAPES else "core")
           for p in sorted(SUBMISSIONS.glob("escape_*.py")) if p.stem not in OTHER_EXERCISES],
-        *legality_plan(out),
+        *legality_plan(built or out),
         *[Grade(f"solution_{nb}", ROOT / "solutions" / nb / f"{nb}.ipynb", exercises,
                 {e: "fast" for e in exercises})
           for nb, exercises in (("03_triton_basics", ["vector_add", "bias_gelu"]),
@@ -521,7 +525,8 @@ def main(argv=None) -> int:
     print(f"autograder GPU check on {env['device']} (cuda {env['cuda']}); reports under {out}", flush=True)
     started = time.monotonic()
     rows, calls, notes = [], [], []
-    grades = plan(out, hang_timeout)
+    built = Path(tempfile.mkdtemp(prefix="gpu-check-submissions-"))
+    grades = plan(out, hang_timeout, built)
     if args.only:
         wanted = {w.strip() for w in args.only.split(",") if w.strip()}
         unknown = wanted - {g.label for g in grades} - set(GROUPS)
@@ -568,6 +573,7 @@ def main(argv=None) -> int:
     print(f"\n{met} met, {len(failed)} failed, {na} n/a; {seconds:.0f} s; {env['device']}; "
           f"JSON under {out}\n")
     print(format_table(rows))
+    shutil.rmtree(built, ignore_errors=True)
     return 1 if failed else 0
 
 

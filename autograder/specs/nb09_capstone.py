@@ -224,8 +224,10 @@ EXERCISES = [
             # D1024 bf16: eager runs cuBLAS for the projections, FlashAttention for attention and ~6
             # memory-bound kernels (~15% of its time). The solution's block, built from the notebooks'
             # Triton kernels, ran at 0.74x eager on an H100 and 0.87x on an H200 (its matmuls cost more
-            # against cuBLAS than the fusions save), so full credit from 0.6; the naive block (S x S scores
-            # in memory, unfused LayerNorm and GELU) measured 0.13x: no credit at or below 0.5.
-            threshold=0.6, floor=0.5),
+            # against cuBLAS than the fusions save). Five trusted gradings on an H200 (results/h200-2026-11-28,
+            # repeat-05h04) read 0.62x to 0.87x (median 0.86x): full credit from 0.5, so the slowest clears it
+            # by 15%; the naive block (S x S scores in memory, unfused LayerNorm and GELU) measured 0.13x-0.14x:
+            # no credit at or below 0.3.
+            threshold=0.5, floor=0.3),
     ),
 ]

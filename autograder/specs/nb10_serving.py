@@ -356,9 +356,10 @@ EXERCISES = [
             # The fused kernel reads the logits once from memory and bisects from L2 (~35 passes), the eager
             # path moves ~10x the logits' bytes through a segmented sort. Calibrated (results/h200-2026-11-27
             # and results/h100-2026-11-27, serving*/calibration.json): the solution ran 1.62x on an H200 and
-            # 1.72x on an H100, so full credit from 1.40. The naive version is the baseline's own code (1.00x
-            # give or take noise of 0.07 seen below): nothing under 1.1x earns a point.
-            threshold=1.4, floor=1.1),
+            # 1.72x on an H100; five trusted gradings on an H200 (results/h200-2026-11-28, repeat-05h04) read
+            # 1.60x-1.62x, so full credit from 1.35 (the slowest clears it by 15%). The naive version is the
+            # baseline's own code (1.00x give or take noise of 0.07 seen below): nothing under 1.1x earns a point.
+            threshold=1.35, floor=1.1),
     ),
     Exercise(
         id="rope_kv_append", notebook=NOTEBOOK, entry="rope_kv_append",
