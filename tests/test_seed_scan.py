@@ -67,3 +67,31 @@ def test_a_real_grading_keeps_its_seed_and_the_seed_remakes_its_cases(tmp_path):
     assert all(p.case.name == q.case.name and all(torch.equal(x, y) for x, y in zip(p.a, q.a))
                for p, q in zip(again, once_more))
     assert not all(torch.equal(x, y) for x, y in zip(again[-1].a, make_plan(spec, True, second)[-1].a))
+
+
+def test_a_resumed_scan_keeps_the_earlier_gradings_and_grades_only_what_is_missing(tmp_path, monkeypatch):
+    from tools import results
+
+    earlier = tmp_path / "earlier.json"
+    gpu = results.this_machine()["gpu"]
+    earlier.write_text(json.dumps({"gpu": gpu, "exercises": {"peak_memory_bytes": [
+        gpu_seed_scan.grading_row(_graded(s)) for s in (1, 2)]}}))
+    seeds = iter([3, 4, 5, 6])
+    monkeypatch.setattr("autograder.grading.grade_submission",
+                        lambda *a, **k: {"exercises": [_graded(next(seeds))]})
+    out = tmp_path / "out"
+    assert gpu_seed_scan.main([str(out), "--gradings", "3", "--exercises", "peak_memory_bytes,time_floor",
+                               "--resume", str(earlier)]) == 0
+    record = json.loads((out / "seed-scan.json").read_text())
+    assert [r["seed"] for r in record["exercises"]["peak_memory_bytes"]] == [1, 2, 3]
+    assert [r["seed"] for r in record["exercises"]["time_floor"]] == [4, 5, 6]
+    assert record["resumed_from"] == str(earlier)
+
+
+def test_a_scan_from_another_gpu_is_not_resumed(tmp_path):
+    import pytest
+
+    earlier = tmp_path / "earlier.json"
+    earlier.write_text(json.dumps({"gpu": "some other GPU", "exercises": {}}))
+    with pytest.raises(SystemExit, match="was scanned on some other GPU"):
+        gpu_seed_scan.main([str(tmp_path / "out"), "--resume", str(earlier)])

@@ -122,9 +122,10 @@ for stage in "$@"; do
                             ${ASSIGNMENTS:+--assignments "$ASSIGNMENTS"} ;;
         # The measured and counted exercises (00, 02, 08's meters) graded GRADINGS times each (default 10) from their
         # solutions, each grading's seed and failed cases kept (tools/gpu_seed_scan.py; EXERCISES=a,b to choose).
+        # SEED_FROM=results/<run>/seed-scan-.../seed-scan.json resumes an earlier call's scan (same GPU).
         seed-scan) TAIL=30 run_logged seed-scan python3 -m tools.gpu_seed_scan "$RES/seed-scan" \
                        --gradings "${GRADINGS:-10}" --stop-after $(( ${STAGE_TIMEOUT:-540} - 30 )) \
-                       ${EXERCISES:+--exercises "$EXERCISES"} ;;
+                       ${EXERCISES:+--exercises "$EXERCISES"} ${SEED_FROM:+--resume "$SEED_FROM"} ;;
         autograde) TAIL=80 run_logged autograde python3 -m tools.gpu_autograde "$RES/autograder" --calibration "$RES/calibration.json" ${ASSIGNMENTS:+--assignments "$ASSIGNMENTS"} ${AUTOGRADE_FLAGS:-} ;;
         # The naive versions alone, timed by the grader's protocol (NAIVE_ASSIGNMENTS): the calibration's other half
         # when the solutions were graded in another run.
