@@ -1,22 +1,27 @@
 """Raw tensor frames (``R``, ``autograder.protocol``): a message holding tensors, without pickle or archive.
 
-A message is a tree of dicts (string keys), lists, tuples, plain values and CPU tensors. It travels as
-``<8-byte length of the skeleton><skeleton JSON><storage bytes>...``:
+A message is a tree of dicts (string keys), lists, tuples, plain values and tensors on the CPU or a CUDA
+device. It travels as ``<8-byte length of the skeleton><skeleton JSON><storage bytes>...``:
 
 - the skeleton is the tree with each tensor replaced by ``{"__tensor__": i}`` and each tuple by
   ``{"__tuple__": [...]}``, plus ``tensors`` ([dtype, shape, strides, storage offset, storage index,
-  requires_grad] each) and ``storages`` (byte lengths);
+  requires_grad] each), ``storages`` (byte lengths) and ``devices`` (each storage's device: ``"cpu"`` or
+  ``"cuda:N"``);
 - each storage's bytes follow in order. Tensors that share a storage (views of one buffer) share it here
   too, and a view keeps its strides and offset, as ``torch.save`` would keep them: a case built as a
   strided view reaches the worker as that view.
 
-The reader allocates each storage itself and reads the bytes straight into it (``socket.recv_into``), then
-rebuilds the views with ``Tensor.set_``, after checking that each stays inside the bytes received. Nothing in
+The reader allocates each storage itself and reads the bytes straight into it (``socket.recv_into``), moves
+it to its device (one copy to the GPU, from pinned memory), then rebuilds the views with ``Tensor.set_``,
+after checking that each stays inside the bytes received and that the device is one this process has.
+A CUDA storage is sent from a pinned host copy of it (one copy from the GPU), so the case tensors a grading
+process keeps on the GPU and the outputs a worker ships back cross as raw bytes, as torch.load would
+restore them (same device, views sharing one buffer), without torch.save's archive. Nothing in
 a frame is executed or unpickled: dtypes come from a fixed list, every size is checked against the frame's
 length before anything is allocated, and anything malformed closes the channel.
 
 For ``torch.save``'s archive the bytes were copied into a zip (with a checksum) and out of it again; this
-frame costs one copy each way (measured in tests/test_protocol_frames.py).
+frame costs one copy each way, and one more to and from a GPU (measured in tests/test_protocol_frames.py).
 """
 from __future__ import annotations
 
@@ -45,12 +50,13 @@ def encode(obj):
         skeleton = _skeleton(obj, tensors, storages, index)
     except Unframeable:
         return None
-    skeleton = {"tree": skeleton, "tensors": tensors, "storages": [b.nbytes for b in storages]}
+    skeleton = {"tree": skeleton, "tensors": tensors, "storages": [b.nbytes for b, _ in storages],
+                "devices": [device for _, device in storages]}
     try:
         text = json.dumps(skeleton).encode()
     except (TypeError, ValueError):
         return None
-    return _LENGTH.pack(len(text)) + text, storages
+    return _LENGTH.pack(len(text)) + text, [b for b, _ in storages]
 
 
 def _skeleton(obj, tensors, storages, index):
@@ -72,13 +78,13 @@ def _skeleton(obj, tensors, storages, index):
 def _describe(t: torch.Tensor, tensors, storages, index) -> int:
     name = str(t.dtype).removeprefix("torch.")
     if type(t) is not torch.Tensor or t.layout != torch.strided \
-            or t.device.type != "cpu" or name not in DTYPES or t.is_conj() or t.is_neg():
+            or t.device.type not in ("cpu", "cuda") or name not in DTYPES or t.is_conj() or t.is_neg():
         raise Unframeable
     storage = t.untyped_storage()
-    key = (storage.data_ptr(), storage.nbytes())  # empty storages all start at 0
+    key = (str(t.device), storage.data_ptr(), storage.nbytes())  # empty storages all start at 0
     if key not in index:
         index[key] = len(storages)
-        storages.append(_bytes_of(storage))
+        storages.append(_host_bytes(storage, t.device))
     tensors.append([name, list(t.shape), list(t.stride()), t.storage_offset(), index[key], t.requires_grad])
     return len(tensors) - 1
 
@@ -95,20 +101,55 @@ def decode(sock, nbytes: int):
         sizes = [int(n) for n in head["storages"]]
         if any(n < 0 for n in sizes) or _LENGTH.size + head_len + sum(sizes) != nbytes:
             raise ValueError("storage sizes do not add up to the frame")
+        devices = [_device(d) for d in head.get("devices", ["cpu"] * len(sizes))]
+        if len(devices) != len(sizes):
+            raise ValueError("a device for every storage")
     except closed:
         raise
     except Exception as exc:  # noqa: BLE001  (malformed: the other side is not speaking the protocol)
         raise closed(f"an unreadable frame ({type(exc).__name__})") from None
     storages = []
-    for n in sizes:
-        storage = torch.empty(n, dtype=torch.uint8).untyped_storage()
-        recv_into(sock, _bytes_of(storage))
-        storages.append(storage)
+    for n, device in zip(sizes, devices):
+        host = _host_buffer(n, pinned=device.type == "cuda")
+        recv_into(sock, _bytes_of(host.untyped_storage()))
+        storages.append((host if device.type == "cpu" else host.to(device)).untyped_storage())
     try:
-        tensors = [_view(spec, storages) for spec in head["tensors"]]
+        tensors = [_view(spec, storages, devices) for spec in head["tensors"]]
         return _tree(head["tree"], tensors)
     except Exception as exc:  # noqa: BLE001
         raise closed(f"an unreadable frame ({type(exc).__name__})") from None
+
+
+def _host_bytes(storage, device: torch.device):
+    """(the storage's bytes in host memory, its device's name): a CPU storage as it is; a CUDA storage copied
+    into pinned memory first, once for every tensor that shares it (the view keeps the copy alive)."""
+    if device.type == "cpu":
+        return _bytes_of(storage), "cpu"
+    on_gpu = torch.empty(0, dtype=torch.uint8, device=device).set_(storage)
+    host = _host_buffer(storage.nbytes(), pinned=True)
+    host.copy_(on_gpu)
+    return memoryview(host.numpy()), f"cuda:{device.index if device.index is not None else torch.cuda.current_device()}"
+
+
+def _host_buffer(n: int, pinned: bool) -> torch.Tensor:
+    """n bytes of host memory, pinned (page-locked, cached by torch's host allocator) for a copy to or from a
+    GPU where that works, else pageable."""
+    if pinned:
+        try:
+            return torch.empty(n, dtype=torch.uint8, pin_memory=True)
+        except RuntimeError:  # no pinnable memory here (a locked-memory limit): the copy is only slower
+            pass
+    return torch.empty(n, dtype=torch.uint8)
+
+
+def _device(name) -> torch.device:
+    """A device the frame names, if this process has it: the CPU or one of its CUDA devices."""
+    if name == "cpu":
+        return torch.device("cpu")
+    if type(name) is str and name.startswith("cuda:") and name[5:].isdigit() and torch.cuda.is_available() \
+            and int(name[5:]) < torch.cuda.device_count():
+        return torch.device(name)
+    raise ValueError(f"a device this process does not have: {name!r}"[:120])
 
 
 def _bytes_of(storage) -> memoryview:
@@ -123,17 +164,18 @@ def _bytes_of(storage) -> memoryview:
     return memoryview((ctypes.c_char * n).from_address(storage.data_ptr())).cast("B")
 
 
-def _view(spec, storages) -> torch.Tensor:
+def _view(spec, storages, devices) -> torch.Tensor:
     name, shape, stride, offset, which, requires_grad = spec
     shape, stride = [int(n) for n in shape], [int(n) for n in stride]
     if len(shape) != len(stride) or min(shape + stride + [int(offset)], default=0) < 0:
         raise ValueError("a bad view")
-    dtype, storage = DTYPES[name], storages[_index(which, len(storages))]
+    which = _index(which, len(storages))
+    dtype, storage = DTYPES[name], storages[which]
     # the last element the view reaches must lie inside the bytes received (set_ would grow the storage)
     reach = (int(offset) + sum((n - 1) * st for n, st in zip(shape, stride)) + 1) if all(shape) else 0
     if reach * dtype.itemsize > storage.nbytes():
         raise ValueError("a view past the end of its storage")
-    t = torch.empty(0, dtype=dtype).set_(storage, int(offset), shape, stride)
+    t = torch.empty(0, dtype=dtype, device=devices[which]).set_(storage, int(offset), shape, stride)
     return t.requires_grad_() if requires_grad is True else t
 
 

@@ -9,8 +9,9 @@ rebuilt into the dataclasses below. Requests go the other way as plain dicts too
 Frames: an 8-byte little-endian length, a one-byte kind, then the payload: ``J`` JSON for control messages
 (plain values: cheap enough to sit inside a timed round trip); ``R`` tensors raw (``autograder.frames``: a
 JSON skeleton naming each tensor's dtype, shape, strides and storage, then the storages' bytes, read
-straight into tensors made by the reader: no pickle, no archive, one copy each way); ``T`` a ``torch.save``
-payload, for what ``R`` cannot carry (a tensor that is not a plain strided CPU tensor). Inputs going in
+straight into tensors made by the reader: no pickle, no archive, one copy each way, and one to or from
+the GPU for a CUDA tensor, restored on its device); ``T`` a ``torch.save`` payload, for what ``R`` cannot
+carry (a tensor that is not a plain strided CPU or CUDA tensor). Inputs going in
 and outputs coming back, always outside any timed window.
 
 Requests (grading process -> worker):
