@@ -616,3 +616,19 @@ def test_a_checked_call_whose_kernels_the_grader_could_not_time_costs_the_points
     assert found and "could not time the checked call's kernels" in found[0], found
     worker.device_ms = 0.1
     assert grading.timed_shape_violations(worker, spec, loaded, lambda line: f"line {line}", {"time_ms": 0.1}) == []
+
+
+@pytest.mark.gpu
+def test_cases_made_on_the_gpu_are_reproducible_from_their_seed():
+    from autograder import runner, specs
+    from autograder.specs.base import rand
+
+    def made(seed):
+        return rand(torch.Generator().manual_seed(seed), (1025, 4097), torch.bfloat16, device="cuda")
+
+    a, b, c = made(7), made(7), made(8)
+    assert a.device.type == "cuda" and a.dtype == torch.bfloat16 and torch.equal(a, b) and not torch.equal(a, c)
+    assert 0.95 < a.float().std().item() < 1.05  # Gaussian, unit scale
+    spec = specs.get("online_softmax")
+    first, again = runner.make_plan(spec, False, 11), runner.make_plan(spec, False, 11)
+    assert all(torch.equal(p.a[0], q.a[0]) and torch.equal(p.b[0], q.b[0]) for p, q in zip(first, again))
