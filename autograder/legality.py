@@ -457,8 +457,8 @@ class _Exits(TorchFunctionMode):
             self.recorder.note(f"{LEAVES_TORCH}:{_exit_name(func)}", frame)
 
 
-_TENSOR_STATE = (torch._C.TensorBase.grad_fn, torch._C.TensorBase._grad, torch._C.TensorBase._backward_hooks,
-                 torch._C.TensorBase._post_accumulate_grad_hooks)
+_TENSOR_STATE = tuple((n, getattr(torch._C.TensorBase, n)) for n in (
+    "grad_fn", "_grad", "_backward_hooks", "_post_accumulate_grad_hooks") if hasattr(torch._C.TensorBase, n))
 
 
 def _let_go_of(func, args, kwargs) -> list:
@@ -481,7 +481,9 @@ def _let_go_of(func, args, kwargs) -> list:
     for t in tensors_in((args, kwargs or {})):
         if type(t) in PLAIN_TENSORS:
             leaf = torch._C.TensorBase.is_leaf.__get__(t)
-            for state in _TENSOR_STATE if leaf else _TENSOR_STATE[:1] + _TENSOR_STATE[2:]:
+            for name, state in _TENSOR_STATE:
+                if name == "_grad" and not leaf:
+                    continue  # (a non-leaf's .grad read warns; one set on it is a setter's old value)
                 try:
                     value = state.__get__(t)
                 except Exception:  # noqa: BLE001

@@ -634,13 +634,21 @@ def test_what_a_torch_function_lets_go_of_dies_under_the_recorder():
         w._backward_hooks = {0: h}
         del h
         w._backward_hooks = None  # the hooks' dict dies inside the setter
+        b = torch.frombuffer(buffer(), dtype=torch.uint8)
+        b.data = torch.zeros(8, dtype=torch.uint8)  # the old storage, and its Python buffer, die inside the setter
+
+    def buffer():
+        class Buffer(bytearray):
+            __del__ = functools.partial(taken.extend, map(torch.Tensor.tolist, [x]))
+
+        return Buffer(8)
 
     rec = OpRecorder(__file__)
     with rec:
         graded()
     first = graded.__code__.co_firstlineno
     lines = sorted(line - first for op, line, _ in rec.records() if op == "leaves_torch:Tensor.tolist")
-    assert len(taken) == 3 and lines == [5, 10, 15], rec.records()
+    assert len(taken) == 4 and lines == [5, 10, 15, 17], rec.records()
 
 
 def test_a_storage_that_carries_code_of_its_own_is_refused_before_an_operator_can_free_it():
