@@ -2032,6 +2032,16 @@ class _Auditor(ast.NodeVisitor):
             given = next((k.value for k in node.keywords if k.arg == "inplace"), None)
             if given is None and len(node.args) > _IN_PLACE[p]:
                 given = node.args[_IN_PLACE[p]]
+            for k in node.keywords:  # f(**{"inplace": True}), f(**options): what it holds is not read here
+                if given is None and k.arg is None:
+                    literal = k.value if isinstance(k.value, ast.Dict) and None not in k.value.keys else None
+                    keys = [key.value for key in literal.keys if isinstance(key, ast.Constant)] if literal else None
+                    if keys is None or len(keys) != len(literal.keys):
+                        given = k.value
+                    elif "inplace" in keys:
+                        given = literal.values[keys.index("inplace")]
+            if given is None and any(isinstance(a, ast.Starred) for a in node.args):
+                given = next(a for a in node.args if isinstance(a, ast.Starred))
             if given is not None and not (isinstance(given, ast.Constant) and not given.value):
                 self.report(node, "file-write", f"{self.text(node)}: {p} with inplace rewrites the files it reads: "
                             "graded code may read files but not write them")

@@ -45,6 +45,16 @@ def test_honest_submissions_are_clean_for_every_exercise(path):
 
 
 HONEST_SNIPPETS = {
+    "reading files with fileinput and logging to the console": """
+        import fileinput
+        import logging
+        log = logging.getLogger(__name__)
+        log.addHandler(logging.StreamHandler())
+        def softmax(x):
+            lines = [line for line in fileinput.input(__file__, inplace=False)]
+            log.debug("read %d lines", len(lines))
+            return x
+    """,
     "timing a function with timeit": """
         import timeit
         def softmax(x):
@@ -701,6 +711,8 @@ CHEATS = {
         # fileinput rewrites the files it reads in place; logging's file handlers write theirs
         "import fileinput\nfor line in fileinput.input(__file__, inplace=True):\n    print(line, end='')",
         "from fileinput import FileInput\nfh = FileInput(['a.py'], True)",
+        "import fileinput\nfh = fileinput.input('a.py', **{'inplace': True})",
+        "import fileinput\nkw = dict(inplace=True)\nfh = fileinput.input('a.py', **kw)",
         "import logging\nh = logging.FileHandler(__file__, mode='w')",
         "import logging.handlers\nh = logging.handlers.RotatingFileHandler('log.txt')",
         "from pathlib import Path\nsave = Path('x').write_text\nsave('data')",
