@@ -463,12 +463,12 @@ _TENSOR_STATE = tuple((n, getattr(torch._C.TensorBase, n)) for n in (
 
 def _let_go_of(func, args, kwargs) -> list:
     """What a torch function may let go of while it runs with the recorder's function half off: the old value
-    of a tensor attribute it sets (``w.grad = None``, ``t._backward_hooks = {}``), and the state of each plain
+    of a tensor attribute it sets or deletes (``w.grad = None``, ``del w.grad``, ``t._backward_hooks = {}``), and the state of each plain
     tensor it is handed that torch keeps Python objects in (its graph, which ``detach_`` frees with every
     tensor and ``ctx`` saved there; its gradient; its hooks). Read through the descriptors themselves: nothing
     of the tensor's own runs."""
     held = []
-    setter = getattr(func, "__self__", None) if getattr(func, "__name__", None) == "__set__" else None
+    setter = getattr(func, "__self__", None) if getattr(func, "__name__", None) in ("__set__", "__delete__") else None
     if setter is not None and args and hasattr(type(setter), "__get__"):
         import warnings
 
