@@ -286,7 +286,8 @@ _PATH_RULES: dict[str, tuple[str, str]] = {
         "torch.save", "numpy.save", "numpy.savez", "numpy.savez_compressed", "numpy.savetxt",
         "numpy.ndarray.tofile", "matplotlib.pyplot.savefig", "torch.cuda.memory._dump_snapshot",
         "torch.profiler.tensorboard_trace_handler", "pathlib.Path.write_text", "pathlib.Path.write_bytes",
-        "pathlib.Path.touch")},
+        "pathlib.Path.touch", "logging.FileHandler", "logging.handlers.RotatingFileHandler",
+        "logging.handlers.TimedRotatingFileHandler", "logging.handlers.WatchedFileHandler")},
 }
 # Functions that run code given as a string or load it from a file the audit never read, wherever they live
 # (a path that reaches the same object is the same function: ``canonical``).
@@ -294,7 +295,13 @@ _RUNS_STRINGS = "runs code given as a string, which the audit cannot read"
 _PATH_RULES.update({
     **{p: ("grader-state", "captures what the process prints, where a kernel's device_print hands its values over "
                            "(print to see them; the grader compares what your function returns)")
-       for p in ("contextlib.redirect_stdout", "contextlib.redirect_stderr")},
+       for p in ("contextlib.redirect_stdout", "contextlib.redirect_stderr",
+                 # the same swap of sys.stdout, as libraries spell it (IPython's %%capture, pytest's capsys)
+                 "IPython.utils.capture.capture_output", "IPython.utils.io.capture_output",
+                 "_pytest.capture.SysCapture", "_pytest.capture.SysCaptureBinary", "_pytest.capture.FDCapture",
+                 "_pytest.capture.FDCaptureBinary", "_pytest.capture.MultiCapture", "_pytest.capture.CaptureManager",
+                 "_pytest.capture.CaptureFixture", "test.support.captured_stdout", "test.support.captured_stderr",
+                 "test.support.captured_output")},
     **{p: ("dynamic-code", _RUNS_STRINGS) for p in (
         "cProfile.run", "cProfile.runctx", "profile.run", "profile.runctx", "pdb.run", "pdb.runeval", "pdb.runctx",
         "doctest.run_docstring_examples", "doctest.testmod", "doctest.testfile", "doctest.DocTestRunner",
@@ -365,6 +372,9 @@ _UNPICKLERS = {"torch.load": ("weights_only", True), "numpy.load": ("allow_pickl
 # open-like functions: (path, index of the mode argument)
 _OPENERS = {"builtins.open": 1, "io.open": 1, "codecs.open": 1, "os.fdopen": 1, "io.FileIO": 1, "_io.FileIO": 1,
             "_io.open": 1}
+
+# Readers that rewrite the files they read when asked (``inplace=True``): (path, index of that argument)
+_IN_PLACE = {"fileinput.input": 1, "fileinput.FileInput": 1}
 
 # Method names that write files whatever object they are called on (``Path(...).write_text(...)``).
 _WRITE_METHODS = frozenset({"write_text", "write_bytes", "touch", "mkdir", "unlink", "rmdir", "symlink_to",
@@ -826,7 +836,7 @@ def _known() -> dict:
         import types
 
         known = {}
-        rule_paths = [*_PATH_RULES, *_UNPICKLERS, *_OPENERS, *_STATEMENT_RUNNERS, "importlib.import_module",
+        rule_paths = [*_PATH_RULES, *_UNPICKLERS, *_OPENERS, *_IN_PLACE, *_STATEMENT_RUNNERS, "importlib.import_module",
                       *(f"builtins.{n}" for n in _DYNAMIC_BUILTINS)]
         for path in rule_paths:
             _, obj = _walk(path)
@@ -2018,6 +2028,23 @@ class _Auditor(ast.NodeVisitor):
             if p.startswith("torch.") and not self.outside_torch:
                 continue  # torch's Timer takes statements as text only: a measuring exercise may time with it
             self._check_statements(node, p)
+        for p in sorted(fn & set(_IN_PLACE)):
+            given = next((k.value for k in node.keywords if k.arg == "inplace"), None)
+            if given is None and len(node.args) > _IN_PLACE[p]:
+                given = node.args[_IN_PLACE[p]]
+            for k in node.keywords:  # f(**{"inplace": True}), f(**options): what it holds is not read here
+                if given is None and k.arg is None:
+                    literal = k.value if isinstance(k.value, ast.Dict) and None not in k.value.keys else None
+                    keys = [key.value for key in literal.keys if isinstance(key, ast.Constant)] if literal else None
+                    if keys is None or len(keys) != len(literal.keys):
+                        given = k.value
+                    elif "inplace" in keys:
+                        given = literal.values[keys.index("inplace")]
+            if given is None and any(isinstance(a, ast.Starred) for a in node.args):
+                given = next(a for a in node.args if isinstance(a, ast.Starred))
+            if given is not None and not (isinstance(given, ast.Constant) and not given.value):
+                self.report(node, "file-write", f"{self.text(node)}: {p} with inplace rewrites the files it reads: "
+                            "graded code may read files but not write them")
         opener = next((_OPENERS[p] for p in fn if p in _OPENERS), None)
         if opener is not None:
             self._check_open(node, opener)

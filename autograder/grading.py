@@ -191,6 +191,8 @@ def submission_job(spec, sub: Submission, source_file: Path) -> dict:
 
     audited = {path: text for path, text in sub.helpers.items() if text is not None}
     return {"code": "submission", "exercise": spec.id, "entry": spec.entry, "source_file": str(source_file),
+            # the text the audit read: what the worker runs, whatever the file holds by the time it starts
+            "source": sub.source,
             "submission_dir": str(sub.path.parent),
             # the files of the modules beside it that it imports, as audited: the only code it may run from there
             "audited": audited,

@@ -439,8 +439,14 @@ class _Exits(TorchFunctionMode):
             if done is not None:
                 return None if done is _NOTHING else done
         before = self.recorder.operators
+        # what func may let go of (a setter's old value, a tensor's graph or gradient) is kept while it runs and
+        # let go of under the recorder: a finalizer it holds (a C callable, which no watch sees) runs seen
+        held = _let_go_of(func, args, kwargs)
         with self.recorder.watching():  # this mode is off while func runs: code of the learner's started there is not seen
             out = func(*args, **(kwargs or {}))
+        if held:
+            with self.recorder.back_on():
+                held.clear()
         if (hands_values_out(func, args, kwargs, out, self.recorder.operators != before)
                 and not (args and self.recorder.metadata.holds(args[0]))):  # seq_lens.tolist(): the grader's integers
             self._note(func, sys._getframe(1))
@@ -449,6 +455,42 @@ class _Exits(TorchFunctionMode):
     def _note(self, func, frame) -> None:
         if _asked_by(frame) == LEARNER:
             self.recorder.note(f"{LEAVES_TORCH}:{_exit_name(func)}", frame)
+
+
+_TENSOR_STATE = tuple((n, getattr(torch._C.TensorBase, n)) for n in (
+    "grad_fn", "_grad", "_backward_hooks", "_post_accumulate_grad_hooks") if hasattr(torch._C.TensorBase, n))
+
+
+def _let_go_of(func, args, kwargs) -> list:
+    """What a torch function may let go of while it runs with the recorder's function half off: the old value
+    of a tensor attribute it sets or deletes (``w.grad = None``, ``del w.grad``, ``t._backward_hooks = {}``), and the state of each plain
+    tensor it is handed that torch keeps Python objects in (its graph, which ``detach_`` frees with every
+    tensor and ``ctx`` saved there; its gradient; its hooks). Read through the descriptors themselves: nothing
+    of the tensor's own runs."""
+    held = []
+    setter = getattr(func, "__self__", None) if getattr(func, "__name__", None) in ("__set__", "__delete__") else None
+    if setter is not None and args and hasattr(type(setter), "__get__"):
+        import warnings
+
+        try:
+            with warnings.catch_warnings():  # (a non-leaf's .grad read warns)
+                warnings.simplefilter("ignore")
+                held.append(setter.__get__(args[0], type(args[0])))
+        except Exception:  # noqa: BLE001  (nothing to read: nothing to keep)
+            pass
+    for t in tensors_in((args, kwargs or {})):
+        if type(t) in PLAIN_TENSORS:
+            leaf = torch._C.TensorBase.is_leaf.__get__(t)
+            for name, state in _TENSOR_STATE:
+                if name == "_grad" and not leaf:
+                    continue  # (a non-leaf's .grad read warns; one set on it is a setter's old value)
+                try:
+                    value = state.__get__(t)
+                except Exception:  # noqa: BLE001
+                    continue
+                if value is not None:
+                    held.append(value)
+    return held
 
 
 def _fewest_values(inputs) -> tuple[int, int] | None:

@@ -584,8 +584,13 @@ def load_entry(job: dict):
     from autograder.runtime_audit import install
     from autograder.submission import STAND_IN
 
-    with open(source_file, encoding="utf-8") as fh:
-        text = fh.read()
+    # The text the grading process audited, handed over in the job (not read from the file again: code of an
+    # exercise graded earlier, or beside this one, may have rewritten the file since, and the grade rests on
+    # the audit of the text it ran)
+    text = job.get("source")
+    if text is None:
+        with open(source_file, encoding="utf-8") as fh:
+            text = fh.read()
     # Triton compiles or interprets only the kernels the grader audited, as it read them (read here, before
     # the audit hook: reading them parses text)
     kernel_source.install({source_file: text, **(job.get("audited") or {})}, job.get("kernels"))

@@ -45,6 +45,16 @@ def test_honest_submissions_are_clean_for_every_exercise(path):
 
 
 HONEST_SNIPPETS = {
+    "reading files with fileinput and logging to the console": """
+        import fileinput
+        import logging
+        log = logging.getLogger(__name__)
+        log.addHandler(logging.StreamHandler())
+        def softmax(x):
+            lines = [line for line in fileinput.input(__file__, inplace=False)]
+            log.debug("read %d lines", len(lines))
+            return x
+    """,
     "timing a function with timeit": """
         import timeit
         def softmax(x):
@@ -698,6 +708,13 @@ CHEATS = {
         "import numpy as np\nnp.save('x.npy', np.zeros(1))",
         "import matplotlib.pyplot as plt\nplt.savefig('fig.png')",
         "import io\nfh = io.open('x', 'w')",
+        # fileinput rewrites the files it reads in place; logging's file handlers write theirs
+        "import fileinput\nfor line in fileinput.input(__file__, inplace=True):\n    print(line, end='')",
+        "from fileinput import FileInput\nfh = FileInput(['a.py'], True)",
+        "import fileinput\nfh = fileinput.input('a.py', **{'inplace': True})",
+        "import fileinput\nkw = dict(inplace=True)\nfh = fileinput.input('a.py', **kw)",
+        "import logging\nh = logging.FileHandler(__file__, mode='w')",
+        "import logging.handlers\nh = logging.handlers.RotatingFileHandler('log.txt')",
         "from pathlib import Path\nsave = Path('x').write_text\nsave('data')",
     ],
 }
@@ -874,6 +891,8 @@ def test_cheating_test_submissions_are_reported():
     assert {f.line for f in found("attention_calls_softmax.py", "naive_attention")} == {8}  # "use naive_softmax"
     assert {f.rule for f in found("patches_grader.py", "softmax")} == {"forbidden-import", "patching", "grader-import"}
     assert [f.rule for f in found("uses_kernels_ref.py", "softmax")] == ["reference-import"]
+    # the file the grader audited, rewritten in place by fileinput for the next exercise's worker
+    assert [(f.rule, f.line) for f in found("escape_rewrites_its_source.py", "online_softmax")] == [("file-write", 17)]
     later = load(ROOT / "tests/submissions/later/uses_torch_ops_05_08.py").source
     for spec in specs.EXERCISES.values():  # (an exercise that allows every torch operator forbids none)
         if spec.notebook.startswith(("05", "06", "07", "08")) and spec.rules.allowed_ops is not None:
@@ -1507,3 +1526,12 @@ def test_capturing_what_the_process_prints_is_reported():
     source = "import contextlib, io\ndef softmax(x):\n    with contextlib.redirect_stdout(io.StringIO()):\n        pass\n    return x"
     assert "grader-state" in {f.rule for f in audit(source, entry="softmax")}
     assert "patching" in {f.rule for f in audit("import sys, io\ndef softmax(x):\n    sys.stdout = io.StringIO()\n    return x")}
+    # the same swap of sys.stdout as libraries spell it: IPython's capture_output, pytest's, test.support's
+    for capture in ("from IPython.utils.capture import capture_output as c",
+                    "from IPython.utils import io as iio\nc = iio.capture_output",
+                    "from _pytest.capture import SysCapture as c", "from test.support import captured_stdout as c"):
+        assert "grader-state" in {f.rule for f in audit(f"{capture}\ndef softmax(x):\n    c()\n    return x",
+                                                        entry="softmax")}, capture
+    # a kernel's device_print captured by IPython's capture_output handed a softmax's rows over (7/10 on the CPU)
+    escape = load(ROOT / "tests/submissions/escape_captures_prints_through_ipython.py").source
+    assert {(f.rule, f.line) for f in audit(escape, entry="softmax")} == {("grader-state", 12), ("grader-state", 40)}

@@ -559,7 +559,10 @@ def test_logits_written_through_out_count_against_the_size_rule():
     ("finalizer_inside_an_operator", "hands an operator a storage that carries an attribute or a weak reference"),
     # the engine runs a tensor hook inside Tensor.backward: the engine runs with the recorder on, so the
     # values the hook takes out of torch are named as anywhere else
-    ("hook_inside_backward", "calls Tensor.tolist at line 19")])
+    ("hook_inside_backward", "calls Tensor.tolist at line 19"),
+    # a gradient carrying a C finalizer (a partial as __del__) let go of inside the grad setter, where the
+    # function half is off: what a torch function lets go of is let go of under the recorder
+    ("grad_dies_in_a_setter", "calls Tensor.tolist at line 41")])
 def test_code_started_inside_the_recorders_handlers_scores_zero_and_is_named(name, entered):
     # torch takes the recorder's modes off while it runs an operator or a torch function: code of the
     # learner's that would start there is refused
@@ -590,6 +593,62 @@ def test_a_function_of_the_learners_that_an_operator_runs_is_named_where_it_is_e
     entered = [op for op, line in rec.ops if op.startswith(legality.UNSEEN + ":")]
     assert entered == [legality.UNSEEN + ":double"], rec.ops
     assert ("mul", None) not in rec.ops and not any(op == "mul" for op, _ in rec.ops)  # (unseen: hence the rule)
+
+
+def test_what_a_torch_function_lets_go_of_dies_under_the_recorder():
+    """A finalizer with no Python frame of its own (a functools.partial as __del__, weakref.finalize's
+    callback) freed inside a torch function runs while torch has the recorder's function half off: the graph
+    detach_ frees (a saved tensor's attribute), a setter's old value (.grad, ._backward_hooks) are let go of
+    under the recorder, so the values they take out of torch are named at the line."""
+    import functools
+    import weakref
+
+    import torch
+
+    from autograder.legality import OpRecorder
+
+    x, taken = torch.randn(4, 5), []
+
+    def carrier():
+        class Carrier:
+            __del__ = functools.partial(taken.extend, map(torch.Tensor.tolist, [x]))
+
+        return Carrier()
+
+    class Holder:
+        pass
+
+    def graded():
+        w, t = torch.ones(5, requires_grad=True), torch.ones(5)
+        t.keep = carrier()
+        z = t * w
+        del t
+        z.detach_()  # the graph, and the tensor it saved, die inside detach_
+        g = torch.ones(5)
+        g.keep = carrier()
+        w.grad = g
+        del g
+        w.grad = None  # the old gradient dies inside the setter
+        h = Holder()
+        weakref.finalize(h, functools.partial(taken.extend, map(torch.Tensor.tolist, [x])))
+        w._backward_hooks = {0: h}
+        del h
+        w._backward_hooks = None  # the hooks' dict dies inside the setter
+        b = torch.frombuffer(buffer(), dtype=torch.uint8)
+        b.data = torch.zeros(8, dtype=torch.uint8)  # the old storage, and its Python buffer, die inside the setter
+
+    def buffer():
+        class Buffer(bytearray):
+            __del__ = functools.partial(taken.extend, map(torch.Tensor.tolist, [x]))
+
+        return Buffer(8)
+
+    rec = OpRecorder(__file__)
+    with rec:
+        graded()
+    first = graded.__code__.co_firstlineno
+    lines = sorted(line - first for op, line, _ in rec.records() if op == "leaves_torch:Tensor.tolist")
+    assert len(taken) == 4 and lines == [5, 10, 15, 17], rec.records()
 
 
 def test_a_storage_that_carries_code_of_its_own_is_refused_before_an_operator_can_free_it():

@@ -124,3 +124,32 @@ def test_in_a_learners_own_process_the_switch_is_torchs_own_and_leaves_no_variab
     finally:
         real(saved[0], warn_only=saved[1])
     assert "TORCHINDUCTOR_DETERMINISTIC" not in os.environ
+
+
+_RUNS = """
+import json, sys
+import course
+from autograder import worker
+job = json.loads(sys.argv[1])
+fn, ready = worker.load_entry(job)
+print(json.dumps([ready.status, fn.__doc__]))
+"""
+
+
+def test_a_worker_runs_the_text_the_grader_audited_whatever_the_file_holds_by_then(tmp_path):
+    """Every exercise's worker loads the submission anew; code of an exercise graded earlier (or beside it) may
+    rewrite the grading folder's copy of the file (fileinput's inplace, with no sandbox): the worker runs the
+    text the grading process audited, handed over in its job, never what the file holds when it starts."""
+    from autograder import grading, specs
+    from autograder.submission import load
+
+    path = tmp_path / "sub.py"
+    path.write_text('def softmax(x):\n    """audited"""\n    return x\n')
+    sub = load(path)
+    source = sub.write(tmp_path)
+    job = grading.submission_job(specs.get("softmax"), sub, source)
+    source.write_text('def softmax(x):\n    """rewritten"""\n    return x\n')
+    done = subprocess.run([sys.executable, "-c", _RUNS, json.dumps(job)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300, env={**os.environ, "AUTOGRADER_WORKER": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == ["ok", "audited"]

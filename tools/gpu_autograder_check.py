@@ -293,11 +293,13 @@ LEGALITY_ESCAPES = ("escape_hook_computes", "escape_heuristic_computes", "escape
                     "escape_tells_timed_calls", "escape_fills_a_tensors_dict", "escape_course_tools_handed_on",
                     "escape_finalizer_in_the_recorder", "escape_finalizer_inside_an_operator",
                     "escape_hook_inside_backward", "escape_storage_dies_in_an_operator", "escape_buffer_dies_in_set",
-                    "escape_modules_through_parameters")
+                    "escape_grad_dies_in_a_setter", "escape_modules_through_parameters",
+                    "escape_rewrites_its_source")
 # escapes of exercises other than softmax: file stem -> the exercises it answers
 OTHER_EXERCISES = {"escape_course_tools": ["benchmark", "peak_memory_bytes"], "escape_lazy_tuple": ["layer_norm_fwd"],
                    "escape_course_tools_handed_on": ["benchmark"],
-                   "escape_modules_through_parameters": ["benchmark", "peak_memory_bytes"]}
+                   "escape_modules_through_parameters": ["benchmark", "peak_memory_bytes"],
+                   "escape_rewrites_its_source": ["softmax", "online_softmax"]}
 TIMED_ONLY = ("escape_only_when_timed", "escape_tells_timed_calls")
 def _triton_solutions() -> tuple:
     """Every notebook with an exercise graded as the learner's Triton kernel, with all its exercises (the
