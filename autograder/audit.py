@@ -367,8 +367,9 @@ _PATH_PATTERNS: tuple[tuple[str, str, str], ...] = (
         "tornado.util.import_object", "traitlets.utils.importstring.import_item", "traitlets.import_item",
         "jinja2.utils.import_string", "IPython.utils.importstring.import_item")))
 # Loaders that unpickle (run arbitrary code) unless told not to: path -> (keyword, its safe value).
-_UNPICKLERS = {"torch.load": ("weights_only", True), "numpy.load": ("allow_pickle", False),
-               "pandas.read_pickle": (None, None)}
+# (the keyword that makes it safe, its safe value, that argument's position where it has one)
+_UNPICKLERS = {"torch.load": ("weights_only", True, None), "numpy.load": ("allow_pickle", False, 2),
+               "pandas.read_pickle": (None, None, None)}
 # open-like functions: (path, index of the mode argument)
 _OPENERS = {"builtins.open": 1, "io.open": 1, "codecs.open": 1, "os.fdopen": 1, "io.FileIO": 1, "_io.FileIO": 1,
             "_io.open": 1}
@@ -2019,8 +2020,8 @@ class _Auditor(ast.NodeVisitor):
         if fn & {"builtins.globals", "builtins.locals", "builtins.vars"}:
             self._check_namespace_call(node)
         for p in fn & set(_UNPICKLERS):
-            key, safe = _UNPICKLERS[p]
-            given = next((k.value for k in node.keywords if k.arg == key), None) if key else None
+            key, safe, index = _UNPICKLERS[p]
+            given = self._argument(node, key, index) if key else None
             if key is None or (given is not None and not (isinstance(given, ast.Constant) and given.value is safe)):
                 self.report(node, "dynamic-code", f"{self.text(node)}: unpickling runs arbitrary code the audit "
                             "cannot see" + (f" (leave {key}={safe})" if key else ""))
@@ -2029,19 +2030,7 @@ class _Auditor(ast.NodeVisitor):
                 continue  # torch's Timer takes statements as text only: a measuring exercise may time with it
             self._check_statements(node, p)
         for p in sorted(fn & set(_IN_PLACE)):
-            given = next((k.value for k in node.keywords if k.arg == "inplace"), None)
-            if given is None and len(node.args) > _IN_PLACE[p]:
-                given = node.args[_IN_PLACE[p]]
-            for k in node.keywords:  # f(**{"inplace": True}), f(**options): what it holds is not read here
-                if given is None and k.arg is None:
-                    literal = k.value if isinstance(k.value, ast.Dict) and None not in k.value.keys else None
-                    keys = [key.value for key in literal.keys if isinstance(key, ast.Constant)] if literal else None
-                    if keys is None or len(keys) != len(literal.keys):
-                        given = k.value
-                    elif "inplace" in keys:
-                        given = literal.values[keys.index("inplace")]
-            if given is None and any(isinstance(a, ast.Starred) for a in node.args):
-                given = next(a for a in node.args if isinstance(a, ast.Starred))
+            given = self._argument(node, "inplace", _IN_PLACE[p])
             if given is not None and not (isinstance(given, ast.Constant) and not given.value):
                 self.report(node, "file-write", f"{self.text(node)}: {p} with inplace rewrites the files it reads: "
                             "graded code may read files but not write them")
@@ -2255,14 +2244,30 @@ class _Auditor(ast.NodeVisitor):
         return bool(paths) and paths <= {_OWN}
 
     @staticmethod
-    def _mode_arg(node, index):
+    def _argument(node, name: str, index: int | None):
+        """The expression a call passes as its parameter ``name`` (at position ``index``, where it may be passed
+        by position): a keyword, a position, an entry of a literal ``**{...}``; else the ``*args`` or
+        ``**kwargs`` the audit cannot read that may carry it; None where nothing passes it."""
         for k in node.keywords:
-            if k.arg == "mode":
+            if k.arg == name:
                 return k.value
-        return node.args[index] if len(node.args) > index else None
+        for position, arg in enumerate(node.args if index is not None else ()):
+            if isinstance(arg, ast.Starred):
+                return arg  # the positions from here on are not known
+            if position == index:
+                return arg
+        for k in node.keywords:
+            if k.arg is not None:
+                continue
+            if not (isinstance(k.value, ast.Dict) and all(isinstance(key, ast.Constant) for key in k.value.keys)):
+                return k.value  # f(**options): what it holds is not read here
+            for key, value in zip(k.value.keys, k.value.values):
+                if key.value == name:
+                    return value
+        return None
 
     def _check_open(self, node, index):
-        mode = self._mode_arg(node, index)
+        mode = self._argument(node, "mode", index)
         if mode is None:
             return
         if isinstance(mode, ast.Constant) and isinstance(mode.value, str):
