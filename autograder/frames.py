@@ -128,7 +128,7 @@ def _host_bytes(storage, device: torch.device):
     on_gpu = torch.empty(0, dtype=torch.uint8, device=device).set_(storage)
     host = _host_buffer(storage.nbytes(), pinned=True)
     host.copy_(on_gpu)
-    return memoryview(host.numpy()), f"cuda:{device.index if device.index is not None else torch.cuda.current_device()}"
+    return memoryview(host.numpy()), str(device)  # a CUDA tensor's device names its index: "cuda:N"
 
 
 def _host_buffer(n: int, pinned: bool) -> torch.Tensor:

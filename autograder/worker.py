@@ -587,10 +587,7 @@ def load_entry(job: dict):
     # The text the grading process audited, handed over in the job (not read from the file again: code of an
     # exercise graded earlier, or beside this one, may have rewritten the file since, and the grade rests on
     # the audit of the text it ran)
-    text = job.get("source")
-    if text is None:
-        with open(source_file, encoding="utf-8") as fh:
-            text = fh.read()
+    text = job["source"]
     # Triton compiles or interprets only the kernels the grader audited, as it read them (read here, before
     # the audit hook: reading them parses text)
     kernel_source.install({source_file: text, **(job.get("audited") or {})}, job.get("kernels"))

@@ -81,7 +81,7 @@ def scan(exercise_ids, gradings: int, out: pathlib.Path, stop_after: float | Non
     record = {**results.this_machine(), "method": METHOD, "gradings": gradings,
               "exercises": {ex_id: list(carried.get(ex_id, [])) for ex_id in exercise_ids}}
     if carried:
-        record["resumed_from"] = earlier.name if earlier.parent == out else str(earlier)
+        record["resumed_from"] = str(earlier)
     started = time.monotonic()
     for ex_id in exercise_ids:
         spec = specs.get(ex_id)
