@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Named stages on a GPU machine, in one call from the repository root:
 #   bash tools/gpu_session.sh STAGE [STAGE ...]
-# Stages: env | kernel-tests | bench | bench-gpu | bench-quick | bench-quick-gpu | bench-quick-repeat | bench-matmul | gpu-tests | notebooks | capstone | autograde | naive |
+# Stages: env | kernel-tests | gpu-tests-some | capstone-gpu | bench | bench-gpu | bench-quick | bench-quick-gpu | bench-quick-repeat | bench-matmul | gpu-tests | notebooks | capstone | autograde | naive |
 #         autograder-check | sandbox | batch-throughput | probe-configs | probe-matmul | probe-attention | probe-attention-bwd |
 #         probe-attention-decode | launch-cost |
 #         launch-cost-memory | protocol-timeline | grading-time | serving | serving-bench | serving-notebook | serving-grade |
@@ -86,6 +86,12 @@ for stage in "$@"; do
         env) stage_env ;;
         kernel-tests) run_logged kernel-tests env COURSE_AUTOTUNE_MAX=${COURSE_AUTOTUNE_MAX:-2} python3 -m pytest -m gpu tests/test_kernels_*.py -q -p no:cacheprovider --timeout 600 ${PYTEST_K:+-k "$PYTEST_K"} ;;
         gpu-tests) run_logged gpu-tests python3 -m pytest -m gpu -q -p no:cacheprovider --timeout 600 ;;
+        # Some GPU tests (GPU_TESTS="tests/a.py tests/b.py", PYTEST_K=expr), autotuning capped.
+        gpu-tests-some) TAIL=15 run_logged gpu-tests-some env COURSE_AUTOTUNE_MAX=${COURSE_AUTOTUNE_MAX:-2} python3 -m pytest -m gpu \
+                            ${GPU_TESTS:-tests} -q -p no:cacheprovider --timeout 600 --durations 10 ${PYTEST_K:+-k "$PYTEST_K"} ;;
+        # 09's claims measured (tools/capstone_gpu.py): CAPSTONE_ONLY=loss,train,prefill,decode picks sections.
+        capstone-gpu) TAIL=60 run_logged capstone-gpu python3 -m tools.capstone_gpu "$RES/capstone" \
+                          ${CAPSTONE_ONLY:+--only "$CAPSTONE_ONLY"} ;;
         bench) TAIL=120 run_logged bench python3 -m kernels_ref.bench --no-progress ${OPS:+--ops "$OPS"} --json "$RES/bench.json" ;;
         # The full sweeps by the GPU's time alone: which misses are the launcher's CPU time, shape by shape.
         bench-gpu) TAIL=120 run_logged bench-gpu python3 -m kernels_ref.bench --clock gpu --no-progress ${OPS:+--ops "$OPS"} --json "$RES/bench-gpu.json" ;;
