@@ -23,7 +23,8 @@ H=256, V=4096), dweight's error in bf16 ulps of the true value, median / 99th / 
 13.9 / 136 with one rounding (the vocabulary sliced), 0.52 / 16.6 / 164 with 8 (chunks of 256 rows): the
 tails come from the logits' own rounding to bf16, which eager and every fused loss share, and the grader's
 dweight tolerance (that rounding, with slack) holds a loss that rounds per chunk of 16 rows, as Liger-Kernel's.
-Extra memory: dweight and dx (which eager also needs), one chunk of logits, and 2M floats.
+Extra memory: dweight and dx (which eager also needs), one chunk of logits (its rows padded to a multiple of
+64 elements, so that cuBLAS reads and writes them aligned at any vocabulary), and 2M floats.
 
 The file is laid out as Liger-Kernel lays out its ops: the kernels, then plain forward and backward
 functions (usable without autograd), then a thin autograd.Function over them, then the checked entry point.
@@ -158,14 +159,22 @@ def linear_cross_entropy_forward(x, weight, targets, need_grad: bool, chunk_rows
     lse = torch.empty(M, dtype=torch.float32, device=x.device)
     dx = torch.empty_like(x) if need_grad else None
     dw = torch.empty_like(weight) if need_grad else None
+    # One buffer for every chunk, its rows padded to a multiple of 64 elements: at a vocabulary such as GPT-2's
+    # 50257, rows of V elements start at addresses that are not 16-byte aligned, and cuBLAS's tensor-core
+    # kernels need aligned rows for all three matmuls that touch the logits (the reason nanoGPT pads its
+    # vocabulary to 50304); the kernels below read V columns of each row, at the buffer's row stride.
+    buffer = torch.empty((C, _padded(V)), dtype=x.dtype, device=x.device)
     for s in range(0, M, C):
         e = min(s + C, M)
-        logits = x[s:e] @ weight.T  # [C, V]
+        logits = torch.mm(x[s:e], weight.T, out=buffer[:e - s, :V])  # [C, V], rows _padded(V) apart
         _cross_entropy_rows_kernel[(e - s,)](logits, targets[s:e], losses[s:e], lse[s:e], V, logits.stride(0))
         if need_grad:
             _chunk_gradients(logits, x[s:e], weight, targets[s:e], lse[s:e], dx[s:e], dw, 1.0 / M, first=s == 0)
-        del logits  # freed before the next chunk's matmul allocates its own
     return losses.sum() / M, dx, dw
+
+
+def _padded(n: int, multiple: int = 64) -> int:
+    return cdiv(n, multiple) * multiple
 
 
 def _chunk_gradients(logits, x_c, weight, targets_c, lse_c, dx_c, dw, scale: float, first: bool) -> None:

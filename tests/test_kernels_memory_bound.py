@@ -348,6 +348,30 @@ def test_linear_cross_entropy_no_grad_and_reference():
     assert err64(l64, ref.detach()) < 1e-12 and err64(dx64, xd.grad) < 1e-12 and err64(dw64, wd.grad) < 1e-12
 
 
+def test_linear_cross_entropy_chunks_sit_in_rows_cublas_reads_aligned(monkeypatch):
+    """At an odd vocabulary (GPT-2's 50257 here scaled down to 1001), each chunk of logits lies in rows a
+    multiple of 64 elements apart (aligned for cuBLAS's tensor cores), and the loss still reads V columns."""
+    from kernels_ref import cross_entropy
+
+    seen = []
+    kernel = cross_entropy._cross_entropy_rows_kernel
+
+    class Watch:
+        def __getitem__(self, grid):
+            def launch(logits, *args, **kwargs):
+                seen.append((logits.shape, logits.stride()))
+                return kernel[grid](logits, *args, **kwargs)
+            return launch
+
+    monkeypatch.setattr(cross_entropy, "_cross_entropy_rows_kernel", Watch())
+    x, w = randn(40, 16), randn(1001, 16)
+    t = torch.randint(0, 1001, (40,), device=DEV)
+    loss = linear_cross_entropy(x, w, t, 16)
+    assert [s for s, _ in seen] == [(16, 1001), (16, 1001), (8, 1001)]
+    assert all(stride == (1024, 1) for _, stride in seen)
+    assert abs(float(loss) - float(torch.nn.functional.cross_entropy(x.double() @ w.double().T, t))) < 1e-5
+
+
 def test_linear_cross_entropy_rejects_bad_inputs():
     x, w = randn(4, 8), randn(10, 8)
     with pytest.raises(ValueError, match=r"\[0, 10\)"):
