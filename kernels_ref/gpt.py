@@ -315,6 +315,34 @@ def count_kernels(fn) -> int:
                and e.cpu_parent is None)
 
 
+def where_time_goes(fn, top: int = 8) -> dict:
+    """One profiled call of ``fn()`` (torch.profiler): its wall time, the summed time of the device kernels it
+    launched (on a GPU; the CPU ops' own time without one) and the ``top`` kernels by total time. Kernel time
+    well under the wall time means the device waited (for the host's launches or a synchronization)."""
+    import time
+
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CUDA, ProfilerActivity.CPU] if course.ON_GPU else [ProfilerActivity.CPU]
+    with profile(activities=acts) as prof:
+        start = time.perf_counter()
+        fn()
+        if course.ON_GPU:
+            torch.cuda.synchronize()
+        wall_ms = (time.perf_counter() - start) * 1e3
+    device = torch.autograd.DeviceType.CUDA if course.ON_GPU else torch.autograd.DeviceType.CPU
+    kernels = {}
+    for e in prof.events():
+        if e.device_type != device or (not course.ON_GPU and (e.cpu_parent is not None or not e.name.startswith("aten::"))):
+            continue
+        us = e.device_time if course.ON_GPU else e.self_cpu_time_total
+        total, count = kernels.get(e.name, (0.0, 0))
+        kernels[e.name] = (total + us / 1e3, count + 1)
+    ranked = sorted(kernels.items(), key=lambda kv: -kv[1][0])
+    return {"wall_ms": wall_ms, "kernel_ms": sum(ms for ms, _ in kernels.values()),
+            "top": [{"kernel": name[:120], "ms": ms, "launches": n} for name, (ms, n) in ranked[:top]]}
+
+
 def measure_training_step(cfg: GPTConfig, B: int, S: int, variants: dict[str, Callable], dtype=torch.bfloat16,
                           reps: int = 20, warmup: int = 3) -> list[dict]:
     """One row per variant (``{name: fn(params, tokens, targets)}``, e.g. ``training_step`` with EAGER,

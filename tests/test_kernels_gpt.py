@@ -89,6 +89,17 @@ def test_measurement_reports_time_memory_and_kernels_against_eager():
     assert by["course"]["kernels"] != by["eager"]["kernels"]
 
 
+def test_where_time_goes_ranks_the_kernels_of_one_step():
+    params = gpt.make_gpt(gpt.GPTConfig(1, 32, 2, 64), torch.float32)
+    tokens, targets = gpt.make_batch(gpt.GPTConfig(1, 32, 2, 64), 1, 8)
+    prof = gpt.where_time_goes(lambda: gpt.training_step(params, tokens, targets, gpt.EAGER), top=3)
+    assert prof["wall_ms"] > 0 and 0 < prof["kernel_ms"]
+    assert len(prof["top"]) == 3 and all(k["launches"] >= 1 and k["ms"] >= 0 for k in prof["top"])
+    assert [k["ms"] for k in prof["top"]] == sorted((k["ms"] for k in prof["top"]), reverse=True)
+    if not course.ON_GPU:  # without a GPU: the top-level operators' own CPU time
+        assert all(k["kernel"].startswith("aten::") for k in prof["top"])
+
+
 def test_bench_cases_are_well_formed():
     """Built, not run (their inputs live on a GPU): time and peak memory against eager and torch.compile,
     with the issue's goals; no float64 reference at that size (the step is checked by the tests above)."""

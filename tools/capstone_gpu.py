@@ -149,8 +149,13 @@ def section_train(sz) -> dict:
     cfg, B, S = sz["train"]
     variants = gpt.step_variants(compiled=course.ON_GPU)
     rows = gpt.measure_training_step(cfg, B, S, variants, dtype) if check_ok else []
+    profiles = {}
+    if check_ok:  # where each step's time goes: its kernels (and the device's idle time) for eager and the course's
+        params, (tokens, targets) = gpt.make_gpt(cfg, dtype), gpt.make_batch(cfg, B, S)
+        for name in ("eager", "course"):
+            profiles[name] = gpt.where_time_goes(lambda fn=variants[name]: fn(params, tokens, targets))
     return {"shape": f"{cfg.label()} B{B} S{S} {str(dtype)[6:]}", "check_size": f"{cfg_c.label()} B{Bc} S{Sc}",
-            "float64_errors": errors, "check_ok": check_ok, "rows": rows,
+            "float64_errors": errors, "check_ok": check_ok, "rows": rows, "profiles": profiles,
             "goals": {"step time at least 1.15x eager's": 1.15, "peak at most 0.6x eager's": 0.6}}
 
 
@@ -258,6 +263,11 @@ def tables(results: dict) -> str:
                   f"{_fmt_bytes(w['peak_bytes'])} | {w['kernels']} | {_num(w['speedup_vs_eager'])}x | "
                   f"{_num(w['memory_vs_eager'])}x |" for w in r["rows"]]
         lines.append("")
+        for name, prof in r.get("profiles", {}).items():
+            lines += [f"where {name}'s step goes (one profiled step): {prof['wall_ms']:.2f} ms wall, "
+                      f"{prof['kernel_ms']:.2f} ms in kernels", "", "| kernel | ms | launches |", "| --- | ---: | ---: |"]
+            lines += [f"| `{k['kernel']}` | {k['ms']:.3f} | {k['launches']} |" for k in prof["top"]]
+            lines.append("")
     for key in ("prefill", "decode"):
         for case in results.get(key, []):
             lines += [f"## {key}, {case['shape']}", "", "| variant | ms | vs eager | kernels | peak |",
