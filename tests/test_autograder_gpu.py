@@ -632,3 +632,19 @@ def test_cases_made_on_the_gpu_are_reproducible_from_their_seed():
     spec = specs.get("online_softmax")
     first, again = runner.make_plan(spec, False, 11), runner.make_plan(spec, False, 11)
     assert all(torch.equal(p.a[0], q.a[0]) and torch.equal(p.b[0], q.b[0]) for p, q in zip(first, again))
+
+
+@pytest.mark.gpu
+def test_a_cuda_output_ships_as_a_copy_on_its_gpu_and_is_judged_there():
+    """The worker's copy of a CUDA output stays on the GPU (it crosses as a raw frame), keeps its strides, and
+    shares no memory with what the learner's code holds; an input compared there needs no host copy."""
+    from autograder import correctness
+    from autograder.worker import ship
+
+    out = torch.arange(6.0, device="cuda").view(2, 3).t()
+    shipped = ship({"o": out, "n": 3})
+    assert shipped["o"].is_cuda and shipped["o"].stride() == out.stride() and torch.equal(shipped["o"], out)
+    assert shipped["o"].data_ptr() != out.data_ptr() and shipped["n"] == 3
+    out.add_(1)  # the learner's tensor changed after shipping: the grader's copy did not
+    assert not torch.equal(shipped["o"], out)
+    assert correctness.same_values(out, out.clone().cpu()) and not correctness.same_values(out, shipped["o"])
