@@ -183,13 +183,15 @@ def _module_fixtures(item) -> list[str]:
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if getattr(item.module, "graded", None) is not None:
+        if item.get_closest_marker("xdist_group") is not None:
+            pass  # the test names its group: that of the solution notebook whose grade it reads (tests/_solutions.py)
+        elif getattr(item.module, "graded", None) is not None:
             # a module's tests grade the same submissions one after another in one process (`make test`'s
             # --dist loadgroup keeps a module together), never waiting for each other's grading: the run shares
             # each grading (tests/_autograder_helpers.graded), and a test that asks for one another process is
             # making waits for it
             item.add_marker(pytest.mark.xdist_group(item.module.__name__))
-        elif item.get_closest_marker("xdist_group") is None and (shared := _module_fixtures(item)):
+        elif shared := _module_fixtures(item):
             # a fixture made once per module is made once per process: its tests stay in one process,
             # or each of the two builds it (the graded class, nbgrader's regenerated notebooks)
             item.add_marker(pytest.mark.xdist_group(f"{item.module.__name__}:{'+'.join(shared)}"))
