@@ -4,9 +4,10 @@
 process, as the README tells learners) runs once per notebook; tests/test_solutions_graded.py judges
 its result and tests/test_notebooks.py executes the notebook with it as the trusted result, the way
 ``python -m autograder autograde`` runs a notebook after grading it outside the kernel (the hidden cells
-then print that report instead of grading again), and tests/test_autograder_specs_10.py judges 10's. The
-grade is made once per run, by the first process that asks for it (tests/_autograder_helpers.shared); both
-tests of a notebook share one xdist group, so they do not wait for each other.
+then print that report instead of grading again), and the spec tests of 05-10 judge their exercises' grades
+(tests/test_autograder_specs_*.py: a correct submission earns every point the CPU gives). The grade is made
+once per run, by the first process that asks for it (tests/_autograder_helpers.shared); every test that reads a
+notebook's grade is in that notebook's xdist group (``solution-NN_name``), so none waits for another's grading.
 """
 from __future__ import annotations
 
@@ -42,6 +43,29 @@ class Graded:
     log: str
     result: dict | None  # the --json object
     trusted_file: Path | None  # {"notebooks": {assignment: result}}: AUTOGRADER_TRUSTED_RESULT's format
+    report: str = ""  # what the command printed: the readable report, with each exercise's table of cases
+
+    def exercise(self, ex_id: str) -> dict:
+        return next(ex for ex in self.result["exercises"] if ex["id"] == ex_id)
+
+    def case_rows(self, ex_id: str) -> list[str]:
+        """The rows of ``ex_id``'s table of cases in the printed report (the --json object has no cases), each
+        ending in its verdict."""
+        lines = self.report.splitlines()
+        start = next(i for i, line in enumerate(lines) if line.startswith(("[PASS] ", "[FAIL] "))
+                     and line.split()[1] == f"{ex_id}:")
+        rows, in_table = [], False
+        for line in lines[start + 1:]:
+            if not line.startswith("    ") or line.startswith(("    violation:", "    memory:", "    performance:",
+                                                                 "    - ")):
+                if in_table or not line.startswith("    "):
+                    break
+                continue
+            if line.split()[0] == "case" and line.rstrip().endswith("verdict"):
+                in_table = True
+            elif in_table:
+                rows.append(line.strip())
+        return rows
 
 
 @lru_cache(maxsize=None)
@@ -54,7 +78,8 @@ def graded_whole(assignment: str, folder: Path) -> Graded:
             folder.mkdir(exist_ok=True)
             out, trusted = folder / f"{assignment}.json", folder / f"{assignment}.trusted.json"
             if trusted.exists():
-                return Graded(0, "graded by another process of this run", json.loads(out.read_text()), trusted)
+                return Graded(0, "graded by another process of this run", json.loads(out.read_text()), trusted,
+                              (folder / f"{assignment}.report.txt").read_text())
         return _grade_whole(assignment, folder)
 
 
@@ -68,9 +93,10 @@ def _grade_whole(assignment: str, folder: Path) -> Graded:
     if done.returncode != 0 or not out.exists():
         return Graded(done.returncode, log, None, None)
     result = json.loads(out.read_text())
+    (folder / f"{assignment}.report.txt").write_text(done.stdout)
     trusted = folder / f"{assignment}.trusted.json"
-    trusted.write_text(json.dumps({"notebooks": {assignment: result}}))
-    return Graded(done.returncode, log, result, trusted)
+    trusted.write_text(json.dumps({"notebooks": {assignment: result}}))  # last: it says the grade is complete
+    return Graded(done.returncode, log, result, trusted, done.stdout)
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,5 @@
-"""The exercise specs of notebooks 05-08: a small correct Triton submission
-earns every correctness point, one that calls the torch operator the exercise teaches earns nothing and the
+"""The exercise specs of notebooks 05-08: the correct Triton solutions
+earn every correctness point, one that calls the torch operator the exercise teaches earns nothing and the
 operator is named, and the hard cases fail what they are there to catch. CPU, quick cases (~80 s)."""
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import torch.nn.functional as F
 
 from _autograder_helpers import graded, listed, text
 from _rounding import operand
+from _solutions import solution_graded  # noqa: F401  (the fixture)
 from course import manifest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,14 +53,23 @@ def test_specs_are_complete():
         assert specs.get(one).rules.max_launches == 1
 
 
-@pytest.mark.parametrize("ex_id", LATER)
-def test_correct_triton_submission_earns_every_correctness_point(ex_id):
+@pytest.mark.parametrize("ex_id", [pytest.param(ex, marks=pytest.mark.xdist_group(f"solution-{NOTEBOOKS[ex]}"))
+                                   for ex in LATER])
+def test_correct_triton_submission_earns_every_correctness_point(ex_id, solution_graded):
+    """The course's own Triton solutions earn every point the CPU gives, case by case, with no violation: each
+    notebook graded whole once per run (tests/_solutions.py; the test runs in that notebook's xdist group, with
+    the tests of test_notebooks.py and test_solutions_graded.py that read the same grade). A second correct
+    submission of all eight exercises would cost a grading of 50 s of CPU; later/good_05_08.py's loss, with its
+    own memory profile, is graded in test_autograder_specs_08.py."""
     from autograder.specs import get
 
-    ex = graded("later/good_05_08.py", LATER, 300.0)[ex_id]
+    done = solution_graded(NOTEBOOKS[ex_id])
+    assert done.result, done.log
+    ex = done.exercise(ex_id)
     assert ex["correct"], text(ex)
     assert not ex["violations"]
-    assert all(c["verdict"] == "ok" for c in ex["cases"])
+    cases = done.case_rows(ex_id)
+    assert cases and all(row.endswith("  ok") for row in cases), cases
     spec = get(ex_id)
     if spec.memory is not None:  # memory is graded in place of time, on every device: all its points here too
         assert ex["score"] * ex["points"] == pytest.approx(spec.points)

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from _autograder_helpers import SUBMISSIONS, graded, text
+from _solutions import solution_graded  # noqa: F401  (the fixture)
 import _rounding
 
 EXERCISES = ("checkpointed_mlp", "int8_weight_linear")
@@ -35,8 +36,14 @@ def test_list_and_manifest_order():
     assert q.performance.floor < q.performance.threshold and q.performance.naive is not None
 
 
-def test_correct_submission_earns_every_point_the_cpu_gives():
-    res = graded("later/good_08.py", EXERCISES, 300.0)
+@pytest.mark.xdist_group("solution-08_memory")
+def test_correct_submission_earns_every_point_the_cpu_gives(solution_graded):
+    """08's solution notebook, graded whole once per run (tests/_solutions.py, read in that notebook's xdist
+    group). later/good_08.py (the same checkpointed MLP, a plainer int8 kernel) runs in process in check's
+    test below and is audited in test_audit.py; a grading of its own would judge these exercises again."""
+    done = solution_graded("08_memory")
+    assert done.result, done.log
+    res = {ex["id"]: ex for ex in done.result["exercises"]}
     ckpt = res["checkpointed_mlp"]
     assert ckpt["correct"] and not ckpt["violations"], text(ckpt)
     assert ckpt["score"] == pytest.approx(1.0), text(ckpt)  # 7 correctness + 3 memory, on the CPU too

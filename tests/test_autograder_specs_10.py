@@ -62,6 +62,7 @@ def serving_graded(solution_graded):
     return {ex["id"]: ex for ex in done.result["exercises"]}
 
 
+@pytest.mark.xdist_group("solution-10_serving")  # with the other tests that read the notebook's grade
 @pytest.mark.parametrize("exercise", EX)
 def test_solution_earns_every_correctness_point(serving_graded, exercise):
     from autograder.specs import get
