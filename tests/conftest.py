@@ -13,9 +13,17 @@ import sys
 import tempfile
 from pathlib import Path
 
-import course  # noqa: F401  (must come first: sets TRITON_INTERPRET=1 without a GPU)
-import pytest
-import torch
+# One thread for torch's (OpenMP) and numpy's (OpenBLAS) operators in every process of the run: set before
+# torch is imported, here and in what inherits the environment (pytest-xdist's test processes, grading
+# workers, notebook kernels, commands). `make test` runs as many test processes as there are cores, each
+# starting workers of its own: a second thread only waits for a core, spinning. Measured on the 2-core
+# machine (2 test processes; specs 08, flash rounding, memory-bound and flash kernels): 139 s and 261 s of CPU
+# with torch's default of a thread per core, 102 s and 192 s with one. OMP_NUM_THREADS set beforehand wins.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import course  # noqa: E402,F401  (must come first: sets TRITON_INTERPRET=1 without a GPU)
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 # Tests that start a grading worker, a `check` child, a Python subprocess, nbgrader or a Dask cluster:
 # module -> the tests of it that do ("*": every test of the module).
@@ -118,6 +126,7 @@ WORKER_TESTS: dict[str, set[str] | str] = {
         "test_scratch_goes_on_every_exit_a_process_can_catch_and_a_killed_ones_is_swept",
         "test_timestamps_from_nbgrader_collect_in_every_path"},
     "test_feedback": {"test_a_check_stopped_at_its_time_limit_shows_the_line_it_was_stuck_on",
+        "test_check_computes_in_its_child_after_this_process_ran_operators_on_several_threads",
         "test_check_survives_a_crashing_kernel_and_names_the_likely_cause"},
     "test_foundation": {"test_kernel_defined_after_course_runs_in_interpreter_on_cpu",
         "test_size_override_and_bad_value"},

@@ -376,6 +376,31 @@ def test_check_survives_a_crashing_kernel_and_names_the_likely_cause(capsys):
     assert check("softmax_bytes", lambda shape, dtype: 0, show=False) is False  # this process is fine
 
 
+def test_check_computes_in_its_child_after_this_process_ran_operators_on_several_threads(capsys):
+    """OpenMP's thread pool does not survive fork(): a child that used the pool this process started would
+    wait forever (stopped at the time limit, 120 s). check()'s child takes one thread; this process's pool is
+    started here on two, since the test run keeps torch to one (tests/conftest.py) and a notebook need not."""
+    from autograder import check
+
+    if course.ON_GPU:
+        pytest.skip("on a GPU the calls run in the notebook's process (CUDA cannot be forked)")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        a = torch.randn(1000, 1000)
+        (a @ a).sum()
+        torch.ones(1 << 22).exp().sum()
+
+        def naive_softmax(x):
+            x.new_ones(1 << 22).exp().sum()  # large enough to run on the pool's threads
+            e = torch.exp(x - x.amax(-1, keepdim=True))
+            return e / e.sum(-1, keepdim=True)
+
+        assert check("naive_softmax", naive_softmax, quick=True, show=False) is True, capsys.readouterr().out
+    finally:
+        torch.set_num_threads(threads)
+
+
 def test_a_check_stopped_at_its_time_limit_shows_the_line_it_was_stuck_on(capsys, monkeypatch):
     """Once past the time limit the forked child writes its stack: the learner sees the line (theirs),
     not the grader's frames."""
