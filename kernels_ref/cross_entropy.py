@@ -143,7 +143,7 @@ def default_chunk_rows(M: int, H: int, V: int) -> int:
     peak under a quarter of eager's; at least 16 rows, at most M. Rounding C up instead doubled the chunk at
     the headline shape (2048 rows, 0.5 GiB of logits: 0.26x eager's peak on an H200; 1024 rows: 0.25 GiB)."""
     rows = max(16, cdiv(4 * M * H, V))
-    return max(1, min(M, next_power_of_2(rows) if next_power_of_2(rows) == rows else next_power_of_2(rows) // 2))
+    return max(1, min(M, 1 << (rows.bit_length() - 1)))  # the largest power of two <= rows
 
 
 # ---------------------------------------------------------------------------------- forward and backward

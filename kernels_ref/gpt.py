@@ -298,46 +298,43 @@ def step_flops(cfg: GPTConfig, B: int, S: int) -> int:
     return 3 * (cfg.n_layers * (24 * T * D * D + 2 * B * S * S * D) + 2 * T * D * cfg.vocab)
 
 
-def count_kernels(fn) -> int:
-    """Device kernels one call of ``fn()`` launches (torch.profiler's CUDA events; CPU ops without a GPU)."""
+def _profiled(fn) -> tuple[float, list]:
+    """(wall ms, the kernels) of one call of ``fn()`` under torch.profiler: the device kernels it launched
+    (CUDA events); without a GPU, the top-level aten operators that launch one."""
+    import time
+
     from torch.profiler import ProfilerActivity, profile
 
     from measure.launches import NO_KERNEL_OPS
 
     acts = [ProfilerActivity.CUDA] if course.ON_GPU else [ProfilerActivity.CPU]
     with profile(activities=acts) as prof:
-        fn()
-        if course.ON_GPU:
-            torch.cuda.synchronize()
-    if course.ON_GPU:
-        return sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
-    return sum(1 for e in prof.events() if e.name.startswith("aten::") and e.name not in NO_KERNEL_OPS
-               and e.cpu_parent is None)
-
-
-def where_time_goes(fn, top: int = 8) -> dict:
-    """One profiled call of ``fn()`` (torch.profiler): its wall time, the summed time of the device kernels it
-    launched (on a GPU; the CPU ops' own time without one) and the ``top`` kernels by total time. Kernel time
-    well under the wall time means the device waited (for the host's launches or a synchronization)."""
-    import time
-
-    from torch.profiler import ProfilerActivity, profile
-
-    acts = [ProfilerActivity.CUDA, ProfilerActivity.CPU] if course.ON_GPU else [ProfilerActivity.CPU]
-    with profile(activities=acts) as prof:
         start = time.perf_counter()
         fn()
         if course.ON_GPU:
             torch.cuda.synchronize()
         wall_ms = (time.perf_counter() - start) * 1e3
-    device = torch.autograd.DeviceType.CUDA if course.ON_GPU else torch.autograd.DeviceType.CPU
+    if course.ON_GPU:
+        return wall_ms, [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    return wall_ms, [e for e in prof.events() if e.name.startswith("aten::") and e.name not in NO_KERNEL_OPS
+                     and e.cpu_parent is None]
+
+
+def count_kernels(fn) -> int:
+    """Device kernels one call of ``fn()`` launches (torch.profiler's CUDA events; CPU ops without a GPU)."""
+    return len(_profiled(fn)[1])
+
+
+def where_time_goes(fn, top: int = 8) -> dict:
+    """One profiled call of ``fn()``: its wall time, the summed time of the kernels it launched (on a GPU; the
+    operators' own CPU time without one) and the ``top`` kernels by total time. Kernel time well under the
+    wall time means the device waited (for the host's launches or a synchronization)."""
+    wall_ms, events = _profiled(fn)
     kernels = {}
-    for e in prof.events():
-        if e.device_type != device or (not course.ON_GPU and (e.cpu_parent is not None or not e.name.startswith("aten::"))):
-            continue
-        us = e.device_time if course.ON_GPU else e.self_cpu_time_total
+    for e in events:
+        ms = (e.device_time if course.ON_GPU else e.self_cpu_time_total) / 1e3
         total, count = kernels.get(e.name, (0.0, 0))
-        kernels[e.name] = (total + us / 1e3, count + 1)
+        kernels[e.name] = (total + ms, count + 1)
     ranked = sorted(kernels.items(), key=lambda kv: -kv[1][0])
     return {"wall_ms": wall_ms, "kernel_ms": sum(ms for ms, _ in kernels.values()),
             "top": [{"kernel": name[:120], "ms": ms, "launches": n} for name, (ms, n) in ranked[:top]]}
