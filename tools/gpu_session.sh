@@ -84,11 +84,13 @@ notebook_sources() {  # every solution notebook, or those of ASSIGNMENTS=a,b
 for stage in "$@"; do
     case $stage in
         env) stage_env ;;
-        kernel-tests) run_logged kernel-tests env COURSE_AUTOTUNE_MAX=${COURSE_AUTOTUNE_MAX:-2} python3 -m pytest -m gpu tests/test_kernels_*.py -q -p no:cacheprovider --timeout 600 ${PYTEST_K:+-k "$PYTEST_K"} ;;
         gpu-tests) run_logged gpu-tests python3 -m pytest -m gpu -q -p no:cacheprovider --timeout 600 ;;
-        # Some GPU tests (GPU_TESTS="tests/a.py tests/b.py", PYTEST_K=expr), autotuning capped.
-        gpu-tests-some) TAIL=15 run_logged gpu-tests-some env COURSE_AUTOTUNE_MAX=${COURSE_AUTOTUNE_MAX:-2} python3 -m pytest -m gpu \
-                            ${GPU_TESTS:-tests} -q -p no:cacheprovider --timeout 600 --durations 10 ${PYTEST_K:+-k "$PYTEST_K"} ;;
+        # GPU tests, autotuning capped: the reference kernels' (kernel-tests) or those of GPU_TESTS="tests/a.py
+        # tests/b.py" (gpu-tests-some); PYTEST_K=expr selects among them.
+        kernel-tests|gpu-tests-some)
+            tests=${GPU_TESTS:-tests}; [ "$stage" = kernel-tests ] && tests="tests/test_kernels_*.py"
+            run_logged "$stage" env COURSE_AUTOTUNE_MAX=${COURSE_AUTOTUNE_MAX:-2} python3 -m pytest -m gpu $tests -q \
+                -p no:cacheprovider --timeout 600 --durations 10 ${PYTEST_K:+-k "$PYTEST_K"} ;;
         # 09's claims measured (tools/capstone_gpu.py): CAPSTONE_ONLY=loss,train,prefill,decode picks sections.
         capstone-gpu) TAIL=60 run_logged capstone-gpu python3 -m tools.capstone_gpu "$RES/capstone" \
                           ${CAPSTONE_ONLY:+--only "$CAPSTONE_ONLY"} ;;
