@@ -23,8 +23,9 @@ H=256, V=4096), dweight's error in bf16 ulps of the true value, median / 99th / 
 13.9 / 136 with one rounding (the vocabulary sliced), 0.52 / 16.6 / 164 with 8 (chunks of 256 rows): the
 tails come from the logits' own rounding to bf16, which eager and every fused loss share, and the grader's
 dweight tolerance (that rounding, with slack) holds a loss that rounds per chunk of 16 rows, as Liger-Kernel's.
-Extra memory: dweight and dx (which eager also needs), one chunk of logits (its rows padded to a multiple of
-64 elements, so that cuBLAS reads and writes them aligned at any vocabulary), and 2M floats.
+Extra memory: dweight and dx (which eager also needs), one chunk of logits, and 2M floats; at a vocabulary whose
+rows are not 16-byte aligned (GPT-2's 50257), also a copy of the weight with zero rows up to a multiple of 64
+(_aligned_vocab says why).
 
 The file is laid out as Liger-Kernel lays out its ops: the kernels, then plain forward and backward
 functions (usable without autograd), then a thin autograd.Function over them, then the checked entry point.
@@ -111,7 +112,10 @@ def _cross_entropy_rows_kernel(logits_ptr, targets_ptr, loss_ptr, lse_ptr, V, st
     row_ptr = logits_ptr + row * stride_lm
     m, s = row_max_and_sum(row_ptr, V, BLOCK_V)
     lse = m + tl.log(s)
-    z_target = tl.load(row_ptr + tl.load(targets_ptr + row)).to(tl.float32)
+    target = tl.load(targets_ptr + row)
+    # A target outside [0, V) (unchecked inside a CUDA graph: the check reads the GPU) gives a NaN loss, not a
+    # read of someone else's memory.
+    z_target = tl.load(row_ptr + target, mask=(target >= 0) & (target < V), other=float("nan")).to(tl.float32)
     tl.store(lse_ptr + row, lse)
     tl.store(loss_ptr + row, lse - z_target)
 
@@ -124,17 +128,17 @@ def _cross_entropy_rows_kernel(logits_ptr, targets_ptr, loss_ptr, lse_ptr, V, st
     restore_value=["logits_ptr"],
 )
 @triton.jit
-def _dlogits_kernel(logits_ptr, lse_ptr, targets_ptr, first, S, stride_lm, BLOCK_S: tl.constexpr):
-    """A [rows, BLOCK_S] tile per program of columns first .. first+S of a chunk of logits:
-    logits -> softmax - onehot(target), in place. Unscaled: 1/M would underflow float16 at large M (the
-    matmuls that read it apply it in float32)."""
+def _dlogits_kernel(logits_ptr, lse_ptr, targets_ptr, V, S, stride_lm, BLOCK_S: tl.constexpr):
+    """A [rows, BLOCK_S] tile per program of the S columns of a chunk of logits: logits -> softmax -
+    onehot(target), in place, for the V columns of the vocabulary and 0 for the padding after them (V <= S).
+    Unscaled: 1/M would underflow float16 at large M (the matmuls that read it apply it in float32)."""
     row = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK_S + tl.arange(0, BLOCK_S)
     ptrs = logits_ptr + row * stride_lm + cols
-    z = tl.load(ptrs, mask=cols < S, other=0.0).to(tl.float32)
+    z = tl.load(ptrs, mask=cols < V, other=0.0).to(tl.float32)
     p = tl.exp2((z - tl.load(lse_ptr + row)) * LOG2E)
-    g = tl.where(cols + first == tl.load(targets_ptr + row), p - 1.0, p)
-    tl.store(ptrs, g.to(logits_ptr.dtype.element_ty), mask=cols < S)
+    g = tl.where(cols == tl.load(targets_ptr + row), p - 1.0, p)
+    tl.store(ptrs, tl.where(cols < V, g, 0.0).to(logits_ptr.dtype.element_ty), mask=cols < S)
 
 
 def default_chunk_rows(M: int, H: int, V: int) -> int:
@@ -158,42 +162,45 @@ def linear_cross_entropy_forward(x, weight, targets, need_grad: bool, chunk_rows
     losses = torch.empty(M, dtype=torch.float32, device=x.device)
     lse = torch.empty(M, dtype=torch.float32, device=x.device)
     dx = torch.empty_like(x) if need_grad else None
-    dw = torch.empty_like(weight) if need_grad else None
-    # One buffer for every chunk, its rows padded to a multiple of 64 elements: at a vocabulary such as GPT-2's
-    # 50257, rows of V elements start at addresses that are not 16-byte aligned, and cuBLAS's tensor-core
-    # kernels need aligned rows for all three matmuls that touch the logits (the reason nanoGPT pads its
-    # vocabulary to 50304); the kernels below read V columns of each row, at the buffer's row stride.
-    buffer = torch.empty((C, _padded(V)), dtype=x.dtype, device=x.device)
+    S = _aligned_vocab(V, weight.element_size())
+    weight_s = weight if S == V else torch.cat([weight, weight.new_zeros(S - V, H)])  # [S, H]: zero rows after V
+    dw_s = torch.empty((S, H), dtype=weight.dtype, device=weight.device) if need_grad else None
+    buffer = torch.empty((C, S), dtype=x.dtype, device=x.device)  # one chunk of logits, reused by every chunk
     for s in range(0, M, C):
         e = min(s + C, M)
-        logits = torch.mm(x[s:e], weight.T, out=buffer[:e - s, :V])  # [C, V], rows _padded(V) apart
+        logits = torch.mm(x[s:e], weight_s.T, out=buffer[:e - s])  # [C, S]; columns V.. are 0
         _cross_entropy_rows_kernel[(e - s,)](logits, targets[s:e], losses[s:e], lse[s:e], V, logits.stride(0))
         if need_grad:
-            _chunk_gradients(logits, x[s:e], weight, targets[s:e], lse[s:e], dx[s:e], dw, 1.0 / M, first=s == 0)
-    return losses.sum() / M, dx, dw
+            _chunk_gradients(logits, x[s:e], weight_s, targets[s:e], lse[s:e], dx[s:e], dw_s, 1.0 / M, V,
+                             first=s == 0)
+    return losses.sum() / M, dx, dw_s[:V] if need_grad else None  # dw_s[:V]: V whole rows, contiguous
 
 
-def _padded(n: int, multiple: int = 64) -> int:
-    return cdiv(n, multiple) * multiple
+def _aligned_vocab(V: int, itemsize: int, multiple: int = 64) -> int:
+    """The columns the matmuls compute: V, or V rounded up to a multiple of 64 where rows of V elements are not
+    16-byte aligned. cuBLAS's tensor-core kernels need the contiguous dimension of every operand to be a
+    multiple of 16 bytes; at GPT-2's V = 50257 the two matmuls whose contiguous dimension is V (the logits and
+    dx) ran sm75-era "align1" kernels (H200: 15.7 ms of a 45 ms training step, padding only the buffer's row
+    stride did not change it). The reason nanoGPT pads its vocabulary to 50304."""
+    return V if (V * itemsize) % 16 == 0 else cdiv(V, multiple) * multiple
 
 
-def _chunk_gradients(logits, x_c, weight, targets_c, lse_c, dx_c, dw, scale: float, first: bool) -> None:
-    """One chunk's share: its logits become dlogits in place, its rows of dx are written, and dweight takes
-    its sum (beta=0 on the first chunk: dweight starts uninitialized)."""
-    rows, V = logits.shape
-    _dlogits_kernel[lambda meta: (rows, cdiv(V, meta["BLOCK_S"]))](logits, lse_c, targets_c, 0, V, logits.stride(0))
+def _chunk_gradients(logits, x_c, weight, targets_c, lse_c, dx_c, dw, scale: float, V: int, first: bool) -> None:
+    """One chunk's share: its logits become dlogits in place (V columns, then zeros), its rows of dx are
+    written, and dweight takes its sum (beta=0 on the first chunk: dweight starts uninitialized)."""
+    rows, S = logits.shape
+    _dlogits_kernel[lambda meta: (rows, cdiv(S, meta["BLOCK_S"]))](logits, lse_c, targets_c, V, S, logits.stride(0))
     torch.addmm(dx_c, logits, weight, beta=0.0, alpha=scale, out=dx_c)
     torch.addmm(dw, logits.T, x_c, beta=0.0 if first else 1.0, alpha=scale, out=dw)
 
 
 def linear_cross_entropy_backward(grad_loss, dx, dw):
     """The gradients for an incoming (scalar) gradient: those of the forward times it, in place (these
-    buffers belong to one call alone; a copy would double dweight's memory)."""
-    if not (grad_loss.numel() == 1 and grad_loss.item() == 1.0):  # a loss that is the graph's root: no-op
-        g = grad_loss.to(torch.float32)
-        dx = dx.mul_(g) if dx is not None else None
-        dw = dw.mul_(g) if dw is not None else None
-    return dx, dw
+    buffers belong to one call alone; a copy would double dweight's memory). Always multiplied, even by 1:
+    asking whether it is 1 reads the GPU, and that wait at the start of the backward leaves the GPU idle while
+    the host launches the rest of the backward."""
+    g = grad_loss.to(torch.float32)
+    return (dx.mul_(g) if dx is not None else None), (dw.mul_(g) if dw is not None else None)
 
 
 class LinearCrossEntropyFunction(torch.autograd.Function):
@@ -232,9 +239,10 @@ def linear_cross_entropy(x, weight, targets, chunk_rows: int | None = None):
     if M == 0:
         raise ValueError("the mean cross-entropy of zero rows is undefined")
     V = weight.shape[0]
-    lo, hi = torch.aminmax(targets)
-    if lo.item() < 0 or hi.item() >= V:
-        raise ValueError(f"targets must lie in [0, {V}), got values in [{lo.item()}, {hi.item()}]")
+    if not (targets.is_cuda and torch.cuda.is_current_stream_capturing()):  # a graph cannot read the GPU
+        lo, hi = torch.aminmax(targets)
+        if lo.item() < 0 or hi.item() >= V:
+            raise ValueError(f"targets must lie in [0, {V}), got values in [{lo.item()}, {hi.item()}]")
     if chunk_rows is not None and chunk_rows < 1:
         raise ValueError("chunk_rows must be a positive number of rows")
     x = rows_contiguous(x)

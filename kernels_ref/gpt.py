@@ -127,6 +127,24 @@ class QKVAttentionFunction(torch.autograd.Function):
         return torch.stack(grads, dim=0).permute(1, 3, 0, 2, 4)  # [3, B, H, S, d] -> [B, S, 3, H, d]
 
 
+class EmbeddingFunction(torch.autograd.Function):
+    """wte[tokens], every variant's token embedding. Its backward sums the rows' gradients with index_add_ in
+    float32, rounded once: F.embedding's backward sorts the tokens (above 3072 of them) and reads their count
+    back to the host, a wait in the middle of the backward that a CUDA graph cannot hold."""
+
+    @staticmethod
+    def forward(ctx, tokens, wte):
+        ctx.save_for_backward(tokens)
+        ctx.vocab = wte.shape[0]
+        return F.embedding(tokens, wte)
+
+    @staticmethod
+    def backward(ctx, dy):
+        (tokens,) = ctx.saved_tensors
+        dwte = torch.zeros((ctx.vocab, dy.shape[-1]), dtype=torch.float32, device=dy.device)
+        return None, dwte.index_add_(0, tokens, dy.to(torch.float32)).to(dy.dtype)
+
+
 # ------------------------------------------------------------------------------------------- the two op sets
 
 
@@ -242,7 +260,7 @@ def cast(params: dict, dtype) -> dict:
 def gpt_loss(params: dict, tokens: torch.Tensor, targets: torch.Tensor, ops: Ops = COURSE) -> torch.Tensor:
     """Mean next-token cross-entropy of the model on ``tokens [B, S]`` against ``targets [B, S]``."""
     B, S = tokens.shape
-    x = F.embedding(tokens.reshape(-1), params["wte"])  # [B*S, D]: the same gather in every variant
+    x = EmbeddingFunction.apply(tokens.reshape(-1), params["wte"])  # [B*S, D]: the same in every variant
     D = x.shape[-1]
     for p in params["blocks"]:
         H = int(p["n_heads"])
@@ -341,12 +359,14 @@ def where_time_goes(fn, top: int = 8) -> dict:
 
 
 def measure_training_step(cfg: GPTConfig, B: int, S: int, variants: dict[str, Callable], dtype=torch.bfloat16,
-                          reps: int = 20, warmup: int = 3) -> list[dict]:
+                          reps: int = 20, warmup: int = 3, graphs: tuple[str, ...] = ()) -> list[dict]:
     """One row per variant (``{name: fn(params, tokens, targets)}``, e.g. ``training_step`` with EAGER,
     COURSE or a compiled step): step ms (median, interleaved with the others), tokens/s, peak bytes of one
-    step above the parameters, kernels launched, TFLOP/s, and the speedup and memory ratio to "eager"."""
+    step above the parameters, kernels launched, TFLOP/s, the host's ms to launch one step, and the speedup
+    and memory ratio to "eager". The variants named in ``graphs`` are measured once more as CUDA graphs
+    ("<name>, CUDA graph": the same kernels replayed without the host; no peak, their memory is the graph's)."""
     from measure.memory import peak_bytes
-    from measure.timer import bench_interleaved
+    from measure.timer import bench_interleaved, graph_replay
 
     params = make_gpt(cfg, dtype)
     tokens, targets = make_batch(cfg, B, S)
@@ -357,17 +377,43 @@ def measure_training_step(cfg: GPTConfig, B: int, S: int, variants: dict[str, Ca
         except Exception as exc:  # noqa: BLE001  (a variant that cannot run here is reported, not fatal)
             print(f"training step {name}: could not run here ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})")
             del runs[name]
-    ms = bench_interleaved(runs, reps=reps, warmup=warmup)
+    graphed = {}
+    for name in (g for g in graphs if g in runs and course.ON_GPU):
+        try:
+            graphed[f"{name}, CUDA graph"] = graph_replay(runs[name])
+        except Exception as exc:  # noqa: BLE001  (e.g. a step that reads the GPU from the host cannot be captured)
+            print(f"training step {name}: no CUDA graph ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})")
+    ms = bench_interleaved({**runs, **graphed}, reps=reps, warmup=warmup)
     rows = []
-    for name, run in runs.items():
+    for name, run in {**runs, **graphed}.items():
         rows.append({"variant": name, "ms": ms[name], "tokens_per_s": B * S / (ms[name] / 1e3),
-                     "peak_bytes": peak_bytes(run), "kernels": count_kernels(run),
+                     "peak_bytes": None if name in graphed else peak_bytes(run), "kernels": count_kernels(run),
+                     "host_ms": None if name in graphed else host_ms(run),
                      "tflops": step_flops(cfg, B, S) / (ms[name] / 1e3) / 1e12})
     base = next((r for r in rows if r["variant"] == "eager"), None)
     for r in rows:
         r["speedup_vs_eager"] = base["ms"] / r["ms"] if base else math.nan
-        r["memory_vs_eager"] = r["peak_bytes"] / base["peak_bytes"] if base else math.nan
+        r["memory_vs_eager"] = r["peak_bytes"] / base["peak_bytes"] if base and r["peak_bytes"] else math.nan
     return rows
+
+
+def host_ms(fn: Callable, reps: int = 5) -> float:
+    """The host's time to launch one call of ``fn()`` (median ms, the device idle at each start): next to the
+    call's time, it says whether the device or the host sets the pace (a step whose host time is its whole
+    time is launch-bound, and a wait for the device inside it counts here too)."""
+    import statistics
+    import time
+
+    times = []
+    for _ in range(reps):
+        if course.ON_GPU:
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1e3)
+    if course.ON_GPU:
+        torch.cuda.synchronize()
+    return statistics.median(times)
 
 
 def step_variants(compiled: bool = True, with_ablations: bool = True) -> dict[str, Callable]:

@@ -142,10 +142,9 @@ def test_poisoned_outputs_leave_no_answer_behind():
 
 
 @pytest.mark.gpu
-def test_illegal_memory_access_and_oom_cost_only_their_exercise(monkeypatch):
+def test_illegal_memory_access_and_oom_cost_only_their_exercise():
     from autograder.grading import grade_submission
 
-    monkeypatch.setenv("PYTHONPATH", str(SUBS))  # faults.py takes bias_gelu from good_triton
     result = grade_submission(GPU_SUBS / "faults.py", ["softmax", "online_softmax", "bias_gelu"], quick=True,
                               timeout=120)
     by_id = {ex["id"]: ex for ex in result["exercises"]}

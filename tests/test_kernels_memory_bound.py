@@ -348,9 +348,10 @@ def test_linear_cross_entropy_no_grad_and_reference():
     assert err64(l64, ref.detach()) < 1e-12 and err64(dx64, xd.grad) < 1e-12 and err64(dw64, wd.grad) < 1e-12
 
 
-def test_linear_cross_entropy_chunks_sit_in_rows_cublas_reads_aligned(monkeypatch):
-    """At an odd vocabulary (GPT-2's 50257 here scaled down to 1001), each chunk of logits lies in rows a
-    multiple of 64 elements apart (aligned for cuBLAS's tensor cores), and the loss still reads V columns."""
+def test_linear_cross_entropy_matmuls_run_over_an_aligned_vocabulary(monkeypatch):
+    """At an odd vocabulary (GPT-2's 50257 here scaled down to 1001), the matmuls run over 1024 columns (a
+    contiguous dimension cuBLAS's tensor cores read aligned; zero weight rows after V), the loss reads the V
+    columns of each row, and the loss and both gradients are still those of the 1001-word vocabulary."""
     from kernels_ref import cross_entropy
 
     seen = []
@@ -358,18 +359,42 @@ def test_linear_cross_entropy_chunks_sit_in_rows_cublas_reads_aligned(monkeypatc
 
     class Watch:
         def __getitem__(self, grid):
-            def launch(logits, *args, **kwargs):
-                seen.append((logits.shape, logits.stride()))
-                return kernel[grid](logits, *args, **kwargs)
+            def launch(logits, targets, losses, lse, V, stride, **kwargs):
+                seen.append((tuple(logits.shape), logits.stride(), V))
+                return kernel[grid](logits, targets, losses, lse, V, stride, **kwargs)
             return launch
 
     monkeypatch.setattr(cross_entropy, "_cross_entropy_rows_kernel", Watch())
-    x, w = randn(40, 16), randn(1001, 16)
+    x, w = randn(40, 16).requires_grad_(), randn(1001, 16).requires_grad_()
     t = torch.randint(0, 1001, (40,), device=DEV)
+    t[0] = 1000  # the last word of the vocabulary, next to the padding
     loss = linear_cross_entropy(x, w, t, 16)
-    assert [s for s, _ in seen] == [(16, 1001), (16, 1001), (8, 1001)]
-    assert all(stride == (1024, 1) for _, stride in seen)
-    assert abs(float(loss) - float(torch.nn.functional.cross_entropy(x.double() @ w.double().T, t))) < 1e-5
+    loss.backward()
+    assert seen == [((16, 1024), (1024, 1), 1001), ((16, 1024), (1024, 1), 1001), ((8, 1024), (1024, 1), 1001)]
+    xd, wd = x.detach().double().requires_grad_(), w.detach().double().requires_grad_()
+    ref = torch.nn.functional.cross_entropy(xd @ wd.T, t)
+    ref.backward()
+    assert abs(float(loss) - float(ref)) < 1e-5
+    assert w.grad.shape == (1001, 16) and w.grad.is_contiguous()
+    assert err64(x.grad.double(), xd.grad) < 1e-4 and err64(w.grad.double(), wd.grad) < 1e-4
+
+
+def test_linear_cross_entropy_backward_never_reads_the_gpu(monkeypatch):
+    """The backward scales the gradients by the incoming one without asking the host what it is: a read
+    (.item()) there would stall the launches of a training step's whole backward."""
+    x, w = randn(8, 16).requires_grad_(), randn(50, 16).requires_grad_()
+    t = torch.randint(0, 50, (8,), device=DEV)
+    loss = linear_cross_entropy(x, w, t)
+
+    def refuse(self):
+        raise AssertionError("the backward read a tensor's value on the host")
+
+    monkeypatch.setattr(torch.Tensor, "item", refuse)
+    (3 * loss).backward()
+    monkeypatch.undo()
+    xd, wd = x.detach().double().requires_grad_(), w.detach().double().requires_grad_()
+    (3 * torch.nn.functional.cross_entropy(xd @ wd.T, t)).backward()
+    assert err64(x.grad.double(), xd.grad) < 1e-4 and err64(w.grad.double(), wd.grad) < 1e-4
 
 
 def test_linear_cross_entropy_rejects_bad_inputs():

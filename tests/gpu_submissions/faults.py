@@ -5,12 +5,12 @@
   interpreter it would write into the grader's own memory, so the CPU run skips it);
 - online_softmax: asks for 10 TB (an out-of-memory);
 - vector_add: never returns (a hang);
-- bias_gelu: correct (good_triton's) and must be graded as usual.
+- bias_gelu: correct (tests/submissions/good_triton.py's, copied: graded code imports no course file)
+  and must be graded as usual.
 """
 import torch
 import triton
 import triton.language as tl
-from good_triton import bias_gelu  # noqa: F401  (tests/submissions must be on PYTHONPATH)
 
 
 @triton.jit
@@ -33,3 +33,26 @@ def online_softmax(x):
 def vector_add(x, y):
     while True:
         pass
+
+
+@triton.jit
+def _bias_gelu_kernel(x_ptr, b_ptr, y_ptr, x_row_stride, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    col = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    mask = col < n_cols
+    x = tl.load(x_ptr + row * x_row_stride + col, mask=mask).to(tl.float32)
+    b = tl.load(b_ptr + col, mask=mask).to(tl.float32)
+    z = x + b
+    inner = 0.7978845608028654 * (z + 0.044715 * z * z * z)
+    # tanh(u) = 1 - 2 / (exp(2u) + 1): saturates to +-1 without overflow (exp -> inf gives 1).
+    t = 1.0 - 2.0 / (tl.exp(2.0 * inner) + 1.0)
+    y = 0.5 * z * (1.0 + t)
+    tl.store(y_ptr + row * n_cols + col, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def bias_gelu(x, bias):
+    m, n = x.shape
+    y = torch.empty((m, n), dtype=x.dtype, device=x.device)
+    block = min(1024, triton.next_power_of_2(n))
+    _bias_gelu_kernel[(m, triton.cdiv(n, block))](x, bias, y, x.stride(0), n, BLOCK=block)
+    return y
