@@ -145,3 +145,17 @@ def test_bench_cases_are_well_formed():
             (goal,) = c.goals
             assert (goal.candidate, goal.baseline) == ("triton", "eager")
             assert goal.threshold == (1.15 if c.metric == "time" else 1 / 0.6)
+
+
+def test_eagers_padded_vocabulary_gives_the_loss_and_gradients_of_the_odd_one():
+    x2 = torch.randn(12, 8, dtype=torch.float64, device=DEV, requires_grad=True)
+    w = torch.randn(101, 8, dtype=torch.float64, device=DEV, requires_grad=True)
+    t = torch.randint(0, 101, (12,), device=DEV)
+    t[0] = 100
+    got = gpt._eager_loss_over_a_padded_vocabulary(x2, w, t)
+    want = torch.nn.functional.cross_entropy(x2 @ w.T, t)
+    g_got = torch.autograd.grad(got, (x2, w))
+    g_want = torch.autograd.grad(want, (x2, w))
+    torch.testing.assert_close(got, want)
+    for a, b in zip(g_got, g_want):
+        torch.testing.assert_close(a, b)
