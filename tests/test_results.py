@@ -140,7 +140,7 @@ def _check_meta(where, meta, run_info, transcribed):
 def test_every_result_file_says_where_and_how_it_was_measured(run):
     _check_meta(f"{run.name}/run.json", run.info, run.info, run.info.get("transcribed", False))
     for path in _result_files(run):
-        if results.file_kind(path.relative_to(run.path).as_posix()) in ("plot", "notebook", "table", "page"):
+        if results.file_kind(path.relative_to(run.path).as_posix()) in ("plot", "notebook", "executed", "table", "page"):
             continue  # a picture of a file beside it; a notebook the run graded; a class report's csv and page
         transcribed = path.suffix == ".json" and json.loads(path.read_text()).get("transcribed", False)
         if transcribed:

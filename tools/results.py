@@ -57,6 +57,7 @@ KINDS = (
     (r".*\.png", "plot"),
     (r".*\.md", "report"),
     (r".*\.(log|txt)", "log"),
+    (r"\d\d_[a-z_]+(-\d\dh\d\d)?\.ipynb", "executed"),  # a course notebook run top to bottom (tools/execute_notebook.py)
     (r".*\.ipynb", "notebook"),               # a notebook a run built and graded (the faults notebook)
     (r".*\.csv", "table"),                    # a class report's scores (autograder/class_report.py)
     (r".*\.html", "page"),                    # a class report's leaderboard
@@ -72,6 +73,7 @@ WHAT = {"bench": "python -m kernels_ref.bench --json (with --repeat N: each goal
         "check": "tools/gpu_autograder_check.py: rows, repeat spreads and expectations",
         "grade": "python -m autograder grade --json", "plot": "a plot of the bench results beside it",
         "report": "what the run showed", "log": "printed output", "notebook": "a notebook the run graded",
+        "executed": "a course notebook executed top to bottom on the GPU, its outputs kept (tools/execute_notebook.py --save-to)",
         "throughput": "tools/synthetic_class.py: submissions per minute on 1 and on N GPUs",
         "seed-scan": "tools/gpu_seed_scan.py: each measured or counted exercise graded again and again from its "
                      "solution, every grading's seed and failed cases",
