@@ -4,7 +4,7 @@
 # Stages: env | kernel-tests | gpu-tests-some | capstone-gpu | bench | bench-gpu | bench-quick | bench-quick-gpu | bench-quick-repeat | bench-matmul | gpu-tests | notebooks | capstone | autograde | naive |
 #         autograder-check | sandbox | batch-throughput | probe-configs | probe-matmul | probe-attention | probe-attention-bwd |
 #         probe-attention-decode | launch-cost |
-#         launch-cost-memory | protocol-timeline | grading-time | serving | serving-bench | serving-notebook | serving-grade |
+#         launch-cost-memory | protocol-timeline | step-host | grading-time | serving | serving-bench | serving-notebook | serving-grade |
 #         repeat-grading | seed-scan
 # OPS=a,b limits bench, bench-quick, bench-quick-repeat and probe-configs to those ops; PYTEST_K=expr selects kernel-tests; ASSIGNMENTS=05_layer_norm,... limits notebooks and autograde;
 # ONLY=label,... limits autograder-check to those submissions, JOBS=n (default 4) grades its correctness-only
@@ -164,6 +164,8 @@ for stage in "$@"; do
         launch-cost) TAIL=60 run_logged matmul-launch-cost python3 -m probes.matmul_launch_cost ;;
         # The memory-bound kernels' launch: CPU per call, protocol and GPU time, bound against unbound.
         # LAUNCH_ARGS adds options (e.g. --profile layer_norm_bwd: where its CPU time goes), LAUNCH_LABEL names the log.
+        # cProfile of one training step's host time (probes/step_host_profile.py); STEP_OPS=course|eager
+        step-host) TAIL=90 run_logged step-host-${STEP_OPS:-course} python3 -m probes.step_host_profile --ops "${STEP_OPS:-course}" ;;
         launch-cost-memory) TAIL=${LAUNCH_TAIL:-20} run_logged launch-cost${LAUNCH_LABEL:+-$LAUNCH_LABEL} python3 -m probes.launch_cost ${LAUNCH_ARGS:-} ;;
         # Where the protocol's time goes in one call (torch.profiler's timeline): flush, CPU to the first launch,
         # GPU idle, kernels, synchronize; each reference kernel beside eager. TIMELINE_ARGS adds options.
