@@ -677,9 +677,18 @@ class OpRecorder(TorchDispatchMode):
             self.note(f"{UNSEEN}:{frame.f_code.co_name}", frame)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        # The recorder's own bookkeeping runs unwatched, the operator itself watched (_dispatch): a watch over
+        # the bookkeeping saw ~7,000 profile events an operator (2.2 ms an operator on a 2-core CPU, 30 s of
+        # a linear_cross_entropy grading on an H200). No code of the learner's can start in the bookkeeping:
+        # the arguments stay referenced by the caller, what the operator lets go of is let go of under
+        # back_on, and no automatic collection runs while a recorder is on (worker.no_automatic_collection).
+        with _profiled(None):
+            return self._handle(func, args, kwargs)
+
+    def _handle(self, func, args, kwargs):
         self.handling += 1
         try:
-            _refuse_shadowed(args, kwargs, sys._getframe(1))
+            _refuse_shadowed(args, kwargs, sys._getframe(2))
         finally:
             self.handling -= 1
         python = _python_operator(func, args, kwargs)
@@ -691,8 +700,7 @@ class OpRecorder(TorchDispatchMode):
         self.handling += 1
         try:
             released = [storage_of(args[0])] if func.overloadpacket is _SET and args and _plain(args[0]) else None
-            with self.watching():
-                out = self._dispatch(func, args, kwargs)
+            out = self._dispatch(func, args, kwargs)
         finally:
             self.handling -= 1
         if released:
@@ -702,7 +710,8 @@ class OpRecorder(TorchDispatchMode):
 
     def _dispatch(self, func, args, kwargs):
         self.operators += 1
-        out = func(*args, **(kwargs or {}))
+        with self.watching():
+            out = func(*args, **(kwargs or {}))
         name = operator_name(func)
         # Storage no operator allocated (torch.frombuffer, a file, a storage built by hand), written into: it
         # holds all it can hold, whoever writes (the interpreter's copy of a kernel's output too).
