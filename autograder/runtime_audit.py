@@ -745,6 +745,17 @@ def check_modules() -> None:
             if space.get(key) is not original:
                 type.__setattr__(cls, key, original)
                 _refuse_replaced(f"{path}.{key}", key)
+        # a name new to the class that hides one it inherits (torch.Tensor.clone, .to, .is_cuda live on
+        # torch._C.TensorBase): torch.Tensor.clone(t), the worker's own shipping, would find the new one
+        for key in [k for k in space if k not in attributes and _inherited(cls, k)]:
+            type.__delattr__(cls, key)
+            _refuse_replaced(f"{path}.{key}", key)
+
+
+def _inherited(cls, key: str) -> bool:
+    """Whether a base of ``cls`` (not ``cls`` itself) has an attribute ``key`` in its own dict."""
+    bases = type.__dict__["__mro__"].__get__(cls)[1:]
+    return any(key in type.__dict__["__dict__"].__get__(base) for base in bases)
 
 
 def _refuse_replaced(what: str, key: str) -> None:

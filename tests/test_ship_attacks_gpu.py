@@ -25,12 +25,13 @@ from autograder.worker import ship
 
 ROOT = Path(__file__).resolve().parent.parent
 GPU_SUBS = ROOT / "tests" / "gpu_submissions"
+SUBS = ROOT / "tests" / "submissions"
 CUDA = pytest.param("cuda", marks=pytest.mark.gpu)
 
 
 @lru_cache(maxsize=None)
-def _graded(name: str, exercise: str, timeout: float = 300.0) -> dict:
-    result = grading.grade_submission(str(GPU_SUBS / name), [exercise], quick=True, timeout=timeout)
+def _graded(name: str, exercise: str, timeout: float = 300.0, folder: Path = GPU_SUBS) -> dict:
+    result = grading.grade_submission(str(folder / name), [exercise], quick=True, timeout=timeout)
     return result["exercises"][0]
 
 
@@ -171,6 +172,19 @@ def test_an_honest_strided_output_keeps_its_points_on_the_gpu():
 def test_an_honest_strided_output_keeps_its_points():
     ex = _graded("honest_strided_output.py", "softmax")
     assert ex["correct"] and not ex["violations"], _text(ex)
+
+
+@pytest.mark.worker
+@pytest.mark.parametrize("name, method", [("escape_patches_a_tensor_property.py", "is_cuda"),
+                                          ("escape_patches_clone.py", "clone")])
+def test_a_method_added_over_torchs_own_for_the_shipping_scores_zero(name, method):
+    """The worker reads ``torch.Tensor.is_cuda`` on every output and copies a CUDA one with
+    ``torch.Tensor.clone``: both live on torch._C.TensorBase, so a name added to torch.Tensor's own dict hides
+    them. Found (the name removed, torch's back) after every call and before any shipping, it costs the
+    points; the torch.softmax it would have run there never runs (on the CPU as on a GPU)."""
+    ex = _graded(name, "softmax", folder=SUBS)
+    assert ex["score"] == 0 and not ex["correct"], _text(ex)
+    assert any(v.startswith(f"replaces torch.Tensor.{method}") for v in ex["violations"]), _text(ex)
 
 
 # ------------------------------------------------------------------- CPU: the fixes' logic, without a GPU
