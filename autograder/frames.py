@@ -133,13 +133,14 @@ def _host_bytes(storage, device: torch.device):
 
 def _host_buffer(n: int, pinned: bool) -> torch.Tensor:
     """n bytes of host memory, pinned (page-locked, cached by torch's host allocator) for a copy to or from a
-    GPU where that works, else pageable."""
+    GPU where that works, else pageable. On the CPU by name: a worker's graded code may have set torch's
+    default device (``torch.set_default_device("cuda")`` at import), and the socket reads into these bytes."""
     if pinned:
         try:
-            return torch.empty(n, dtype=torch.uint8, pin_memory=True)
+            return torch.empty(n, dtype=torch.uint8, device="cpu", pin_memory=True)
         except RuntimeError:  # no pinnable memory here (a locked-memory limit): the copy is only slower
             pass
-    return torch.empty(n, dtype=torch.uint8)
+    return torch.empty(n, dtype=torch.uint8, device="cpu")
 
 
 def _device(name) -> torch.device:

@@ -77,6 +77,26 @@ def test_every_layout_arrives_as_its_values_and_shares_nothing(device):
             assert torch.equal(got.cpu(), want), name
 
 
+@pytest.mark.parametrize("device", ["cpu", CUDA])
+def test_frames_cross_through_host_memory_whatever_default_device_graded_code_set(device):
+    """torch.set_default_device at a submission's import (PyTorch's tutorials do it) stays set in the worker:
+    the host buffers a frame is read into and sent from name the CPU, or the socket would write to memory
+    that is not the host's (a GPU's, a meta tensor's address 0) and an honest submission would lose its
+    points with its first case."""
+    x = torch.randn(4, 5, device=device)
+    for default in ("meta", device):
+        with torch.device(default):  # what set_default_device leaves on the worker's thread
+            got = _across({"type": "Shipped", "output": ship(x), "inputs_after": [x]})
+        assert got["output"].device.type == device and torch.equal(got["output"].cpu(), x.cpu()), default
+        assert torch.equal(got["inputs_after"][0].cpu(), x.cpu()), default
+
+
+@pytest.mark.gpu
+def test_an_honest_submission_that_sets_the_default_device_keeps_its_points_on_the_gpu():
+    ex = _graded("honest_default_device.py", "softmax")
+    assert ex["correct"] and not ex["violations"], _text(ex)
+
+
 @pytest.mark.gpu
 def test_memory_the_learner_freed_and_points_to_holds_nothing_the_grader_reads():
     """The caching allocator hands the shipped copy's block, or the output's own block, to whoever asks next:
