@@ -669,10 +669,11 @@ def install(audited=(), tensors: bool = True) -> _Hook:
 # replaced runs the learner's Python, under the recorder; torch also wraps some of its own later.)
 _LIBRARY_MODULES = ("triton.language", "numpy")
 _LIBRARY_FUNCTIONS: dict = {}
-# torch's tensor classes, whose methods the worker itself calls on the learner's outputs outside any
-# recorded call (shipping them: ``Tensor.detach``, ``cpu``, ``data_ptr``...): a method replaced (through
-# ``functools.update_wrapper``, ``setattr`` on the class) would run the learner's Python there, unseen.
-_LIBRARY_CLASSES = ("torch.Tensor", "torch._C.TensorBase")
+# torch's tensor and storage classes, whose methods the worker itself calls on the learner's outputs outside
+# any recorded call (shipping them: ``Tensor.detach``, ``clone``, ``data_ptr``...; framing them: a storage's
+# ``nbytes`` and ``data_ptr``): a method replaced (through ``functools.update_wrapper``, ``setattr`` on the
+# class) would run the learner's Python there, unseen.
+_LIBRARY_CLASSES = ("torch.Tensor", "torch._C.TensorBase", "torch.UntypedStorage", "torch.storage._StorageBase")
 _CLASS_ATTRIBUTES: dict = {}
 
 
@@ -706,7 +707,8 @@ def watch_modules() -> None:
             _LIBRARY_FUNCTIONS.setdefault(name, {k: v for k, v in vars(module).items() if callable(v)})
     import torch
 
-    for path, cls in zip(_LIBRARY_CLASSES, (torch.Tensor, torch._C.TensorBase)):
+    classes = (torch.Tensor, torch._C.TensorBase, torch.UntypedStorage, torch.storage._StorageBase)
+    for path, cls in zip(_LIBRARY_CLASSES, classes):
         _CLASS_ATTRIBUTES.setdefault(path, (cls, dict(type.__dict__["__dict__"].__get__(cls))))
 
 

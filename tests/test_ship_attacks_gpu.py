@@ -195,16 +195,18 @@ def test_an_honest_strided_output_keeps_its_points():
 
 
 @pytest.mark.worker
-@pytest.mark.parametrize("name, method", [("escape_patches_a_tensor_property.py", "is_cuda"),
-                                          ("escape_patches_clone.py", "clone")])
+@pytest.mark.parametrize("name, method", [("escape_patches_a_tensor_property.py", "Tensor.is_cuda"),
+                                          ("escape_patches_clone.py", "Tensor.clone"),
+                                          ("escape_patches_a_storage_method.py", "UntypedStorage.nbytes")])
 def test_a_method_added_over_torchs_own_for_the_shipping_scores_zero(name, method):
     """The worker reads ``torch.Tensor.is_cuda`` on every output and copies a CUDA one with
-    ``torch.Tensor.clone``: both live on torch._C.TensorBase, so a name added to torch.Tensor's own dict hides
-    them. Found (the name removed, torch's back) after every call and before any shipping, it costs the
-    points; the torch.softmax it would have run there never runs (on the CPU as on a GPU)."""
+    ``torch.Tensor.clone``; the frame reads each storage's ``nbytes``: all live on torch's C base classes, so a
+    name added to torch.Tensor's (torch.UntypedStorage's) own dict hides them. Found (the name removed, torch's
+    back) after every call and before any shipping, it costs the points; the torch.softmax it would have run
+    there never runs (on the CPU as on a GPU)."""
     ex = _graded(name, "softmax", folder=SUBS)
     assert ex["score"] == 0 and not ex["correct"], _text(ex)
-    assert any(v.startswith(f"replaces torch.Tensor.{method}") for v in ex["violations"]), _text(ex)
+    assert any(v.startswith(f"replaces torch.{method}") for v in ex["violations"]), _text(ex)
 
 
 # ------------------------------------------------------------------- CPU: the fixes' logic, without a GPU

@@ -289,6 +289,7 @@ LEGALITY_ESCAPES = ("escape_hook_computes", "escape_heuristic_computes", "escape
                     "escape_torch_evaluates_text", "escape_triton_runs_a_command", "escape_finalizer_on_output",
                     "escape_empties_the_recorder", "escape_switches_modes_off", "escape_patches_through_a_parameter",
                     "escape_patches_a_tensor_method", "escape_patches_a_tensor_property", "escape_patches_clone",
+                    "escape_patches_a_storage_method",
                     "escape_redispatches_below_the_recorder",
                     "escape_calls_a_kernel_for_a_key", "escape_numpy_through_a_wrapper", "escape_shadows_a_tensor_method",
                     "escape_tells_timed_calls", "escape_fills_a_tensors_dict", "escape_course_tools_handed_on",
