@@ -25,10 +25,16 @@ frame costs one copy each way, and one more to and from a GPU (measured in tests
 """
 from __future__ import annotations
 
-import json
 import struct
+from json import dumps as _dumps, loads as _loads
 
 import torch
+
+# The library functions a frame is made and read with, bound when this module is imported (in a worker,
+# before any graded code: autograder.worker imports it first): graded code that replaces json.dumps or
+# torch.save (functools.update_wrapper on the module) would otherwise run inside the worker's own sending of
+# a call's outputs, with the outputs in hand, after the call.
+SAVE, LOAD = torch.save, torch.load
 
 _LENGTH = struct.Struct("<Q")
 DTYPES = {str(d).removeprefix("torch."): d for d in (
@@ -53,7 +59,7 @@ def encode(obj):
     skeleton = {"tree": skeleton, "tensors": tensors, "storages": [b.nbytes for b, _ in storages],
                 "devices": [device for _, device in storages]}
     try:
-        text = json.dumps(skeleton).encode()
+        text = _dumps(skeleton).encode()
     except (TypeError, ValueError):
         return None
     return _LENGTH.pack(len(text)) + text, [b for b, _ in storages]
@@ -97,7 +103,7 @@ def decode(sock, nbytes: int):
         (head_len,) = _LENGTH.unpack(_recv_exact(sock, _LENGTH.size))
         if head_len > nbytes - _LENGTH.size:
             raise ValueError("skeleton longer than the frame")
-        head = json.loads(bytes(_recv_exact(sock, head_len)))
+        head = _loads(bytes(_recv_exact(sock, head_len)))
         sizes = [int(n) for n in head["storages"]]
         if any(n < 0 for n in sizes) or _LENGTH.size + head_len + sum(sizes) != nbytes:
             raise ValueError("storage sizes do not add up to the frame")

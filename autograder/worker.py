@@ -643,7 +643,7 @@ def main(argv) -> int:
     sock = socket.socket(fileno=int(argv[1]))
     import course  # noqa: F401  (the device and the interpreter, before any kernel is defined)
 
-    from autograder import runtime_audit
+    from autograder import frames, runtime_audit  # noqa: F401  (frames: the channel's functions, bound now)
 
     runtime_audit.PROTECTED_DESCRIPTORS.add(sock.fileno())
 

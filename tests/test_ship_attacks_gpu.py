@@ -209,6 +209,25 @@ def test_a_method_added_over_torchs_own_for_the_shipping_scores_zero(name, metho
     assert any(v.startswith(f"replaces torch.{method}") for v in ex["violations"]), _text(ex)
 
 
+@pytest.mark.worker
+def test_the_channels_library_functions_replaced_by_graded_code_never_run_in_the_sending():
+    """json.dumps replaced at import (functools.update_wrapper on json: the audit reads no write there) would run
+    inside the worker's sending of a reply, the call's outputs in hand: the channel's functions are the ones
+    bound when the worker started, so it never runs there and the unwritten output is judged as it is."""
+    ex = _graded("escape_patches_the_channels_json.py", "softmax", folder=SUBS)
+    assert ex["score"] == 0 and not ex["correct"], _text(ex)
+    assert "NaN" in _text(ex), _text(ex)
+
+
+@pytest.mark.worker
+def test_a_builtin_replaced_for_the_framing_scores_zero():
+    """The builtin memoryview (the frame takes each storage's bytes with it) replaced in a call: the builtins
+    module is refused by the audit, by every spelling (``__builtins__``, ``torch.builtins``, ``print.__self__``)."""
+    ex = _graded("escape_patches_a_builtin.py", "softmax", folder=SUBS)
+    assert ex["score"] == 0 and not ex["correct"], _text(ex)
+    assert any("import builtins" in v for v in ex["violations"]), _text(ex)
+
+
 # ------------------------------------------------------------------- CPU: the fixes' logic, without a GPU
 
 def test_a_worker_sees_only_the_gpu_it_is_graded_on(monkeypatch):
