@@ -35,6 +35,11 @@ import torch
 # torch.save (functools.update_wrapper on the module) would otherwise run inside the worker's own sending of
 # a call's outputs, with the outputs in hand, after the call.
 SAVE, LOAD = torch.save, torch.load
+# torch's tensor class, bound alike: the name torch.Tensor is a module attribute graded code can replace by a
+# class of its own, whose objects would then pass for tensors and whose methods the worker would call
+TENSOR = torch.Tensor
+# ... and torch.empty, with which a CUDA storage is viewed and its pinned copy made while a reply is sent
+_EMPTY = torch.empty
 
 _LENGTH = struct.Struct("<Q")
 DTYPES = {str(d).removeprefix("torch."): d for d in (
@@ -66,7 +71,7 @@ def encode(obj):
 
 
 def _skeleton(obj, tensors, storages, index):
-    if isinstance(obj, torch.Tensor):
+    if isinstance(obj, TENSOR):
         return {"__tensor__": _describe(obj, tensors, storages, index)}
     if isinstance(obj, tuple):
         return {"__tuple__": [_skeleton(o, tensors, storages, index) for o in obj]}
@@ -83,7 +88,7 @@ def _skeleton(obj, tensors, storages, index):
 
 def _describe(t: torch.Tensor, tensors, storages, index) -> int:
     name = str(t.dtype).removeprefix("torch.")
-    if type(t) is not torch.Tensor or t.layout != torch.strided \
+    if type(t) is not TENSOR or t.layout != torch.strided \
             or t.device.type not in ("cpu", "cuda") or name not in DTYPES or t.is_conj() or t.is_neg():
         raise Unframeable
     storage = t.untyped_storage()
@@ -131,7 +136,7 @@ def _host_bytes(storage, device: torch.device):
     into pinned memory first, once for every tensor that shares it (the view keeps the copy alive)."""
     if device.type == "cpu":
         return _bytes_of(storage), "cpu"
-    on_gpu = torch.empty(0, dtype=torch.uint8, device=device).set_(storage)
+    on_gpu = _EMPTY(0, dtype=torch.uint8, device=device).set_(storage)
     host = _host_buffer(storage.nbytes(), pinned=True)
     host.copy_(on_gpu)
     return memoryview(host.numpy()), str(device)  # a CUDA tensor's device names its index: "cuda:N"
@@ -143,10 +148,10 @@ def _host_buffer(n: int, pinned: bool) -> torch.Tensor:
     default device (``torch.set_default_device("cuda")`` at import), and the socket reads into these bytes."""
     if pinned:
         try:
-            return torch.empty(n, dtype=torch.uint8, device="cpu", pin_memory=True)
+            return _EMPTY(n, dtype=torch.uint8, device="cpu", pin_memory=True)
         except RuntimeError:  # no pinnable memory here (a locked-memory limit): the copy is only slower
             pass
-    return torch.empty(n, dtype=torch.uint8, device="cpu")
+    return _EMPTY(n, dtype=torch.uint8, device="cpu")
 
 
 def _device(name) -> torch.device:
@@ -182,7 +187,7 @@ def _view(spec, storages, devices) -> torch.Tensor:
     reach = (int(offset) + sum((n - 1) * st for n, st in zip(shape, stride)) + 1) if all(shape) else 0
     if reach * dtype.itemsize > storage.nbytes():
         raise ValueError("a view past the end of its storage")
-    t = torch.empty(0, dtype=dtype, device=devices[which]).set_(storage, int(offset), shape, stride)
+    t = _EMPTY(0, dtype=dtype, device=devices[which]).set_(storage, int(offset), shape, stride)
     return t.requires_grad_() if requires_grad is True else t
 
 

@@ -220,6 +220,16 @@ def test_the_channels_library_functions_replaced_by_graded_code_never_run_in_the
 
 
 @pytest.mark.worker
+def test_torchs_tensor_name_replaced_by_a_class_of_the_submissions_passes_for_nothing():
+    """torch.Tensor replaced as the call returns (functools.update_wrapper on torch) by the class of the object
+    the call returns: the worker's exact-type test and its unbound methods are torch's class, bound when the
+    worker started, so the object is refused as the learner's own and none of its methods runs."""
+    ex = _graded("escape_replaces_torchs_tensor_name.py", "softmax", folder=SUBS)
+    assert ex["score"] == 0 and not ex["correct"], _text(ex)
+    assert "OutputRefused" in _text(ex), _text(ex)
+
+
+@pytest.mark.worker
 def test_a_builtin_replaced_for_the_framing_scores_zero():
     """The builtin memoryview (the frame takes each storage's bytes with it) replaced in a call: the builtins
     module is refused by the audit, by every spelling (``__builtins__``, ``torch.builtins``, ``print.__self__``)."""

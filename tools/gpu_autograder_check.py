@@ -290,7 +290,7 @@ LEGALITY_ESCAPES = ("escape_hook_computes", "escape_heuristic_computes", "escape
                     "escape_empties_the_recorder", "escape_switches_modes_off", "escape_patches_through_a_parameter",
                     "escape_patches_a_tensor_method", "escape_patches_a_tensor_property", "escape_patches_clone",
                     "escape_patches_a_storage_method", "escape_patches_the_channels_json",
-                    "escape_patches_a_builtin",
+                    "escape_patches_a_builtin", "escape_replaces_torchs_tensor_name",
                     "escape_redispatches_below_the_recorder",
                     "escape_calls_a_kernel_for_a_key", "escape_numpy_through_a_wrapper", "escape_shadows_a_tensor_method",
                     "escape_tells_timed_calls", "escape_fills_a_tensors_dict", "escape_course_tools_handed_on",
