@@ -25,10 +25,21 @@ frame costs one copy each way, and one more to and from a GPU (measured in tests
 """
 from __future__ import annotations
 
-import json
 import struct
+from json import dumps as _dumps, loads as _loads
 
 import torch
+
+# The library functions a frame is made and read with, bound when this module is imported (in a worker,
+# before any graded code: autograder.worker imports it first): graded code that replaces json.dumps or
+# torch.save (functools.update_wrapper on the module) would otherwise run inside the worker's own sending of
+# a call's outputs, with the outputs in hand, after the call.
+SAVE, LOAD = torch.save, torch.load
+# torch's tensor class, bound alike: the name torch.Tensor is a module attribute graded code can replace by a
+# class of its own, whose objects would then pass for tensors and whose methods the worker would call
+TENSOR = torch.Tensor
+# ... and torch.empty, with which a CUDA storage is viewed and its pinned copy made while a reply is sent
+_EMPTY = torch.empty
 
 _LENGTH = struct.Struct("<Q")
 DTYPES = {str(d).removeprefix("torch."): d for d in (
@@ -53,14 +64,14 @@ def encode(obj):
     skeleton = {"tree": skeleton, "tensors": tensors, "storages": [b.nbytes for b, _ in storages],
                 "devices": [device for _, device in storages]}
     try:
-        text = json.dumps(skeleton).encode()
+        text = _dumps(skeleton).encode()
     except (TypeError, ValueError):
         return None
     return _LENGTH.pack(len(text)) + text, [b for b, _ in storages]
 
 
 def _skeleton(obj, tensors, storages, index):
-    if isinstance(obj, torch.Tensor):
+    if isinstance(obj, TENSOR):
         return {"__tensor__": _describe(obj, tensors, storages, index)}
     if isinstance(obj, tuple):
         return {"__tuple__": [_skeleton(o, tensors, storages, index) for o in obj]}
@@ -77,7 +88,7 @@ def _skeleton(obj, tensors, storages, index):
 
 def _describe(t: torch.Tensor, tensors, storages, index) -> int:
     name = str(t.dtype).removeprefix("torch.")
-    if type(t) is not torch.Tensor or t.layout != torch.strided \
+    if type(t) is not TENSOR or t.layout != torch.strided \
             or t.device.type not in ("cpu", "cuda") or name not in DTYPES or t.is_conj() or t.is_neg():
         raise Unframeable
     storage = t.untyped_storage()
@@ -97,7 +108,7 @@ def decode(sock, nbytes: int):
         (head_len,) = _LENGTH.unpack(_recv_exact(sock, _LENGTH.size))
         if head_len > nbytes - _LENGTH.size:
             raise ValueError("skeleton longer than the frame")
-        head = json.loads(bytes(_recv_exact(sock, head_len)))
+        head = _loads(bytes(_recv_exact(sock, head_len)))
         sizes = [int(n) for n in head["storages"]]
         if any(n < 0 for n in sizes) or _LENGTH.size + head_len + sum(sizes) != nbytes:
             raise ValueError("storage sizes do not add up to the frame")
@@ -125,7 +136,7 @@ def _host_bytes(storage, device: torch.device):
     into pinned memory first, once for every tensor that shares it (the view keeps the copy alive)."""
     if device.type == "cpu":
         return _bytes_of(storage), "cpu"
-    on_gpu = torch.empty(0, dtype=torch.uint8, device=device).set_(storage)
+    on_gpu = _EMPTY(0, dtype=torch.uint8, device=device).set_(storage)
     host = _host_buffer(storage.nbytes(), pinned=True)
     host.copy_(on_gpu)
     return memoryview(host.numpy()), str(device)  # a CUDA tensor's device names its index: "cuda:N"
@@ -133,13 +144,14 @@ def _host_bytes(storage, device: torch.device):
 
 def _host_buffer(n: int, pinned: bool) -> torch.Tensor:
     """n bytes of host memory, pinned (page-locked, cached by torch's host allocator) for a copy to or from a
-    GPU where that works, else pageable."""
+    GPU where that works, else pageable. On the CPU by name: a worker's graded code may have set torch's
+    default device (``torch.set_default_device("cuda")`` at import), and the socket reads into these bytes."""
     if pinned:
         try:
-            return torch.empty(n, dtype=torch.uint8, pin_memory=True)
+            return _EMPTY(n, dtype=torch.uint8, device="cpu", pin_memory=True)
         except RuntimeError:  # no pinnable memory here (a locked-memory limit): the copy is only slower
             pass
-    return torch.empty(n, dtype=torch.uint8)
+    return _EMPTY(n, dtype=torch.uint8, device="cpu")
 
 
 def _device(name) -> torch.device:
@@ -175,7 +187,7 @@ def _view(spec, storages, devices) -> torch.Tensor:
     reach = (int(offset) + sum((n - 1) * st for n, st in zip(shape, stride)) + 1) if all(shape) else 0
     if reach * dtype.itemsize > storage.nbytes():
         raise ValueError("a view past the end of its storage")
-    t = torch.empty(0, dtype=dtype, device=devices[which]).set_(storage, int(offset), shape, stride)
+    t = _EMPTY(0, dtype=dtype, device=devices[which]).set_(storage, int(offset), shape, stride)
     return t.requires_grad_() if requires_grad is True else t
 
 

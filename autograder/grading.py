@@ -17,6 +17,7 @@ import contextlib
 import os
 import random
 import statistics
+import sys
 import time
 import traceback
 from dataclasses import dataclass
@@ -220,7 +221,23 @@ def grade_exercise(spec, sub: Submission, source_file: Path, workdir: Path, quic
     try:
         return _grade_exercise(spec, sub, source_file, workdir, quick, timeout_s, gate, phase, warmers)
     finally:
+        # before leaving the gate: no other exercise's timing runs meanwhile
+        release_cached_gpu_memory(sys.exc_info()[1])
         gate.leave(phase["timed"])
+
+
+def release_cached_gpu_memory(failure: BaseException | None = None) -> None:
+    """Hand the GPU memory this process's allocator keeps cached back to the device. A worker's CUDA outputs
+    and inputs come back onto this process's GPU (autograder.frames), as large as the graded code made them
+    (up to protocol.MAX_FRAME a reply, every case's held until the cases are judged); cached here, they would
+    stay reserved, out of reach of every later worker on this GPU: the next exercise's, the next learner's in
+    a batch. ``failure``: the exception the exercise is ending with (this process's own out of memory, say),
+    whose traceback's frames would hold what came back until it is handled, then give it to the cache."""
+    if not torch.cuda.is_initialized():
+        return
+    if failure is not None:
+        traceback.clear_frames(failure.__traceback__)  # the report keeps the lines, not the tensors
+    torch.cuda.empty_cache()
 
 
 def _grade_exercise(spec, sub, source_file, workdir, quick, timeout_s, gate, phase, warmers: int = 0) -> dict:

@@ -177,6 +177,23 @@ class Session:
         return f"{head}\n[... {self.reader.total - HEAD_BYTES - TAIL_BYTES} bytes left out ...]\n{tail}"
 
 
+def graded_gpu_only(env: dict) -> dict:
+    """CUDA_VISIBLE_DEVICES for a worker: the one GPU this process grades on (its current device), or nothing
+    to change without a GPU. A worker that saw every GPU of the host could work on another one: the worker
+    waits for its own device alone before it answers (torch.cuda.synchronize), so that work would run outside
+    the timed window, into the shipping of outputs, and on a GPU where another learner is being timed."""
+    import torch
+
+    import course
+
+    if not course.ON_GPU:
+        return {}
+    index = torch.cuda.current_device() if torch.cuda.is_initialized() else 0  # not initialized: "cuda" is 0
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    names = [d.strip() for d in visible.split(",")] if visible is not None else [str(i) for i in range(index + 1)]
+    return {"CUDA_VISIBLE_DEVICES": names[index]}
+
+
 class WorkerSession(Session):
     """One worker process and its channel: started, asked, and always stopped (``with`` block).
 
@@ -202,6 +219,7 @@ class WorkerSession(Session):
         # The worker must import this very autograder (and course) whatever its working directory is.
         root = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+        env.update(graded_gpu_only(env))
         argv = [sys.executable, "-m", "autograder.worker", str(child.fileno())]
         if self.scratch:
             argv, self.sandbox_note = _sandboxed(argv, self.scratch, self.job, env)

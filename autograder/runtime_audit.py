@@ -669,10 +669,11 @@ def install(audited=(), tensors: bool = True) -> _Hook:
 # replaced runs the learner's Python, under the recorder; torch also wraps some of its own later.)
 _LIBRARY_MODULES = ("triton.language", "numpy")
 _LIBRARY_FUNCTIONS: dict = {}
-# torch's tensor classes, whose methods the worker itself calls on the learner's outputs outside any
-# recorded call (shipping them: ``Tensor.detach``, ``cpu``, ``data_ptr``...): a method replaced (through
-# ``functools.update_wrapper``, ``setattr`` on the class) would run the learner's Python there, unseen.
-_LIBRARY_CLASSES = ("torch.Tensor", "torch._C.TensorBase")
+# torch's tensor and storage classes, whose methods the worker itself calls on the learner's outputs outside
+# any recorded call (shipping them: ``Tensor.detach``, ``clone``, ``data_ptr``...; framing them: a storage's
+# ``nbytes`` and ``data_ptr``): a method replaced (through ``functools.update_wrapper``, ``setattr`` on the
+# class) would run the learner's Python there, unseen.
+_LIBRARY_CLASSES = ("torch.Tensor", "torch._C.TensorBase", "torch.UntypedStorage", "torch.storage._StorageBase")
 _CLASS_ATTRIBUTES: dict = {}
 
 
@@ -706,7 +707,8 @@ def watch_modules() -> None:
             _LIBRARY_FUNCTIONS.setdefault(name, {k: v for k, v in vars(module).items() if callable(v)})
     import torch
 
-    for path, cls in zip(_LIBRARY_CLASSES, (torch.Tensor, torch._C.TensorBase)):
+    classes = (torch.Tensor, torch._C.TensorBase, torch.UntypedStorage, torch.storage._StorageBase)
+    for path, cls in zip(_LIBRARY_CLASSES, classes):
         _CLASS_ATTRIBUTES.setdefault(path, (cls, dict(type.__dict__["__dict__"].__get__(cls))))
 
 
@@ -745,6 +747,17 @@ def check_modules() -> None:
             if space.get(key) is not original:
                 type.__setattr__(cls, key, original)
                 _refuse_replaced(f"{path}.{key}", key)
+        # a name new to the class that hides one it inherits (torch.Tensor.clone, .to, .is_cuda live on
+        # torch._C.TensorBase): torch.Tensor.clone(t), the worker's own shipping, would find the new one
+        for key in [k for k in space if k not in attributes and _inherited(cls, k)]:
+            type.__delattr__(cls, key)
+            _refuse_replaced(f"{path}.{key}", key)
+
+
+def _inherited(cls, key: str) -> bool:
+    """Whether a base of ``cls`` (not ``cls`` itself) has an attribute ``key`` in its own dict."""
+    bases = type.__dict__["__mro__"].__get__(cls)[1:]
+    return any(key in type.__dict__["__dict__"].__get__(base) for base in bases)
 
 
 def _refuse_replaced(what: str, key: str) -> None:

@@ -45,10 +45,10 @@ def not_plain(obj, depth: int = 0) -> str | None:
     data, None, a bool, int, float or str, or a numpy scalar. Decided by ``type(x) is`` alone, so no method of
     a learner's class (an ``__iter__``, ``__len__``, ``__getitem__``, ``__eq__``, a ``__class__`` property)
     runs: outputs are read after the call, outside the operator recorder, and must hold no code."""
-    import torch
+    from autograder.frames import TENSOR  # torch's class, bound before graded code ran
 
     kind = type(obj)
-    if kind is torch.Tensor or kind in _PLAIN_VALUES or kind in _numpy_scalars():
+    if kind is TENSOR or kind in _PLAIN_VALUES or kind in _numpy_scalars():
         return None
     if (kind is tuple or kind is list) and depth < 8:
         return next((why for why in (not_plain(o, depth + 1) for o in obj) if why is not None), None)
@@ -62,14 +62,14 @@ def ship(obj):
     crosses as a raw frame (one pinned copy to the host, restored on the grading process's GPU, where its
     reference is), where a copy to pageable host memory here, then to the GPU there, cost ~4x the time per
     byte (online_softmax's outputs: 9.7 s of a grading's cases on an H200)."""
-    import torch
+    from autograder.frames import TENSOR as Tensor  # torch's class, bound before graded code ran
 
     kind = type(obj)
-    if kind is torch.Tensor:
-        plain = torch.Tensor.detach(obj)
-        if torch.Tensor.is_cuda.__get__(plain):
-            return torch.Tensor.clone(plain)
-        return torch.Tensor.to(plain, "cpu", copy=True)
+    if kind is Tensor:
+        plain = Tensor.detach(obj)
+        if Tensor.is_cuda.__get__(plain):
+            return Tensor.clone(plain)
+        return Tensor.to(plain, "cpu", copy=True)
     if kind is tuple or kind is list:
         return kind(ship(o) for o in obj)
     if kind is dict and all(type(k) is str for k in obj):
@@ -297,6 +297,11 @@ class Worker:
                                                   device_time=req.get("device_time", False)))
             return protocol.to_wire(self.call_many(slots, empty=req.get("empty", False)))
         elif op == "ship":
+            from autograder import runtime_audit
+
+            # torch's own methods, whatever ran since the call (a finalizer while a timed call's outputs were
+            # dropped): shipping calls them on the outputs (what was replaced is charged to the next checked call)
+            runtime_audit.check_modules()
             out, args = self.last[req.get("index", 0)]
             # "inputs": False (timed calls, whose inputs nobody judges) ships the output alone: half the bytes
             inputs = ship(list(args)) if req.get("inputs", True) else []
@@ -638,7 +643,7 @@ def main(argv) -> int:
     sock = socket.socket(fileno=int(argv[1]))
     import course  # noqa: F401  (the device and the interpreter, before any kernel is defined)
 
-    from autograder import runtime_audit
+    from autograder import frames, runtime_audit  # noqa: F401  (frames: the channel's functions, bound now)
 
     runtime_audit.PROTECTED_DESCRIPTORS.add(sock.fileno())
 
