@@ -681,7 +681,11 @@ class OpRecorder(TorchDispatchMode):
         # the bookkeeping saw ~7,000 profile events an operator (2.2 ms an operator on a 2-core CPU, 30 s of
         # a linear_cross_entropy grading on an H200). No code of the learner's can start in the bookkeeping:
         # the arguments stay referenced by the caller, what the operator lets go of is let go of under
-        # back_on, and no automatic collection runs while a recorder is on (worker.no_automatic_collection).
+        # back_on, no automatic collection runs while a recorder is on (worker.no_automatic_collection), the
+        # bookkeeping reads a tensor through torch's class, never through the tensor itself (its own __dict__
+        # is not consulted: a sparse tensor's values, a subclass's instance, are checked by no one), and the
+        # bookkeeping of an operator that saw a tensor of any other class than torch's plain ones (torch's own
+        # subclasses run Python of their class's when read) is watched as the operator is (_dispatch).
         with _profiled(None):
             return self._handle(func, args, kwargs)
 
@@ -712,29 +716,41 @@ class OpRecorder(TorchDispatchMode):
         self.operators += 1
         with self.watching():
             out = func(*args, **(kwargs or {}))
+        frame = sys._getframe(1)
+        if all(type(t) in PLAIN_TENSORS for t in tensors_in((args, kwargs, out))):
+            return self._account(func, args, kwargs, out, frame)
+        # one of torch's own subclasses (an UninitializedBuffer, a nested or masked tensor): reading it runs its
+        # class's Python (__torch_function__, __torch_dispatch__), which reaches what the learner set on it
+        with self.watching():
+            return self._account(func, args, kwargs, out, frame)
+
+    def _account(self, func, args, kwargs, out, frame):
+        """What the operator ``func`` did, on the record (``frame``: the one that ran it). Tensors are read
+        through torch's class (``T.numel(t)``): an attribute of the tensor's own runs nothing here."""
+        T = torch.Tensor
         name = operator_name(func)
         # Storage no operator allocated (torch.frombuffer, a file, a storage built by hand), written into: it
         # holds all it can hold, whoever writes (the interpreter's copy of a kernel's output too).
-        foreign = max((storage_nbytes(storage_of(t)) // t.element_size() for t, _ in
+        foreign = max((storage_nbytes(storage_of(t)) // T.element_size(t) for t, _ in
                        self._provenance.foreign_writes(func, args, kwargs, out)), default=0) if self._provenance else 0
-        if _interpreter_plumbing(sys._getframe(1)):
+        if _interpreter_plumbing(frame):
             if foreign > _LEDGER[self][1][0]:
-                self._set_largest(foreign, name, self._line_from(sys._getframe(1)))
+                self._set_largest(foreign, name, self._line_from(frame))
             return out
-        if (name == "_local_scalar_dense" and self._scalar_bound and _asked_by(sys._getframe(1)) == LEARNER
+        if (name == "_local_scalar_dense" and self._scalar_bound and _asked_by(frame) == LEARNER
                 and not self.metadata.holds(args[0])):
             before = self._scalars
-            self._scalars += max(1, -(-args[0].element_size() // self._scalar_unit))
+            self._scalars += max(1, -(-T.element_size(args[0]) // self._scalar_unit))
             if before < self._scalar_bound <= self._scalars:
                 self.note(f"{LEAVES_TORCH}:Tensor.item (or float(), int()) on an input's worth of values, one at a "
-                          "time", sys._getframe(1))
-        line = self.note(name, sys._getframe(1))
+                          "time", frame)
+        line = self.note(name, frame)
         if name in ("_to_copy", "clone") and args and self.metadata.holds(args[0]):
             self.metadata.keep(out)  # seq_lens.cpu(): a copy of the metadata, as it was given
         # Memory exercises forbid materializing a large intermediate (the full logits, a dequantized
         # weight): note the largest tensor any operator hands back, whatever the operator is: fresh storage,
         # and results written through out= or grown by resize_ (a view materializes nothing).
-        numel = max(foreign, max((t.numel() for t in written_outputs(func, args, kwargs, out)), default=0))
+        numel = max(foreign, max((T.numel(t) for t in written_outputs(func, args, kwargs, out)), default=0))
         if numel > _LEDGER[self][1][0]:
             self._set_largest(numel, name, line)
         return out

@@ -125,11 +125,13 @@ _SPARSE_PARTS = {torch.sparse_coo: ("_indices", "_values"), torch.sparse_csr: ("
 
 
 def _dense_parts(t: torch.Tensor) -> list:
-    """The strided tensors holding ``t``'s memory: itself, or a sparse tensor's indices and values."""
+    """The strided tensors holding ``t``'s memory: itself, or a sparse tensor's indices and values. Read
+    unbound, as torch's class defines them: an attribute in the tensor's own __dict__ would hide the method
+    (code hung there would run inside a meter's or the recorder's handler)."""
     parts = _SPARSE_PARTS.get(t.layout)
     if parts is None:
         return [t]
-    return [getattr(t, p)() for p in parts]
+    return [getattr(torch.Tensor, p)(t) for p in parts]
 
 
 def fresh_outputs(args, kwargs, out):
