@@ -26,3 +26,56 @@ def test_a_partial_set_on_one_of_torchs_subclasses_is_not_what_the_bookkeeping_c
     # the same with a functools.partial (called from C: no watch sees it start)
     ex = escape("uninitialized_buffer_partial")
     assert _never_computed(ex), ex
+
+
+def test_a_trace_function_of_the_learners_is_refused_where_it_is_installed():
+    # Python calls a trace function at every call, the recorder's handlers' too (where torch's modes are off),
+    # and the recorder's watch (a profile function) is silent while it runs: bdb's set_trace installs one
+    ex = escape("traces_the_recorder")
+    assert ex["score"] == 0 and not ex["correct"]
+    assert any(v.startswith("installs a trace function (sys.settrace) at line 30") for v in ex["violations"]), \
+        ex["violations"]
+
+
+def test_a_profile_function_of_the_learners_is_refused_where_it_is_installed():
+    # called at the very call of the recorder's function-level handler, before the handler can turn it off
+    # (profile.Profile's runcall installs one whose dispatcher the learner chose)
+    ex = escape("profiles_the_recorder")
+    assert ex["score"] == 0 and not ex["correct"]
+    assert any(v.startswith("installs a profile function (sys.setprofile) at line 48") for v in ex["violations"]), \
+        ex["violations"]
+
+
+def test_the_bookkeeping_of_an_operator_on_a_tensor_subclass_is_watched():
+    """A subclass's own Python (here __torch_dispatch__, answering the size the bookkeeping reads of an out=
+    tensor; torch's own subclasses, NestedTensor and the rest, have such code) runs when the recorder's
+    bookkeeping reads the tensor: it is watched there as in the operator, so it is named twice."""
+    import torch
+
+    from autograder.legality import OpRecorder
+
+    class Sized(torch.Tensor):
+        @staticmethod
+        def __new__(cls, elem):
+            return torch.Tensor._make_wrapper_subclass(cls, elem.shape, dtype=elem.dtype,
+                                                       dispatch_sizes_strides_policy="sizes")
+
+        def __init__(self, elem):
+            self.elem = elem
+
+        @classmethod
+        def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+            if func is torch.ops.aten.sym_numel.default:  # read by the recorder's bookkeeping
+                return args[0].elem.numel()
+            if func is torch.ops.aten.sym_size.default:
+                return args[0].elem.shape
+            if func is torch.ops.aten.add.out:  # the operator itself
+                kwargs["out"].elem.copy_(args[0] + args[1])
+                return kwargs["out"]
+            raise NotImplementedError(str(func))
+
+    w, a, b = Sized(torch.zeros(4)), torch.ones(4), torch.ones(4)
+    with OpRecorder(__file__, inputs=(a, b)) as rec:
+        torch.ops.aten.add.out(a, b, out=w)
+    unseen = [n for op, _, n in rec.records() if op == "unseen:__torch_dispatch__"]
+    assert unseen == [2], rec.records()  # in the operator, and in the bookkeeping's read of its size
