@@ -259,10 +259,16 @@ def without_value_exits(records) -> list:
     return [r for r in records if not str(r[0]).startswith(LEAVES_TORCH + ":")]
 
 
+def _is(obj, kinds) -> bool:
+    """``isinstance`` by the object's own class: ``isinstance`` asks an object of another class for its
+    ``__class__``, a property of the caller's that would run inside the recorder's handler (its mode off)."""
+    return issubclass(type(obj), kinds)
+
+
 def _only_tensors(out) -> bool:
-    if isinstance(out, (tuple, list)):
-        return all(_only_tensors(o) for o in out)
-    return isinstance(out, torch.Tensor) or out is None
+    if _is(out, (tuple, list)):
+        return all(_only_tensors(o) for o in (tuple.__iter__(out) if _is(out, tuple) else list.__iter__(out)))
+    return _is(out, torch.Tensor) or out is None
 
 
 def _exit_name(func) -> str:
@@ -283,14 +289,14 @@ def hands_values_out(func, args, kwargs, out, operators_ran: bool) -> bool:
     name = getattr(func, "__name__", "")
     if name == "__get__":  # a property: shape, dtype, grad, T...; the one that hands out memory is not
         return getattr(func, "__self__", None) is _CUDA_ARRAY_INTERFACE
-    if name in _HEADER or (name.startswith("is_") and isinstance(out, bool)):
+    if name in _HEADER or (name.startswith("is_") and _is(out, bool)):
         return False
     values = list(args) + list((kwargs or {}).values())
-    if any(callable(v) and not isinstance(v, (type, torch.Tensor)) for v in values):
+    if any(callable(v) and not _is(v, (type, torch.Tensor)) for v in values):
         return True  # a Python function run on each value (Tensor.apply_, map_, map2_)
-    if _only_tensors(out) or isinstance(out, _HEADER_TYPES):
+    if _only_tensors(out) or _is(out, _HEADER_TYPES):
         return False
-    return not (operators_ran and isinstance(out, _ONE_VALUE))
+    return not (operators_ran and _is(out, _ONE_VALUE))
 
 
 class Metadata:
@@ -323,7 +329,7 @@ class Metadata:
     def holds(self, t) -> bool:
         """Whether ``t`` shows (a view of) a metadata argument, or a copy of one, with the values it was given:
         values the grader chose, that carry none of the data the exercise computes on."""
-        if not self.kept or not isinstance(t, torch.Tensor) or t.is_sparse:
+        if not self.kept or not _is(t, torch.Tensor) or t.is_sparse:
             return False
         kept = self.kept.get(self._key(t))
         if kept is None:

@@ -79,3 +79,38 @@ def test_the_bookkeeping_of_an_operator_on_a_tensor_subclass_is_watched():
         torch.ops.aten.add.out(a, b, out=w)
     unseen = [n for op, _, n in rec.records() if op == "unseen:__torch_dispatch__"]
     assert unseen == [2], rec.records()  # in the operator, and in the bookkeeping's read of its size
+
+
+def test_an_argument_whose_class_is_a_property_runs_nothing_in_the_function_half():
+    # isinstance asks an object of another class for its __class__: the recorder's function-level handler
+    # judges a call's arguments by their own classes, so the learner's property never runs there
+    ex = escape("class_property_in_the_function_half")
+    assert _never_computed(ex), ex
+
+
+def test_containers_and_classes_are_read_without_the_callers_code():
+    import torch
+
+    from measure.memory import tensors_in
+
+    ran = []
+
+    class Claims:  # says it is a tensor
+        @property
+        def __class__(self):
+            ran.append("__class__")
+            return torch.Tensor
+
+    class Listing(list):
+        def __iter__(self):
+            ran.append("__iter__")
+            return iter(())
+
+    class Mapping(dict):
+        def values(self):
+            ran.append("values")
+            return ()
+
+    t = torch.zeros(1)
+    found = list(tensors_in((Claims(), Listing([t]), Mapping(a=t))))
+    assert ran == [] and len(found) == 2 and all(f is t for f in found)
