@@ -598,7 +598,7 @@ def _python_operator(func, args, kwargs):
     opdef = OPDEFS.get(func.name()) or OPDEFS.get(f"{func.namespace}::{func.overloadpacket.__name__}")
     if opdef is None:
         return None
-    devices = [a.device.type for a in (*args, *(kwargs or {}).values()) if isinstance(a, torch.Tensor)]
+    devices = [a.device.type for a in (*args, *(kwargs or {}).values()) if _is(a, torch.Tensor)]
     backends = getattr(opdef, "_backend_fns", {})
     return backends.get(devices[0] if devices else None) or backends.get(None) or getattr(opdef, "_init_fn", None)
 
