@@ -541,7 +541,14 @@ def _refuse_shadowed(args, kwargs, frame) -> None:
 
     for t in tensors_in((args, kwargs or {})):
         own = getattr(t, "__dict__", None) if type(t) in PLAIN_TENSORS else None
-        hidden = sorted(n for n in own if n in hidden_methods(type(t))) if own else ()
+        # a plain dict of plain names, read by their own classes: a key of another class (a str of the
+        # learner's, kept by setattr and copied by functools.update_wrapper) would run its __hash__ here,
+        # a dict of another class its __len__ or __iter__
+        names = list(dict.__iter__(own)) if type(own) is dict else ()
+        if (own is not None and type(own) is not dict) or any(type(n) is not str for n in names):
+            runtime_audit.refuse("hands an operator a tensor whose own __dict__ is not a plain dict of names",
+                                 "shadow", frame)
+        hidden = sorted(n for n in names if n in hidden_methods(type(t)))
         if hidden:
             runtime_audit.refuse(f"hands an operator a tensor whose own attribute {hidden[0]} hides "
                                  f"Tensor.{hidden[0]}", "shadow", frame)
@@ -575,7 +582,9 @@ def _carries_own(storage) -> bool:
     import weakref
 
     own = object.__getattribute__(storage, "__dict__") if hasattr(type(storage), "__dict__") else None
-    return bool(own) or weakref.getweakrefcount(storage) > 0
+    # (a dict of another class answers its own __len__: it carries something of its own)
+    return (own is not None and (type(own) is not dict or dict.__len__(own) > 0)) \
+        or weakref.getweakrefcount(storage) > 0
 
 
 def operator_name(func) -> str:

@@ -114,3 +114,32 @@ def test_containers_and_classes_are_read_without_the_callers_code():
     t = torch.zeros(1)
     found = list(tensors_in((Claims(), Listing([t]), Mapping(a=t))))
     assert ran == [] and len(found) == 2 and all(f is t for f in found)
+
+
+def test_a_tensors_own_dict_with_a_key_of_the_learners_class_is_refused_before_it_is_hashed():
+    # the recorder looks each key of a tensor's own __dict__ up among Tensor's method names: a str of the
+    # learner's class there would run its __hash__ inside the handler (the source's setattr by a computed
+    # name is refused too; the run-time refusal does not rest on it)
+    ex = escape("hashes_in_the_recorder")
+    assert ex["score"] == 0 and not ex["correct"]
+    assert any(v.startswith("hands an operator a tensor whose own __dict__ is not a plain dict of names at line 34")
+               for v in ex["violations"]), ex["violations"]
+    assert not any("runs __hash__" in v or "aten._softmax" in v for v in ex["violations"]), ex["violations"]
+
+
+def test_a_storage_whose_dict_is_of_another_class_carries_something_of_its_own():
+    import torch
+
+    from autograder.legality import _carries_own
+
+    ran = []
+
+    class Quiet(dict):
+        def __len__(self):
+            ran.append("__len__")
+            return 0
+
+    s = torch.UntypedStorage(4)
+    assert not _carries_own(s)
+    object.__setattr__(s, "__dict__", Quiet())
+    assert _carries_own(s) and ran == []
