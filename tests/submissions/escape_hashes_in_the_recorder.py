@@ -1,9 +1,11 @@
 # An escape through a key of a tensor's own __dict__: a str of the learner's class whose __hash__ is the
 # learner's (setattr keeps a str subclass as the key it stores; functools.update_wrapper copies the carrier
-# function's attributes into the tensor's __dict__, where no attribute of the tensor is set). The recorder refuses a tensor whose
-# own attributes hide Tensor methods, and looks each key up among those names: the hash would run there,
-# inside the recorder's dispatch handler (the third time it is asked: the carrier's dict, the function
-# half, the dispatch half), where its torch.softmax is recorded by nobody. A Triton copy kernel hands the answer over.
+# function's attributes into the tensor's __dict__, where no attribute of the tensor is set). The recorder
+# refuses a tensor whose own attributes hide Tensor methods, and looks each key up among those names: the
+# hash would run there, inside the recorder's dispatch handler (the third time it is asked: the carrier's
+# dict, the function half, the dispatch half), where its torch.softmax is recorded by nobody. A Triton copy
+# kernel hands the answer over. Graded: 0 points (a tensor whose __dict__ holds a key that is not a plain str
+# is refused before any key is hashed).
 import functools
 
 import torch

@@ -2,8 +2,9 @@
 # profiler) calls its dispatcher, a method the learner's subclass replaces, on every call; runcall installs it
 # (sys.setprofile, a name the audit would refuse in the learner's own source). Python calls it at the very call
 # of the recorder's function-level handler, where torch has taken that mode off, before the handler can turn
-# it off: there its Tensor.tolist (no operator) takes the input's values out of torch, recorded by nobody. Python computes the
-# softmax and a Triton copy kernel hands the answer over.
+# it off: there its Tensor.tolist (no operator) takes the input's values out of torch, recorded by nobody.
+# Python computes the softmax and a Triton copy kernel hands the answer over. Graded: 0 points (installing a
+# trace or profile function is refused where the learner's code asks for it).
 import math
 import profile
 
