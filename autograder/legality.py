@@ -259,10 +259,16 @@ def without_value_exits(records) -> list:
     return [r for r in records if not str(r[0]).startswith(LEAVES_TORCH + ":")]
 
 
+def _is(obj, kinds) -> bool:
+    """``isinstance`` by the object's own class: ``isinstance`` asks an object of another class for its
+    ``__class__``, a property of the caller's that would run inside the recorder's handler (its mode off)."""
+    return issubclass(type(obj), kinds)
+
+
 def _only_tensors(out) -> bool:
-    if isinstance(out, (tuple, list)):
-        return all(_only_tensors(o) for o in out)
-    return isinstance(out, torch.Tensor) or out is None
+    if _is(out, (tuple, list)):
+        return all(_only_tensors(o) for o in (tuple.__iter__(out) if _is(out, tuple) else list.__iter__(out)))
+    return _is(out, torch.Tensor) or out is None
 
 
 def _exit_name(func) -> str:
@@ -283,14 +289,14 @@ def hands_values_out(func, args, kwargs, out, operators_ran: bool) -> bool:
     name = getattr(func, "__name__", "")
     if name == "__get__":  # a property: shape, dtype, grad, T...; the one that hands out memory is not
         return getattr(func, "__self__", None) is _CUDA_ARRAY_INTERFACE
-    if name in _HEADER or (name.startswith("is_") and isinstance(out, bool)):
+    if name in _HEADER or (name.startswith("is_") and _is(out, bool)):
         return False
     values = list(args) + list((kwargs or {}).values())
-    if any(callable(v) and not isinstance(v, (type, torch.Tensor)) for v in values):
+    if any(callable(v) and not _is(v, (type, torch.Tensor)) for v in values):
         return True  # a Python function run on each value (Tensor.apply_, map_, map2_)
-    if _only_tensors(out) or isinstance(out, _HEADER_TYPES):
+    if _only_tensors(out) or _is(out, _HEADER_TYPES):
         return False
-    return not (operators_ran and isinstance(out, _ONE_VALUE))
+    return not (operators_ran and _is(out, _ONE_VALUE))
 
 
 class Metadata:
@@ -323,7 +329,7 @@ class Metadata:
     def holds(self, t) -> bool:
         """Whether ``t`` shows (a view of) a metadata argument, or a copy of one, with the values it was given:
         values the grader chose, that carry none of the data the exercise computes on."""
-        if not self.kept or not isinstance(t, torch.Tensor) or t.is_sparse:
+        if not self.kept or not _is(t, torch.Tensor) or t.is_sparse:
             return False
         kept = self.kept.get(self._key(t))
         if kept is None:
@@ -535,7 +541,14 @@ def _refuse_shadowed(args, kwargs, frame) -> None:
 
     for t in tensors_in((args, kwargs or {})):
         own = getattr(t, "__dict__", None) if type(t) in PLAIN_TENSORS else None
-        hidden = sorted(n for n in own if n in hidden_methods(type(t))) if own else ()
+        # a plain dict of plain names, read by their own classes: a key of another class (a str of the
+        # learner's, kept by setattr and copied by functools.update_wrapper) would run its __hash__ here,
+        # a dict of another class its __len__ or __iter__
+        names = list(dict.__iter__(own)) if type(own) is dict else ()
+        if (own is not None and type(own) is not dict) or any(type(n) is not str for n in names):
+            runtime_audit.refuse("hands an operator a tensor whose own __dict__ is not a plain dict of names",
+                                 "shadow", frame)
+        hidden = sorted(n for n in names if n in hidden_methods(type(t)))
         if hidden:
             runtime_audit.refuse(f"hands an operator a tensor whose own attribute {hidden[0]} hides "
                                  f"Tensor.{hidden[0]}", "shadow", frame)
@@ -569,7 +582,9 @@ def _carries_own(storage) -> bool:
     import weakref
 
     own = object.__getattribute__(storage, "__dict__") if hasattr(type(storage), "__dict__") else None
-    return bool(own) or weakref.getweakrefcount(storage) > 0
+    # (a dict of another class answers its own __len__: it carries something of its own)
+    return (own is not None and (type(own) is not dict or dict.__len__(own) > 0)) \
+        or weakref.getweakrefcount(storage) > 0
 
 
 def operator_name(func) -> str:
@@ -592,7 +607,7 @@ def _python_operator(func, args, kwargs):
     opdef = OPDEFS.get(func.name()) or OPDEFS.get(f"{func.namespace}::{func.overloadpacket.__name__}")
     if opdef is None:
         return None
-    devices = [a.device.type for a in (*args, *(kwargs or {}).values()) if isinstance(a, torch.Tensor)]
+    devices = [a.device.type for a in (*args, *(kwargs or {}).values()) if _is(a, torch.Tensor)]
     backends = getattr(opdef, "_backend_fns", {})
     return backends.get(devices[0] if devices else None) or backends.get(None) or getattr(opdef, "_init_fn", None)
 
@@ -681,7 +696,11 @@ class OpRecorder(TorchDispatchMode):
         # the bookkeeping saw ~7,000 profile events an operator (2.2 ms an operator on a 2-core CPU, 30 s of
         # a linear_cross_entropy grading on an H200). No code of the learner's can start in the bookkeeping:
         # the arguments stay referenced by the caller, what the operator lets go of is let go of under
-        # back_on, and no automatic collection runs while a recorder is on (worker.no_automatic_collection).
+        # back_on, no automatic collection runs while a recorder is on (worker.no_automatic_collection), the
+        # bookkeeping reads a tensor through torch's class, never through the tensor itself (its own __dict__
+        # is not consulted: a sparse tensor's values, a subclass's instance, are checked by no one), and the
+        # bookkeeping of an operator that saw a tensor of any other class than torch's plain ones (torch's own
+        # subclasses run Python of their class's when read) is watched as the operator is (_dispatch).
         with _profiled(None):
             return self._handle(func, args, kwargs)
 
@@ -712,29 +731,41 @@ class OpRecorder(TorchDispatchMode):
         self.operators += 1
         with self.watching():
             out = func(*args, **(kwargs or {}))
+        frame = sys._getframe(1)
+        if all(type(t) in PLAIN_TENSORS for t in tensors_in((args, kwargs, out))):
+            return self._account(func, args, kwargs, out, frame)
+        # one of torch's own subclasses (an UninitializedBuffer, a nested or masked tensor): reading it runs its
+        # class's Python (__torch_function__, __torch_dispatch__), which reaches what the learner set on it
+        with self.watching():
+            return self._account(func, args, kwargs, out, frame)
+
+    def _account(self, func, args, kwargs, out, frame):
+        """What the operator ``func`` did, on the record (``frame``: the one that ran it). Tensors are read
+        through torch's class (``T.numel(t)``): an attribute of the tensor's own runs nothing here."""
+        T = torch.Tensor
         name = operator_name(func)
         # Storage no operator allocated (torch.frombuffer, a file, a storage built by hand), written into: it
         # holds all it can hold, whoever writes (the interpreter's copy of a kernel's output too).
-        foreign = max((storage_nbytes(storage_of(t)) // t.element_size() for t, _ in
+        foreign = max((storage_nbytes(storage_of(t)) // T.element_size(t) for t, _ in
                        self._provenance.foreign_writes(func, args, kwargs, out)), default=0) if self._provenance else 0
-        if _interpreter_plumbing(sys._getframe(1)):
+        if _interpreter_plumbing(frame):
             if foreign > _LEDGER[self][1][0]:
-                self._set_largest(foreign, name, self._line_from(sys._getframe(1)))
+                self._set_largest(foreign, name, self._line_from(frame))
             return out
-        if (name == "_local_scalar_dense" and self._scalar_bound and _asked_by(sys._getframe(1)) == LEARNER
+        if (name == "_local_scalar_dense" and self._scalar_bound and _asked_by(frame) == LEARNER
                 and not self.metadata.holds(args[0])):
             before = self._scalars
-            self._scalars += max(1, -(-args[0].element_size() // self._scalar_unit))
+            self._scalars += max(1, -(-T.element_size(args[0]) // self._scalar_unit))
             if before < self._scalar_bound <= self._scalars:
                 self.note(f"{LEAVES_TORCH}:Tensor.item (or float(), int()) on an input's worth of values, one at a "
-                          "time", sys._getframe(1))
-        line = self.note(name, sys._getframe(1))
+                          "time", frame)
+        line = self.note(name, frame)
         if name in ("_to_copy", "clone") and args and self.metadata.holds(args[0]):
             self.metadata.keep(out)  # seq_lens.cpu(): a copy of the metadata, as it was given
         # Memory exercises forbid materializing a large intermediate (the full logits, a dequantized
         # weight): note the largest tensor any operator hands back, whatever the operator is: fresh storage,
         # and results written through out= or grown by resize_ (a view materializes nothing).
-        numel = max(foreign, max((t.numel() for t in written_outputs(func, args, kwargs, out)), default=0))
+        numel = max(foreign, max((T.numel(t) for t in written_outputs(func, args, kwargs, out)), default=0))
         if numel > _LEDGER[self][1][0]:
             self._set_largest(numel, name, line)
         return out

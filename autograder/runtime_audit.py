@@ -75,6 +75,9 @@ _WHY = {
     "memory": "reading the process's memory by address takes values out of torch where nothing records it",
     "import": "the audit forbids this module in graded code",
     "hook": "audit hooks are the grader's",
+    "tracer": "Python calls a trace or profile function on every call, the grader's own calls too (inside its "
+              "operator recorder, where torch's modes are off): graded code runs its own functions, not code "
+              "the interpreter calls from everywhere",
     "descriptor": "the worker answers the grader through a descriptor it inherited: graded code opens files by "
                   "their paths, never a descriptor it did not open",
     "socket": "graded code computes and returns; the worker alone talks to the grader",
@@ -480,6 +483,17 @@ class _Hook:
     def _hook(self, event, args, frame):
         return ("adds an audit hook", "hook") if asker(frame)[0] != GRADER else None
 
+    def _tracer(self, event, args, frame):
+        # The learner's code (through the standard library too: bdb's set_trace, profile.Profile's runcall)
+        # may not install one: it is called inside the recorder's handlers, where torch's modes are off, at the
+        # very call of a handler (before anything the handler does), and a profile function, the recorder's
+        # watch, is silent while a trace function runs. The grader's recorder sets its own; a library's
+        # profiler (torch.profiler's stacks, a measuring exercise's) calls no code of the learner's.
+        if frame.f_code.co_filename.startswith(_GRADER):
+            return None  # the recorder's own (a few times an operator): known at once
+        return (f"installs a {'trace' if event == 'sys.settrace' else 'profile'} function ({event})", "tracer") \
+            if asker(frame)[0] == LEARNER else None
+
 
 def _timeit_statement(frame) -> str | None:
     """In a measuring exercise: what in the statements ``timeit.Timer`` compiles goes beyond calling what its
@@ -635,6 +649,7 @@ _EVENTS = {**{e: _Hook._process for e in _PROCESS},
                                          "ctypes.addressof", "ctypes.call_function", "ctypes.set_errno",
                                          "ctypes.get_errno")},
            "open": _Hook._open, "import": _Hook._import, "sys.addaudithook": _Hook._hook,
+           **{e: _Hook._tracer for e in ("sys.settrace", "sys.setprofile")},
            **{e: _Hook._socket for e in ("socket.__new__", "socket.bind", "socket.connect", "socket.sendto",
                                          "socket.sendmsg")},
            "os.putenv": _Hook._environment, "os.unsetenv": _Hook._environment}

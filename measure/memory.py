@@ -82,14 +82,19 @@ def allocated_during(fn, *args):
 
 
 def values_in(obj, kinds):
-    """Every value of the types ``kinds`` in a (nested) operator argument or output: tuples, lists, dicts."""
-    if isinstance(obj, kinds):
+    """Every value of the types ``kinds`` in a (nested) operator argument or output: tuples, lists, dicts.
+    Judged by the object's own class and read through the containers' own methods, as torch's classes define
+    them: ``isinstance`` would ask an object of another class for its ``__class__``, and a container's class
+    may replace ``__iter__`` or ``values``: a property or a method of the caller's would run here, inside a
+    meter's or the recorder's handler."""
+    kind = type(obj)
+    if issubclass(kind, kinds):
         yield obj
-    elif isinstance(obj, (tuple, list)):
-        for item in obj:
+    elif issubclass(kind, (tuple, list)):
+        for item in (tuple.__iter__(obj) if issubclass(kind, tuple) else list.__iter__(obj)):
             yield from values_in(item, kinds)
-    elif isinstance(obj, dict):
-        for item in obj.values():
+    elif issubclass(kind, dict):
+        for item in dict.values(obj):
             yield from values_in(item, kinds)
 
 
@@ -125,11 +130,13 @@ _SPARSE_PARTS = {torch.sparse_coo: ("_indices", "_values"), torch.sparse_csr: ("
 
 
 def _dense_parts(t: torch.Tensor) -> list:
-    """The strided tensors holding ``t``'s memory: itself, or a sparse tensor's indices and values."""
+    """The strided tensors holding ``t``'s memory: itself, or a sparse tensor's indices and values. Read
+    unbound, as torch's class defines them: an attribute in the tensor's own __dict__ would hide the method
+    (code hung there would run inside a meter's or the recorder's handler)."""
     parts = _SPARSE_PARTS.get(t.layout)
     if parts is None:
         return [t]
-    return [getattr(t, p)() for p in parts]
+    return [getattr(torch.Tensor, p)(t) for p in parts]
 
 
 def fresh_outputs(args, kwargs, out):
