@@ -189,6 +189,9 @@ def graded_gpu_only(env: dict) -> dict:
     if not course.ON_GPU:
         return {}
     index = torch.cuda.current_device() if torch.cuda.is_initialized() else 0  # not initialized: "cuda" is 0
+    if index != 0:  # frames name a GPU by its index: the worker's one GPU is its cuda:0, and must be ours too
+        raise RuntimeError(f"the grading process works on cuda:{index}; grade on a process's first GPU and choose "
+                           "the GPU with CUDA_VISIBLE_DEVICES (as `autograder batch` does for each of its workers)")
     visible = env.get("CUDA_VISIBLE_DEVICES")
     names = [d.strip() for d in visible.split(",")] if visible is not None else [str(i) for i in range(index + 1)]
     return {"CUDA_VISIBLE_DEVICES": names[index]}

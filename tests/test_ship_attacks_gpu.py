@@ -249,9 +249,12 @@ def test_a_worker_sees_only_the_gpu_it_is_graded_on(monkeypatch):
     assert isolation.graded_gpu_only({"CUDA_VISIBLE_DEVICES": "3, 5"}) == {"CUDA_VISIBLE_DEVICES": "3"}
     assert isolation.graded_gpu_only({"CUDA_VISIBLE_DEVICES": "GPU-a1,GPU-b2"}) == {"CUDA_VISIBLE_DEVICES": "GPU-a1"}
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    assert isolation.graded_gpu_only({"CUDA_VISIBLE_DEVICES": "3,5"}) == {"CUDA_VISIBLE_DEVICES": "3"}
+    # on another GPU than its first, the frames' device indices would not line up with the worker's one GPU
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
-    assert isolation.graded_gpu_only({"CUDA_VISIBLE_DEVICES": "3,5"}) == {"CUDA_VISIBLE_DEVICES": "5"}
-    assert isolation.graded_gpu_only({}) == {"CUDA_VISIBLE_DEVICES": "1"}
+    with pytest.raises(RuntimeError, match="CUDA_VISIBLE_DEVICES"):
+        isolation.graded_gpu_only({"CUDA_VISIBLE_DEVICES": "3,5"})
     monkeypatch.setattr(course, "ON_GPU", False)
     assert isolation.graded_gpu_only({"CUDA_VISIBLE_DEVICES": "3,5"}) == {}
 
