@@ -693,8 +693,8 @@ class OpRecorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         # The recorder's own bookkeeping runs unwatched, the operator itself watched (_dispatch): a watch over
-        # the bookkeeping saw ~7,000 profile events an operator (2.2 ms an operator on a 2-core CPU, 30 s of
-        # a linear_cross_entropy grading on an H200). No code of the learner's can start in the bookkeeping:
+        # the bookkeeping saw ~1,700 profile events an operator (a recorded operator cost ~0.33 ms on a 2-core
+        # CPU, ~0.14 ms without them). No code of the learner's can start in the bookkeeping:
         # the arguments stay referenced by the caller, what the operator lets go of is let go of under
         # back_on, no automatic collection runs while a recorder is on (worker.no_automatic_collection), the
         # bookkeeping reads a tensor through torch's class, never through the tensor itself (its own __dict__

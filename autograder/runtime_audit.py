@@ -42,6 +42,7 @@ from __future__ import annotations
 import ast
 import collections
 import dataclasses
+import functools
 import os
 import re
 import site
@@ -722,8 +723,8 @@ def watch_modules() -> None:
             _LIBRARY_FUNCTIONS.setdefault(name, {k: v for k, v in vars(module).items() if callable(v)})
     import torch
 
-    classes = (torch.Tensor, torch._C.TensorBase, torch.UntypedStorage, torch.storage._StorageBase)
-    for path, cls in zip(_LIBRARY_CLASSES, classes):
+    for path in _LIBRARY_CLASSES:
+        cls = functools.reduce(getattr, path.split(".")[1:], torch)
         _CLASS_ATTRIBUTES.setdefault(path, (cls, dict(type.__dict__["__dict__"].__get__(cls))))
 
 

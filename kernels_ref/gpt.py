@@ -419,13 +419,11 @@ def host_ms(fn: Callable, reps: int = 5) -> float:
 
     times = []
     for _ in range(reps):
-        if course.ON_GPU:
-            torch.cuda.synchronize()
+        course.synchronize()
         start = time.perf_counter()
         fn()
         times.append((time.perf_counter() - start) * 1e3)
-    if course.ON_GPU:
-        torch.cuda.synchronize()
+    course.synchronize()
     return statistics.median(times)
 
 
