@@ -57,6 +57,8 @@ INTERNALS: dict[str, tuple[str, str]] = {
     "_patch_lang_tensor": ("triton.runtime.interpreter._patch_lang_tensor",
                            "course.interpreter (a scalar read as an int)"),
     "_patch_lang": ("triton.runtime.interpreter._patch_lang", "course.interpreter (libdevice under the interpreter)"),
+    "_patch_builtin": ("triton.runtime.interpreter._patch_builtin",
+                       "course.interpreter (a package's builtins wrapped once, not at every launch)"),
     "InterpreterBuilder.create_masked_load": ("triton.runtime.interpreter.InterpreterBuilder.create_masked_load",
                                               "course.bounds"),
     "GridExecutor._init_args_hst": ("triton.runtime.interpreter.GridExecutor._init_args_hst",
