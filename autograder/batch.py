@@ -196,11 +196,11 @@ class ClassRun:
 
 
 def write_result(path: Path, outcome: dict) -> None:
-    """Atomically, readable by the course's group (teaching assistants), as any file the umask allows."""
+    """Atomically, readable by the course's group (teaching assistants), as any file the umask allows
+    (write_json_atomic gives the file its mode before it appears under its name)."""
     from measure.files import write_json_atomic
 
     write_json_atomic(path, outcome)
-    gradebook.ordinary_modes(path)
 
 
 def summary_line(outcome: dict) -> str:

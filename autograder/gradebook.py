@@ -490,17 +490,13 @@ def _quiet():
         captured.file.close()
 
 
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def ordinary_modes(path: Path) -> None:
     """The permissions a plain ``open``/``mkdir`` would give (0o666/0o777 less the umask), for ``path``
     and everything under it: files made through temporary ones (0600, 0700) become readable by the
     course's group as the instructor's umask allows."""
-    mask = _umask()
+    from measure.files import umask
+
+    mask = umask()
     for p in [path, *(path.rglob("*") if path.is_dir() else [])]:
         os.chmod(p, (0o777 if p.is_dir() else 0o666) & ~mask)
 

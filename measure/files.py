@@ -24,6 +24,9 @@ def write_json_atomic(path, obj, *, nonfinite_as_null: bool = False) -> None:
             json.dump(_finite(obj) if nonfinite_as_null else obj, fh, indent=2, allow_nan=False, default=str)
             fh.flush()
             os.fsync(fh.fileno())
+            # the mode a plain open() gives (a temporary file is 0600), before the file appears under its name:
+            # a process killed after the rename leaves no file the course's group cannot read
+            os.fchmod(fh.fileno(), 0o666 & ~umask())
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -31,6 +34,13 @@ def write_json_atomic(path, obj, *, nonfinite_as_null: bool = False) -> None:
         except OSError:
             pass
         raise
+
+
+def umask() -> int:
+    """This process's umask (reading it means setting it: it is set back at once)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _finite(obj):

@@ -29,13 +29,13 @@ ROOT = Path(__file__).resolve().parent.parent
 def load_solution(spec):
     """The entry point of the exercise's solution notebook, loaded like a worker loads a submission."""
     from autograder import protocol, submission
+    from autograder.grading import submission_job
     from autograder.worker import load_entry
 
     sub = submission.load(ROOT / "solutions" / spec.notebook / f"{spec.notebook}.ipynb")
     workdir = Path(tempfile.mkdtemp(prefix="profile-cases-"))
     source_file = sub.write(workdir)
-    fn, ready = load_entry({"code": "submission", "exercise": spec.id, "entry": spec.entry,
-                            "source_file": str(source_file), "submission_dir": str(workdir)})
+    fn, ready = load_entry(submission_job(spec, sub, source_file))  # the job a grading worker gets
     if ready.status != "ok":
         raise SystemExit(f"{spec.id}: the solution did not load: {protocol.to_wire(ready)}")
     return fn, str(source_file)

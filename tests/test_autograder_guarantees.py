@@ -164,9 +164,10 @@ def test_a_recorder_changed_while_graded_code_runs_keeps_its_records_and_says_so
 
 def test_a_hang_is_stopped_at_the_time_limit_and_other_exercises_are_graded():
     start = time.monotonic()
-    res = graded("hangs.py", ("softmax", "bias_gelu"), timeout=25.0)
+    # 15 s: room for bias_gelu's worker on a loaded 2-core machine; the busy loop spends all of it on a core
+    res = graded("hangs.py", ("softmax", "bias_gelu"), timeout=15.0)
     assert not res["softmax"]["correct"]
-    assert "time limit of 25 s" in text(res["softmax"]) and res["softmax"]["ended"] == "timed out"
+    assert "time limit of 15 s" in text(res["softmax"]) and res["softmax"]["ended"] == "timed out"
     assert res["bias_gelu"]["correct"], text(res["bias_gelu"])
     assert "ended" not in res["bias_gelu"]  # a class report tells these apart by it
     assert time.monotonic() - start < 120

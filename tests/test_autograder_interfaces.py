@@ -93,6 +93,25 @@ def test_json_write_is_atomic(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]  # no temporary left behind
 
 
+def test_a_json_file_has_the_umasks_mode_from_the_moment_it_appears(tmp_path, monkeypatch):
+    """Written through a temporary file (0600), it gets the mode a plain open() gives before the rename: a
+    grading killed right after writing a learner's result leaves it readable by the course's group."""
+    import os
+
+    from measure import files
+
+    renamed = []
+    real_replace = os.replace
+    monkeypatch.setattr(os, "replace", lambda src, dst: renamed.append(os.stat(src).st_mode & 0o777)
+                        or real_replace(src, dst))
+    old = os.umask(0o002)
+    try:
+        files.write_json_atomic(tmp_path / "ann.json", {"total": 1})
+    finally:
+        os.umask(old)
+    assert renamed == [0o664] and (tmp_path / "ann.json").stat().st_mode & 0o777 == 0o664
+
+
 # --------------------------------------------------------------------------- performance arithmetic (guarantee 5)
 
 def test_partial_credit_is_linear_between_floor_and_threshold():

@@ -216,3 +216,42 @@ def test_a_loop_bound_handed_to_a_triton_function_is_read_as_its_value():
     out = torch.empty(3)
     _row_totals[(3,)](x, out, x.stride(0), 37, BLOCK=16)
     torch.testing.assert_close(out, x.sum(1))
+
+
+@triton.jit
+def _gelu_helper(x):  # a kernel's helper: the interpreter calls it inside the kernel's launch
+    return 0.5 * x * (1.0 + libdevice.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+
+
+@triton.jit
+def _gelu_through_a_helper(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    r = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + r, mask=r < n, other=0.0)
+    for _ in range(3):  # the helper called again and again inside one launch
+        y = _gelu_helper(x)
+    tl.store(y_ptr + r, tl.maximum(y, tl.minimum(y, 0.0)), mask=r < n)
+
+
+def test_builtin_wrappers_are_made_once_and_the_librarys_own_are_back_after_each_launch(monkeypatch):
+    """An interpreted launch wraps triton.language's builtins and swaps libdevice for numpy; the wrappers are
+    made once per package (listing a package's members at every launch took ~40% of a small kernel's CPU
+    time), a helper called inside the launch finds them in place, and after the launch every name is the
+    library's own again."""
+    import inspect
+
+    _gelu_through_a_helper[(1,)](torch.randn(4), torch.empty(4), 4, BLOCK=8)  # the first launch of the process makes them
+    listed = []
+    real_getmembers = inspect.getmembers
+    monkeypatch.setattr(inspect, "getmembers", lambda obj, *a: listed.append(obj) or real_getmembers(obj, *a))
+    own = {"tl.maximum": tl.maximum, "tl.tensor.to": tl.tensor.to, "libdevice.tanh": libdevice.tanh,
+           "tl.math.exp": tl.math.exp}
+    x = torch.randn(50)
+    for _ in range(3):
+        y = torch.empty_like(x)
+        _gelu_through_a_helper[(1,)](x, y, 50, BLOCK=64)
+        ref = torch.nn.functional.gelu(x.double(), approximate="tanh")
+        assert torch.allclose(y.double(), ref, atol=1e-6)
+    after = {"tl.maximum": tl.maximum, "tl.tensor.to": tl.tensor.to, "libdevice.tanh": libdevice.tanh,
+             "tl.math.exp": tl.math.exp}
+    assert after == own
+    assert not any(obj in (tl, tl.tensor, tl.math) for obj in listed), "a package's builtins listed again"
