@@ -3,9 +3,9 @@
     python -m probes.profile_cases layer_norm_fwd flash_attention_fwd [--top 25]
 
 For each exercise: the solution notebook's code is loaded as a worker loads a submission, and the grader's
-plan (full cases, one seed) runs through ``runner.run_cases`` three times: in this process (it compiles
-every kernel into Triton's cache), then in a new process under cProfile (the graded worker after the
-warmers: a process that has loaded nothing, a cache that holds everything), then again in this process
+plan (full cases, one seed) runs through ``runner.run_cases`` three times: in a process of its own (it
+compiles every kernel into Triton's cache), then in a new process under cProfile (the graded worker after
+the warmers: a process that has loaded nothing, a cache that holds everything), then again in that process
 (every kernel loaded: what is left is the calls and the grader's own requests). Printed for the last two:
 seconds per kind of request and the slowest cases; for the new process, the functions with the most
 cumulative time. In-process: the socket's part of ``ship`` is not in these numbers.
@@ -13,6 +13,7 @@ cumulative time. In-process: the socket's part of ``ship`` is not in these numbe
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import io
 import os
@@ -22,6 +23,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+# Imported here: once the solution is loaded, this process is a worker, and its import hook refuses autograder.
+from autograder import runner, runtime_audit
+from autograder.notebook import InProcessSession
+from autograder.specs import get
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -43,8 +49,6 @@ def load_solution(spec):
 
 def run_plan(session, plan) -> list[float]:
     """Seconds of each case (load, call, ship, refill, call, ship), timed through ``runner.run_cases``."""
-    from autograder import runner
-
     starts = []
     runner.run_cases(session, plan, on_case=lambda k: starts.append(time.perf_counter()))
     ends = starts[1:] + [time.perf_counter()]
@@ -54,10 +58,6 @@ def run_plan(session, plan) -> list[float]:
 def measured_pass(exercise_id: str, seed: int, top: int | None, label: str, session=None):
     """One run of the plan, timed by request and by case (under cProfile when ``top``); the session (the
     worker in this process, its requests through the wire format as over a socket)."""
-    from autograder import runner
-    from autograder.notebook import InProcessSession
-    from autograder.specs import get
-
     spec = get(exercise_id)
     if session is None:
         start = time.perf_counter()
@@ -68,10 +68,12 @@ def measured_pass(exercise_id: str, seed: int, top: int | None, label: str, sess
     clock = runner.RequestClock(session)
     prof = cProfile.Profile()
     modules_before = set(sys.modules)
-    if top:
-        prof.enable()
+    with _profiler_allowed():
+        if top:
+            prof.enable()
     per_case = run_plan(clock, plan)
-    prof.disable()
+    with _profiler_allowed():
+        prof.disable()
     print(f"== {exercise_id}, {label}: {len(plan)} cases in {sum(per_case):.2f} s; by request: "
           + ", ".join(f"{k} {v:.2f}" for k, v in clock.seconds.items()))
     slowest = sorted(zip(per_case, (p.case.name for p in plan)), reverse=True)[:6]
@@ -82,11 +84,28 @@ def measured_pass(exercise_id: str, seed: int, top: int | None, label: str, sess
     if top:
         for order in ("cumulative", "tottime"):
             text = io.StringIO()
-            pstats.Stats(prof, stream=text).sort_stats(order).print_stats(top)
+            with _profiler_allowed():  # pstats turns the profiler off again
+                pstats.Stats(prof, stream=text).sort_stats(order).print_stats(top)
             lines = text.getvalue().splitlines()
             start = next((i for i, line in enumerate(lines) if "ncalls" in line), 0)
             print(f"   by {order}:\n" + "\n".join(line[:150] for line in lines[start:] if line.strip()))
     return session
+
+
+@contextlib.contextmanager
+def _profiler_allowed():
+    """The worker's audit hook (installed once the solution is loaded) refuses a profile function that code
+    outside the grader installs, as it would a learner's: this probe's own profiler is turned on and off with
+    the hook looking away."""
+    hook = runtime_audit.HOOK
+    if hook is None:
+        yield
+        return
+    hook.busy.on = True
+    try:
+        yield
+    finally:
+        hook.busy.on = False
 
 
 def imported_summary(names: list[str]) -> str:
@@ -110,28 +129,36 @@ def imported_summary(names: list[str]) -> str:
 
 
 def profile(exercise_id: str, top: int) -> None:
+    """Each pass in a process of its own: loading the solution makes a process a grading worker, whose audit
+    hook refuses to start another process."""
     from autograder.specs.base import fresh_seed
 
-    seed = fresh_seed()
-    with measured_pass(exercise_id, seed, None, "compiling") as session:  # restores the worker's switches
-        subprocess.run([sys.executable, "-m", "probes.profile_cases", exercise_id, "--top", str(top),
-                        "--new-process", str(seed)], check=False)
-        measured_pass(exercise_id, seed, None, "again in the first process", session)
+    seed = str(fresh_seed())
+    for flag in ("--compile", "--new-process"):
+        subprocess.run([sys.executable, "-m", "probes.profile_cases", exercise_id, "--top", str(top), flag, seed],
+                       check=False)
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("exercises", nargs="+")
     parser.add_argument("--top", type=int, default=30)
+    parser.add_argument("--compile", type=int, metavar="SEED",
+                        help="(internal) the first pass, which compiles every kernel, with this plan seed")
     parser.add_argument("--new-process", type=int, metavar="SEED",
-                        help="(internal) the measured pass in a new process, with this plan seed")
+                        help="(internal) the measured pass in a new process, then again there, with this plan seed")
     args = parser.parse_args(argv)
     os.environ["AUTOGRADER_WORKER"] = "1"  # the notebook's own check() calls do nothing, as in a worker
     import course  # noqa: F401  (the device, before any kernel is defined)
 
     for exercise_id in args.exercises:
-        if args.new_process is not None:
-            measured_pass(exercise_id, args.new_process, args.top, "a new process, kernels in the cache")
+        if args.compile is not None:
+            with measured_pass(exercise_id, args.compile, None, "compiling"):  # restores the worker's switches
+                pass
+        elif args.new_process is not None:
+            with measured_pass(exercise_id, args.new_process, args.top,
+                               "a new process, kernels in the cache") as session:
+                measured_pass(exercise_id, args.new_process, None, "again in that process", session)
         else:
             profile(exercise_id, args.top)
     return 0

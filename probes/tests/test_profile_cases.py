@@ -1,5 +1,5 @@
-"""probes.profile_cases: an exercise's plan run in this process, then in a new one under cProfile, then
-again here; each pass says its seconds by request and what the cases imported."""
+"""probes.profile_cases: an exercise's plan run in a process, then in a new one under cProfile, then
+again there; each pass says its seconds by request and what the cases imported."""
 from __future__ import annotations
 
 import subprocess
@@ -14,6 +14,6 @@ def test_three_passes_are_reported_with_their_requests():
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     out = run.stdout
-    for label in ("compiling", "a new process, kernels in the cache", "again in the first process"):
+    for label in ("compiling", "a new process, kernels in the cache", "again in that process"):
         assert f"vector_add, {label}: " in out and "cases in" in out, out[-2000:]
     assert "by request: load" in out and "by cumulative:" in out and "by tottime:" in out
