@@ -446,8 +446,9 @@ def libdevice_in_numpy() -> bool:
             del self.namespace[name]
 
     # each libdevice module's functions, listed once: a library's module is the same at every launch
-    in_modules = [(module, name, numpy_version(value)) for module in modules
-                  for name, value in list(vars(module).items()) if _is_libdevice(value)]
+    in_modules = [(module, [(name, numpy_version(value)) for name, value in list(vars(module).items())
+                            if _is_libdevice(value)]) for module in modules]
+    in_modules = [(module, swaps) for module, swaps in in_modules if swaps]
 
     def patched(fn):
         scope = patch_lang(fn)
@@ -455,8 +456,11 @@ def libdevice_in_numpy() -> bool:
         for name, value in list(fn.__globals__.items()):
             if _is_libdevice(value):
                 scope.set_attr(namespace, name, numpy_version(value))
-        for module, name, replacement in in_modules:
-            if vars(module).get(name) is not replacement:  # a kernel's helper, called inside the kernel's launch
+        for module, swaps in in_modules:
+            name, replacement = swaps[0]
+            if vars(module).get(name) is replacement:  # in place: a kernel's helper, inside the kernel's launch
+                continue
+            for name, replacement in swaps:
                 scope.set_attr(module, name, replacement)
         return scope
 
