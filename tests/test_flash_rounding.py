@@ -4,7 +4,7 @@ A GPU is not needed to know what a correct kernel's outputs look like: a FlashAt
 inputs computes scores and running sums in float32 and rounds exactly two things to the input dtype, P
 before P @ V (forward) and P and dS before their dots (backward); with float32 inputs every dot reads its
 operands as TF32. The emulations below do the same in float32 on the CPU, key tile by key tile in the forward as the kernel does, and their outputs are judged by
-the grader's own comparison on the cases a GPU grade uses. They reproduce what the H100 and the H200 gave
+the grader's own comparison on the cases a GPU grade uses (their first four heads). They reproduce what the H100 and the H200 gave
 for the course's solution (12-14 of 2M outputs off, max error 0.062, when the "large scores" case scaled v
 as well as q and k).
 """
@@ -78,6 +78,15 @@ def _worst_ratio(out, ref, spec, case, args):
                for o, r, d in zip(out, ref, expected_dtypes(args, ref, spec)))
 
 
+HEADS = 4  # of the cases' 8: each head rounds alike, and 1M outputs a case keep this test near 20 s on 2 cores
+
+
+def _first_heads(args):
+    """The case's tensors ``[B, H, S, D]`` (and lse ``[B, H, S]``) cut to their first HEADS heads: the GPU's
+    sequence length and head size, whose rounding the tolerances are about, unchanged."""
+    return tuple(a[:, :HEADS] if isinstance(a, torch.Tensor) and a.dim() >= 3 else a for a in args)
+
+
 CASES = ("large scores 1x8x2048x128 bfloat16 causal=True", "1x8x2048x128 bfloat16 causal=True",
          "1x8x2048x128 float16 causal=False", "1x8x2048x128 float32 causal=True",
          f"sm_scale={SM_SCALE} 1x8x2048x128 float32 causal=True")
@@ -89,7 +98,7 @@ def test_a_correct_16_bit_kernel_passes_with_margin(monkeypatch, exercise, emula
     spec, cases = _gpu_cases(monkeypatch, exercise, CASES)
     assert sorted(c.name for c in cases) == sorted(CASES)
     for i, case in enumerate(cases):
-        args = case.build(torch.Generator().manual_seed(i))
+        args = _first_heads(case.build(torch.Generator().manual_seed(i)))
         out, ref = emulated(*args), spec.reference(*args)
         ok, _, message = compare_outputs(out, ref, expected_dtypes(args, ref, spec), spec, case)
         assert ok, f"{case.name}: {message}"
@@ -101,7 +110,7 @@ def test_a_correct_16_bit_kernel_passes_with_margin(monkeypatch, exercise, emula
 
 def test_the_large_scores_case_catches_a_missing_rescale(monkeypatch):
     spec, (case,) = _gpu_cases(monkeypatch, "flash_attention_fwd", CASES[:1])
-    args = case.build(torch.Generator().manual_seed(0))
+    args = _first_heads(case.build(torch.Generator().manual_seed(0)))
     ref = spec.reference(*args)
     ok, _, message = compare_outputs(emulated_fwd(*args, rescale=False), ref,
                                      expected_dtypes(args, ref, spec), spec, case)
