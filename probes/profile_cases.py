@@ -55,16 +55,19 @@ def run_plan(session, plan) -> list[float]:
     return [end - start for start, end in zip(starts, ends)]
 
 
-def measured_pass(exercise_id: str, seed: int, top: int | None, label: str, session=None):
+def measured_pass(exercise_id: str, seed: int, top: int | None, label: str, session=None, plan=None):
     """One run of the plan, timed by request and by case (under cProfile when ``top``); the session (the
-    worker in this process, its requests through the wire format as over a socket)."""
+    worker in this process, its requests through the wire format as over a socket) and the plan. The plan,
+    the grader's part (its references import kernels_ref), is made before the solution is loaded: the
+    process is a worker from then on, where code the audit did not read may not be imported."""
     spec = get(exercise_id)
+    if plan is None:
+        plan = runner.make_plan(spec, quick=False, seed=seed)
     if session is None:
         start = time.perf_counter()
         fn, source_file = load_solution(spec)
         session = InProcessSession(fn, spec.judged_on_tensors, spec.timeout_s, spec.harness, source_file)
         print(f"\n== {exercise_id}, {label}: the notebook's code loaded in {time.perf_counter() - start:.2f} s")
-    plan = runner.make_plan(spec, quick=False, seed=seed)
     clock = runner.RequestClock(session)
     prof = cProfile.Profile()
     modules_before = set(sys.modules)
@@ -156,9 +159,10 @@ def main(argv=None) -> int:
             with measured_pass(exercise_id, args.compile, None, "compiling"):  # restores the worker's switches
                 pass
         elif args.new_process is not None:
+            plan = runner.make_plan(get(exercise_id), quick=False, seed=args.new_process)
             with measured_pass(exercise_id, args.new_process, args.top,
-                               "a new process, kernels in the cache") as session:
-                measured_pass(exercise_id, args.new_process, None, "again in that process", session)
+                               "a new process, kernels in the cache", plan=plan) as session:
+                measured_pass(exercise_id, args.new_process, None, "again in that process", session, plan)
         else:
             profile(exercise_id, args.top)
     return 0
