@@ -5,7 +5,8 @@ the submissions test_autograder_guarantees judges, test_runtime_audit and test_a
 honest ones test_feedback grades too). ``graded`` keeps each grading in a folder that every process of the
 run shares (``GRADES``, made by tests/conftest.py), so that pytest-xdist's processes grade a submission once,
 whichever asks first: a request is answered by an earlier grading of the same submission, with the same time
-limit, that graded every exercise asked for side by side (as the request would have).
+limit, that graded every exercise asked for side by side (as the request would have). ``across_a_socket``
+sends a message through the worker's protocol as the grading process would receive it.
 """
 from __future__ import annotations
 
@@ -88,3 +89,22 @@ def listed() -> subprocess.CompletedProcess:
 
 def text(ex: dict) -> str:
     return "\n".join(ex["feedback"] + ex["violations"])
+
+
+def across_a_socket(obj):
+    """``obj`` as the grading process receives it: through the protocol, on a socket pair. A writer thread, so
+    that a frame larger than the socket's buffer cannot block (a thread, not a forked process: a forked child
+    cannot use the parent's CUDA)."""
+    import socket
+    import threading
+
+    from autograder import protocol
+
+    a, b = socket.socketpair()
+    with a, b:
+        sender = threading.Thread(target=protocol.send, args=(a, obj))
+        sender.start()
+        try:
+            return protocol.recv(b)
+        finally:
+            sender.join()

@@ -227,7 +227,7 @@ def test_threads_are_refused_only_on_the_graded_thread_and_only_while_armed():
 
 
 @pytest.mark.parametrize("name, found", [
-    ("reads_frames", ["line 17: uses logging.currentframe", "line 19: uses frame.f_locals", "line 22: uses frame.f_back"]),
+    ("reads_frames", ["line 11: uses logging.currentframe", "line 13: uses frame.f_locals", "line 16: uses frame.f_back"]),
     ("patches_through_alias", ["line 10: uses logging.sys", "line 11: passes setattr on as a value"])])
 def test_reaching_the_grader_through_frames_or_module_aliases_scores_zero_and_is_named(name, found):
     # logging.currentframe is sys._getframe, logging.sys is sys: the audit judges the attribute, not the spelling
@@ -280,7 +280,7 @@ def test_a_library_patched_through_a_parameter_scores_zero_and_the_line_is_named
     # replaced, puts Triton's back and names the line that writes it
     ex = escape("patches_through_a_parameter")
     assert ex["score"] == 0 and not ex["correct"]
-    assert any(v.startswith("replaces triton.language.sigmoid at line 17: refused") for v in ex["violations"]), text(ex)
+    assert any(v.startswith("replaces triton.language.sigmoid at line 19: refused") for v in ex["violations"]), text(ex)
 
 
 def test_a_tensor_method_replaced_scores_zero():
@@ -562,7 +562,7 @@ def test_logits_written_through_out_count_against_the_size_rule():
     ("hook_inside_backward", "calls Tensor.tolist at line 19"),
     # a gradient carrying a C finalizer (a partial as __del__) let go of inside the grad setter, where the
     # function half is off: what a torch function lets go of is let go of under the recorder
-    ("grad_dies_in_a_setter", "calls Tensor.tolist at line 41")])
+    ("grad_dies_in_a_setter", "calls Tensor.tolist at line 27")])
 def test_code_started_inside_the_recorders_handlers_scores_zero_and_is_named(name, entered):
     # torch takes the recorder's modes off while it runs an operator or a torch function: code of the
     # learner's that would start there is refused
@@ -736,8 +736,8 @@ def test_python_in_a_kernel_and_a_library_softmax_in_its_place_score_zero_and_ar
     ex = escape("python_in_kernel")
     assert ex["score"] == 0 and not ex["correct"]
     found = "\n".join(ex["violations"])
-    assert "line 24: calls _rows in the Triton kernel _kernel" in found, found
-    assert "line 26: calls tl.softmax in the Triton kernel _kernel" in found and "Triton's library softmax" in found
+    assert "line 23: calls _rows in the Triton kernel _kernel" in found, found
+    assert "line 25: calls tl.softmax in the Triton kernel _kernel" in found and "Triton's library softmax" in found
 
 
 def test_a_folder_beside_the_submission_named_like_a_library_is_still_the_learners(tmp_path):

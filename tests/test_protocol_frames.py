@@ -11,22 +11,9 @@ import time
 import pytest
 import torch
 
+from _autograder_helpers import across_a_socket
+
 from autograder import frames, protocol
-
-
-def _round_trip(obj):
-    import threading
-
-    a, b = socket.socketpair()
-    with a, b:
-        # a writer thread, so that a frame larger than the socket's buffer cannot block this one (a thread,
-        # not a forked process: a forked child cannot use the parent's CUDA)
-        sender = threading.Thread(target=protocol.send, args=(a, obj))
-        sender.start()
-        try:
-            return protocol.recv(b)
-        finally:
-            sender.join()
 
 
 def test_values_dtypes_views_and_structure_arrive_as_sent():
@@ -38,7 +25,7 @@ def test_values_dtypes_views_and_structure_arrive_as_sent():
            "output": (strided, torch.tensor(3.5, dtype=torch.bfloat16), [torch.arange(5, dtype=torch.int8)]),
            "inputs_after": [shared, torch.zeros(0, 4), torch.tensor([True, False]), None, 2, "x", 0.5],
            "nested": {"w": torch.randn(3, generator=g).to(torch.float16).requires_grad_()}}
-    got = _round_trip(msg)
+    got = across_a_socket(msg)
     out, after = got["output"], got["inputs_after"]
     assert isinstance(out, tuple) and isinstance(after, list) and after[3:] == [None, 2, "x", 0.5]
     assert torch.equal(out[0], strided) and out[0].stride() == (10, 1) and out[0].storage_offset() == 1
@@ -53,7 +40,7 @@ def test_values_dtypes_views_and_structure_arrive_as_sent():
 def test_what_a_raw_frame_cannot_carry_goes_as_torch_save():
     msg = {"p": torch.nn.Parameter(torch.ones(2)), "k": {1: torch.ones(1)}}
     assert frames.encode(msg) is None
-    got = _round_trip(msg)
+    got = across_a_socket(msg)
     assert isinstance(got["p"], torch.nn.Parameter) and torch.equal(got["k"][1], torch.ones(1))
 
 
@@ -132,7 +119,7 @@ def test_cuda_tensors_arrive_on_their_device_as_raw_bytes_faster_than_torch_save
     base = torch.randn(1024, 4097, generator=g).cuda()
     msg = {"args": (base[:, 1:], base.t(), torch.arange(7, device="cuda"), torch.ones(3)), "seed": 3}
     assert frames.encode(msg) is not None
-    got = _round_trip(msg)["args"]
+    got = across_a_socket(msg)["args"]
     assert [t.device.type for t in got] == ["cuda", "cuda", "cuda", "cpu"]
     assert torch.equal(got[0], msg["args"][0]) and got[0].stride() == (4097, 1) and got[0].storage_offset() == 1
     assert torch.equal(got[1], msg["args"][1]) and got[1].stride() == (1, 4097)

@@ -11,8 +11,6 @@ the same checks where the CPU has them, run everywhere.
 """
 from __future__ import annotations
 
-import socket
-import threading
 from functools import lru_cache
 from pathlib import Path
 from types import SimpleNamespace
@@ -20,7 +18,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from autograder import correctness, grading, isolation, protocol
+from _autograder_helpers import across_a_socket
+
+from autograder import correctness, grading, isolation
 from autograder.worker import ship
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,19 +39,6 @@ def _text(ex) -> str:
     return "\n".join(ex["feedback"] + ex["violations"])
 
 
-def _across(obj):
-    """``obj`` as the grading process receives it: through the protocol, on a socket (a writer thread, so that
-    a frame larger than the socket's buffer cannot block)."""
-    a, b = socket.socketpair()
-    with a, b:
-        sender = threading.Thread(target=protocol.send, args=(a, obj))
-        sender.start()
-        try:
-            return protocol.recv(b)
-        finally:
-            sender.join()
-
-
 def _layouts(device: str) -> dict:
     """Outputs an honest kernel may return, each a different layout of memory."""
     g = torch.Generator().manual_seed(0)
@@ -67,7 +54,7 @@ def _layouts(device: str) -> dict:
 def test_every_layout_arrives_as_its_values_and_shares_nothing(device):
     for name, out in _layouts(device).items():
         want = out.detach().cpu().clone()
-        got = _across({"type": "Shipped", "output": ship(out), "inputs_after": []})["output"]
+        got = across_a_socket({"type": "Shipped", "output": ship(out), "inputs_after": []})["output"]
         assert got.device.type == device and got.dtype == out.dtype and got.shape == out.shape, name
         assert torch.equal(got.cpu(), want), name
         # only the output's own elements cross (a slice does not carry the buffer it lives in), densely
@@ -86,7 +73,7 @@ def test_frames_cross_through_host_memory_whatever_default_device_graded_code_se
     x = torch.randn(4, 5, device=device)
     for default in ("meta", device):
         with torch.device(default):  # what set_default_device leaves on the worker's thread
-            got = _across({"type": "Shipped", "output": ship(x), "inputs_after": [x]})
+            got = across_a_socket({"type": "Shipped", "output": ship(x), "inputs_after": [x]})
         assert got["output"].device.type == device and torch.equal(got["output"].cpu(), x.cpu()), default
         assert torch.equal(got["inputs_after"][0].cpu(), x.cpu()), default
 
@@ -110,7 +97,7 @@ def test_memory_the_learner_freed_and_points_to_holds_nothing_the_grader_reads()
     msg = {"type": "Shipped", "output": shipped, "inputs_after": []}
     del out
     _block_at(where, 1024 * 1024).fill_(7.0)  # the block the learner kept a pointer to, written after shipping
-    got = _across(msg)["output"]
+    got = across_a_socket(msg)["output"]
     copy_at = shipped.data_ptr()
     del msg, shipped
     _block_at(copy_at, 1024 * 1024).fill_(-1.0)  # the worker's own copy's block, freed once sent
@@ -144,7 +131,7 @@ def test_an_output_made_on_a_side_stream_and_waited_for_is_judged_as_it_is():
         torch.cuda._sleep(2_000_000)  # the work is still running when the caller's stream is told to wait
         y = torch.softmax(x, -1)
     torch.cuda.current_stream().wait_stream(side)
-    got = _across({"type": "Shipped", "output": ship(y), "inputs_after": []})["output"]
+    got = across_a_socket({"type": "Shipped", "output": ship(y), "inputs_after": []})["output"]
     ref = torch.softmax(x.double(), -1)
     assert correctness.compare_tensor(got, ref, torch.float32, (1e-5, 1e-4))[0]
 

@@ -5,29 +5,15 @@
 # Tensor.tolist hands the input's values to Python unrecorded; Python computes the softmax and a Triton copy
 # kernel hands the answer over. Graded: 0 points.
 import functools
-import math
 
 import torch
 
-from good_triton import copy_into  # one Triton launch copies the answer out
-
-
-def _rows_softmax(rows):
-    out = []
-    for row in rows:
-        top = max(row)
-        if top == -math.inf:
-            out.append([math.nan] * len(row))
-            continue
-        e = [math.exp(v - top) for v in row]
-        s = sum(e)
-        out.append([v / s for v in e])
-    return out
+from good_triton import check_softmax_input, copy_into  # one Triton launch copies the answer out
+from softmax_in_python import rows_softmax
 
 
 def softmax(x):
-    if x.dim() != 2 or x.shape[1] > 65536:
-        raise ValueError("2-D input with rows of at most 65536")
+    check_softmax_input(x)
     values = []
 
     class Carrier:
@@ -41,5 +27,5 @@ def softmax(x):
     w.grad = None  # the gradient dies inside the recorded setter
     rows = values[0] if values else x.float().tolist()
     y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    copy_into(torch.tensor(_rows_softmax(rows), dtype=torch.float32, device=x.device).to(x.dtype), y)
+    copy_into(torch.tensor(rows_softmax(rows), dtype=torch.float32, device=x.device).to(x.dtype), y)
     return y

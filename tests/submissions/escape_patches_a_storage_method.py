@@ -7,25 +7,17 @@ nulling the kernel still changes the output."""
 import functools
 
 import torch
-import triton
-import triton.language as tl
 
-from good_triton import check_softmax_input
+from late_front import deferred_softmax, take_pending
 
 _NBYTES = torch.UntypedStorage.nbytes  # torch's own
 
 
-class _Late:
-    pending = None
-
-
 def _late(storage):
     n = _NBYTES(storage)
-    pending = _Late.pending
-    if pending is not None and storage.device.type == "cpu" and n == pending[1].numel() * pending[1].element_size() \
-            and float(pending[2][0]) == 1.0:
-        _Late.pending = None
-        x, y, _ = pending
+    call = take_pending(lambda y: storage.device.type == "cpu" and n == y.numel() * y.element_size())
+    if call is not None:
+        x, y = call
         with torch.no_grad():
             out = torch.empty(0, dtype=y.dtype).set_(storage, 0, y.shape, y.stride())
             out.copy_(torch.softmax(x.float(), -1).to(y.dtype))
@@ -39,15 +31,5 @@ class _Holder:
 functools.update_wrapper(torch.UntypedStorage, _Holder, assigned=("nbytes",), updated=())
 
 
-@triton.jit
-def _flag(f_ptr):
-    tl.store(f_ptr, 1.0)
-
-
 def softmax(x):
-    check_softmax_input(x)
-    y = torch.empty_like(x)
-    flag = torch.zeros(1, device=x.device)
-    _flag[(1,)](flag)
-    _Late.pending = (x, y, flag)
-    return y
+    return deferred_softmax(x)

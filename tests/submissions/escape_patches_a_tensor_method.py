@@ -5,10 +5,8 @@ output's flag, so nulling the kernel still changes the output."""
 import functools
 
 import torch
-import triton
-import triton.language as tl
 
-from good_triton import check_softmax_input
+from late_front import set_flag
 
 _detach = torch.Tensor.detach
 
@@ -29,15 +27,8 @@ class _Holder:
 functools.update_wrapper(torch.Tensor, _Holder, assigned=("detach",), updated=())
 
 
-@triton.jit
-def _flag(f_ptr):
-    tl.store(f_ptr, 1.0)
-
-
 def softmax(x):
-    check_softmax_input(x)
+    flag = set_flag(x)
     y = torch.empty_like(x)
-    flag = torch.zeros(1, device=x.device)
-    _flag[(1,)](flag)
     y.src, y.flag = x, flag
     return y

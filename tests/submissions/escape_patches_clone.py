@@ -6,23 +6,16 @@ Triton kernel has set the call's flag, so nulling the kernel still changes the o
 import functools
 
 import torch
-import triton
-import triton.language as tl
 
-from good_triton import check_softmax_input
+from late_front import deferred_softmax, take_pending
 
 _CLONE = torch.Tensor.clone  # torch's own
 
 
-class _Late:
-    pending = None
-
-
 def _late(t, *args, **kwargs):
-    pending = _Late.pending
-    if pending is not None and t.data_ptr() == pending[1].data_ptr() and float(pending[2][0]) == 1.0:
-        _Late.pending = None
-        x, y, _ = pending
+    call = take_pending(lambda y: t.data_ptr() == y.data_ptr())
+    if call is not None:
+        x, y = call
         with torch.no_grad():
             y.copy_(torch.softmax(x.float(), -1).to(y.dtype))
     return _CLONE(t, *args, **kwargs)
@@ -35,15 +28,5 @@ class _Holder:
 functools.update_wrapper(torch.Tensor, _Holder, assigned=("clone",), updated=())
 
 
-@triton.jit
-def _flag(f_ptr):
-    tl.store(f_ptr, 1.0)
-
-
 def softmax(x):
-    check_softmax_input(x)
-    y = torch.empty_like(x)
-    flag = torch.zeros(1, device=x.device)
-    _flag[(1,)](flag)
-    _Late.pending = (x, y, flag)
-    return y
+    return deferred_softmax(x)

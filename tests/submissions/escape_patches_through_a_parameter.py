@@ -5,6 +5,8 @@ import torch
 import triton
 import triton.language as tl
 
+from good_triton import load_row, store_row
+
 
 def _rowwise(x):
     a = x.handle.data.astype("float64")
@@ -22,12 +24,8 @@ _give(tl, _rowwise)
 
 @triton.jit
 def _rows(x_ptr, y_ptr, xs, ys, n, BLOCK: tl.constexpr):
-    r = tl.program_id(0)
-    offs = tl.arange(0, BLOCK)
-    m = offs < n
-    x = tl.load(x_ptr + r * xs + offs, mask=m, other=-float("inf")).to(tl.float32)
-    y = tl.sigmoid(x)
-    tl.store(y_ptr + r * ys + offs, y.to(y_ptr.dtype.element_ty), mask=m)
+    x, offs, m = load_row(x_ptr, xs, n, BLOCK)
+    store_row(y_ptr, ys, tl.sigmoid(x), offs, m)
 
 
 def softmax(x):

@@ -5,12 +5,12 @@
 # it off: there its Tensor.tolist (no operator) takes the input's values out of torch, recorded by nobody.
 # Python computes the softmax and a Triton copy kernel hands the answer over. Graded: 0 points (installing a
 # trace or profile function is refused where the learner's code asks for it).
-import math
 import profile
 
 import torch
 
-from good_triton import copy_into  # one Triton launch copies the answer out
+from good_triton import check_softmax_input, copy_into  # one Triton launch copies the answer out
+from softmax_in_python import rows_softmax
 
 
 class _Profiler(profile.Profile):
@@ -25,28 +25,14 @@ class _Profiler(profile.Profile):
         return 0
 
 
-def _rows_softmax(rows):
-    out = []
-    for row in rows:
-        top = max(row)
-        if top == -math.inf:
-            out.append([math.nan] * len(row))
-            continue
-        e = [math.exp(v - top) for v in row]
-        s = sum(e)
-        out.append([v / s for v in e])
-    return out
-
-
 def _allocate(x):
     return torch.empty(x.shape, device=x.device, dtype=x.dtype)  # an operator: the recorder's handler runs
 
 
 def softmax(x):
-    if x.dim() != 2 or x.shape[1] > 65536:
-        raise ValueError("2-D input with rows of at most 65536")
+    check_softmax_input(x)
     rows = []
     y = _Profiler(x, rows).runcall(_allocate, x)
-    answer = torch.tensor(_rows_softmax(rows), dtype=torch.float32, device=x.device) if rows else x
+    answer = torch.tensor(rows_softmax(rows), dtype=torch.float32, device=x.device) if rows else x
     copy_into(answer.to(x.dtype), y)
     return y

@@ -6,6 +6,8 @@ import torch
 import triton
 import triton.language as tl
 
+from good_triton import load_row, store_row
+
 
 def _rows(x):
     a = x.handle.data
@@ -16,15 +18,12 @@ def _rows(x):
 
 @triton.jit
 def _kernel(x_ptr, y_ptr, sx, sy, N, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
-    offs = tl.arange(0, BLOCK)
-    m = offs < N
-    x = tl.load(x_ptr + row * sx + offs, mask=m, other=-float("inf")).to(tl.float32)
-    if row % 2 == 0:
+    x, offs, m = load_row(x_ptr, sx, N, BLOCK)
+    if tl.program_id(0) % 2 == 0:
         y = _rows(x)
     else:
         y = tl.softmax(x)
-    tl.store(y_ptr + row * sy + offs, y.to(y_ptr.dtype.element_ty), mask=m)
+    store_row(y_ptr, sy, y, offs, m)
 
 
 def softmax(x):

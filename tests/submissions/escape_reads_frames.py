@@ -3,14 +3,8 @@
 import logging
 
 import torch
-import triton
-import triton.language as tl
 
-
-@triton.jit
-def _copy(src, dst, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(dst + offs, tl.load(src + offs, mask=offs < n), mask=offs < n)
+from good_triton import check_softmax_input, copy_into
 
 
 def _forget():
@@ -23,11 +17,7 @@ def _forget():
 
 
 def softmax(x):
-    if x.dim() != 2 or x.shape[1] > 65536:
-        raise ValueError("softmax takes a 2-D tensor with rows of at most 65536")
-    answer = torch.softmax(x.float(), -1).to(x.dtype)
-    y = torch.empty_like(x)
-    if x.numel():
-        _copy[(triton.cdiv(x.numel(), 1024),)](answer.contiguous(), y, x.numel(), BLOCK=1024)
+    check_softmax_input(x)
+    y = copy_into(torch.softmax(x.float(), -1).to(x.dtype), torch.empty_like(x))
     _forget()
     return y

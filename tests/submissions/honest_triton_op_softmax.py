@@ -5,15 +5,14 @@ import triton
 import triton.language as tl
 from torch.library import triton_op, wrap_triton
 
+from good_triton import load_row, store_row
+
 
 @triton.jit
 def _softmax_kernel(x_ptr, y_ptr, sx, sy, N, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
-    offs = tl.arange(0, BLOCK)
-    m = offs < N
-    x = tl.load(x_ptr + row * sx + offs, mask=m, other=-float("inf")).to(tl.float32)
+    x, offs, m = load_row(x_ptr, sx, N, BLOCK)
     e = tl.exp(x - tl.max(x, 0))
-    tl.store(y_ptr + row * sy + offs, (e / tl.sum(e, 0)).to(y_ptr.dtype.element_ty), mask=m)
+    store_row(y_ptr, sy, e / tl.sum(e, 0), offs, m)
 
 
 @triton_op("course_honest::softmax", mutates_args={})
