@@ -411,7 +411,7 @@ def test_a_check_stopped_at_its_time_limit_shows_the_line_it_was_stuck_on(capsys
     if course.ON_GPU:
         pytest.skip("on a GPU the calls run in the notebook's process (CUDA cannot be forked)")
     monkeypatch.setattr(notebook, "local_session",
-                        lambda fn, spec: notebook.ForkSession(fn, spec.judged_on_tensors, 6.0, spec.harness))
+                        lambda fn, spec: notebook.ForkSession(fn, spec.judged_on_tensors, 3.0, spec.harness))
 
     def vector_add(x, y):
         while True:
@@ -420,7 +420,7 @@ def test_a_check_stopped_at_its_time_limit_shows_the_line_it_was_stuck_on(capsys
     assert check("vector_add", vector_add) is False
     out = capsys.readouterr().out
     stuck_line = vector_add.__code__.co_firstlineno + 2
-    assert "did not finish within the time limit of 6 s" in out
+    assert "did not finish within the time limit of 3 s" in out
     assert f"line {stuck_line} in vector_add" in out, out
     assert "autograder/worker.py" not in out and "autograder/runner.py" not in out
 
