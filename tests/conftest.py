@@ -211,22 +211,12 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.worker)
         if _listed(SLOW_TESTS, item):
             item.add_marker(pytest.mark.slow)
-    _modules_that_start_processes_first(items)
     if course.ON_GPU:
         return
     reason = "needs a CUDA GPU: this machine has none (runs on the GPU runner with `pytest -m gpu`)"
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(pytest.mark.skip(reason=reason))
-
-
-def _modules_that_start_processes_first(items) -> None:
-    """The modules whose tests start processes (seconds each) ahead of those that start none (milliseconds
-    each), each module's tests together and in their order: `make test`'s processes take their next test as
-    they finish one, and the quick ones at the end fill in where one process would otherwise wait for the
-    other's last long test."""
-    heavy = {item.module.__name__ for item in items if "worker" in item.keywords or "slow" in item.keywords}
-    items.sort(key=lambda item: item.module.__name__ not in heavy)  # stable: the order within each kind stays
 
 
 _LOST_GROUPS = pytest.StashKey[str]()
