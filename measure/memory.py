@@ -198,9 +198,10 @@ class Provenance:
         input. A kernel may write any tensor it is handed, and no operator records what it writes."""
         return self._unknown(tensors_in(values))
 
-    def foreign_writes(self, func, args, kwargs, out) -> list:
-        """[(tensor, key)]: the foreign storages this operator wrote into, each once (then it is known)."""
-        for t, key in fresh_outputs(args, kwargs, out):
+    def foreign_writes(self, func, args, kwargs, out, fresh=None) -> list:
+        """[(tensor, key)]: the foreign storages this operator wrote into, each once (then it is known).
+        ``fresh``: the operator's ``fresh_outputs``, where the caller has them already."""
+        for t, key in (fresh_outputs(args, kwargs, out) if fresh is None else fresh):
             self._known[key] = key
         return self._unknown(written_arguments(func, args, kwargs, in_place=True))
 
@@ -260,8 +261,8 @@ class MemoryMeter(TorchDispatchMode):
         with torch._C.DisableTorchFunction():  # the meter's own reads, not the code that ran the operator
             self._prune()  # before adding: an expired entry must not shadow a new storage
             found = list(fresh_outputs(args, kwargs, out))
-            if self._provenance is not None:
-                found += self._provenance.foreign_writes(func, args, kwargs, out)
+            if self._provenance is not None:  # the fresh outputs walked once: the meter pays per operator
+                found += self._provenance.foreign_writes(func, args, kwargs, out, fresh=tuple(found))
             for t, key in found:
                 if key not in self._live:
                     self._live[key] = storage_nbytes(storage_of(t))
