@@ -27,6 +27,7 @@ from pathlib import Path
 
 from autograder import gradebook
 from autograder.gradebook import CourseError
+from measure.files import write_json_atomic
 
 
 # ------------------------------------------------------------------------------------ one submission
@@ -39,7 +40,6 @@ def grade_task(task: dict) -> dict:
     """
     from autograder import scratch
     from autograder.grading import grade_submission
-    from measure.files import write_json_atomic
     from autograder.submission import SubmissionError
 
     scratch.sweep()  # what a killed task left on this machine
@@ -121,8 +121,6 @@ class ClassRun:
 
     def _forced_run(self, force: bool) -> tuple[dict | None, bool]:
         """The forced run this one is (a new one, or one interrupted before), and whether it resumes."""
-        from measure.files import write_json_atomic
-
         note = self.results_dir / self.FORCED
         if force:
             forced = {"id": os.urandom(8).hex(), "students": self.students}
@@ -171,8 +169,9 @@ class ClassRun:
                  "jobs": jobs, "execute": execute} for s in self.todo]
 
     def finish(self, outcome: dict) -> dict:
-        """The result file first (atomically: nothing half-written survives a crash), then the gradebook."""
-        write_result(self.result_path(outcome["student"]), outcome)
+        """The result file first (atomically: nothing half-written survives a crash; readable by the course's
+        group, teaching assistants, as the umask allows), then the gradebook."""
+        write_json_atomic(self.result_path(outcome["student"]), outcome)
         return self._record(outcome)
 
     def fail(self, student: str, why: str) -> dict:
@@ -182,7 +181,7 @@ class ClassRun:
                    "run": self.forced["id"] if self.forced else None,
                    "notebooks": {name: {"not_graded": why, "exercises": []} for name, cells in self.layout.items() if cells},
                    "expected": {name: sorted(set(cells.values())) for name, cells in self.layout.items() if cells}}
-        write_result(self.result_path(student), outcome)
+        write_json_atomic(self.result_path(student), outcome)
         return outcome
 
     def close(self, failed) -> None:
@@ -193,14 +192,6 @@ class ClassRun:
     def _record(self, outcome: dict) -> dict:
         outcome["recorded"] = gradebook.record(self.coursedir, outcome, self.layout)
         return outcome
-
-
-def write_result(path: Path, outcome: dict) -> None:
-    """Atomically, readable by the course's group (teaching assistants), as any file the umask allows
-    (write_json_atomic gives the file its mode before it appears under its name)."""
-    from measure.files import write_json_atomic
-
-    write_json_atomic(path, outcome)
 
 
 def summary_line(outcome: dict) -> str:

@@ -24,7 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-# Imported here: once the solution is loaded, this process is a worker, and its import hook refuses autograder.
+# Imported here (course first, through autograder: the device before any kernel is defined): once the
+# solution is loaded, this process is a worker, and its import hook refuses autograder.
 from autograder import runner, runtime_audit
 from autograder.notebook import InProcessSession
 from autograder.specs import get
@@ -152,8 +153,6 @@ def main(argv=None) -> int:
                         help="(internal) the measured pass in a new process, then again there, with this plan seed")
     args = parser.parse_args(argv)
     os.environ["AUTOGRADER_WORKER"] = "1"  # the notebook's own check() calls do nothing, as in a worker
-    import course  # noqa: F401  (the device, before any kernel is defined)
-
     for exercise_id in args.exercises:
         if args.compile is not None:
             with measured_pass(exercise_id, args.compile, None, "compiling"):  # restores the worker's switches
