@@ -255,3 +255,21 @@ def test_builtin_wrappers_are_made_once_and_the_librarys_own_are_back_after_each
              "tl.math.exp": tl.math.exp}
     assert after == own
     assert not any(obj in (tl, tl.tensor, tl.math) for obj in listed), "a package's builtins listed again"
+
+
+@triton.jit
+def _relu(x_ptr, y_ptr, BLOCK: tl.constexpr):
+    r = tl.arange(0, BLOCK)
+    tl.store(y_ptr + r, tl.maximum(tl.load(x_ptr + r), 0.0))
+
+
+def test_a_builtin_replaced_in_python_is_not_what_an_interpreted_kernel_calls(monkeypatch):
+    """Code that replaces a triton.language builtin with a Python function of its own gets Python run inside
+    no kernel: the launch sets the library's own wrapper for its duration, and puts the replacement back."""
+    ran = []
+    replacement = lambda a, b, **kw: ran.append(1) or a  # noqa: E731
+    monkeypatch.setattr(tl, "maximum", replacement)
+    x, y = torch.randn(8), torch.empty(8)
+    _relu[(1,)](x, y, BLOCK=8)
+    assert not ran and torch.equal(y, x.clamp(min=0))
+    assert tl.maximum is replacement
