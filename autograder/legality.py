@@ -43,8 +43,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from autograder.audit import resolve_path
 from autograder.imports import INSTALLED
-from measure.memory import (MemoryMeter, Provenance, storage_nbytes, storage_of, tensors_in, values_in,
-                            written_outputs)
+from measure.memory import (PLAIN_TENSORS, MemoryMeter, Provenance, fresh_outputs, storage_nbytes, storage_of,
+                            tensors_in, values_in, written_outputs)
 
 
 class _LaunchState(threading.local):
@@ -413,15 +413,21 @@ _NOTHING = object()  # what backward returns (None), told apart from "not covere
 _AUTOGRAD_ENTRIES = (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad)
 
 
-@contextlib.contextmanager
-def _profiled(profile):
-    """This thread's Python profile function is ``profile`` for the block (None: none), as it was after."""
-    saved = sys.getprofile()
-    sys.setprofile(profile)
-    try:
-        yield
-    finally:
-        sys.setprofile(saved)
+class _profiled:
+    """This thread's Python profile function is ``profile`` for the block (None: none), as it was after. (A
+    class, not a generator context: the recorder enters four of these an operator.)"""
+
+    __slots__ = ("profile", "saved")
+
+    def __init__(self, profile):
+        self.profile = profile
+
+    def __enter__(self):
+        self.saved = sys.getprofile()
+        sys.setprofile(self.profile)
+
+    def __exit__(self, *exc):
+        sys.setprofile(self.saved)
 
 
 class _Exits(TorchFunctionMode):
@@ -511,9 +517,9 @@ def _fewest_values(inputs) -> tuple[int, int] | None:
     return min(sizes) if sizes else None
 
 
-# Tensor classes whose own attributes the grader guards: torch's own subclasses keep their state in attributes
-# named like Tensor's methods (NestedTensor's _values), and a learner's subclass is an escape already.
-PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
+# PLAIN_TENSORS (measure.memory): the tensor classes whose own attributes the grader guards: torch's own
+# subclasses keep their state in attributes named like Tensor's methods (NestedTensor's _values), and a
+# learner's subclass is an escape already.
 _METHODS: dict = {}
 
 
@@ -746,8 +752,10 @@ class OpRecorder(TorchDispatchMode):
         name = operator_name(func)
         # Storage no operator allocated (torch.frombuffer, a file, a storage built by hand), written into: it
         # holds all it can hold, whoever writes (the interpreter's copy of a kernel's output too).
+        fresh = tuple(fresh_outputs(args, kwargs, out))  # walked once, for the two rules below
         foreign = max((storage_nbytes(storage_of(t)) // T.element_size(t) for t, _ in
-                       self._provenance.foreign_writes(func, args, kwargs, out)), default=0) if self._provenance else 0
+                       self._provenance.foreign_writes(func, args, kwargs, out, fresh)), default=0) \
+            if self._provenance else 0
         if _interpreter_plumbing(frame):
             if foreign > _LEDGER[self][1][0]:
                 self._set_largest(foreign, name, self._line_from(frame))
@@ -765,7 +773,7 @@ class OpRecorder(TorchDispatchMode):
         # Memory exercises forbid materializing a large intermediate (the full logits, a dequantized
         # weight): note the largest tensor any operator hands back, whatever the operator is: fresh storage,
         # and results written through out= or grown by resize_ (a view materializes nothing).
-        numel = max(foreign, max((T.numel(t) for t in written_outputs(func, args, kwargs, out)), default=0))
+        numel = max(foreign, max((T.numel(t) for t in written_outputs(func, args, kwargs, out, fresh)), default=0))
         if numel > _LEDGER[self][1][0]:
             self._set_largest(numel, name, line)
         return out
