@@ -55,6 +55,15 @@ class Judged:
     symptom: symptoms.Symptom | None = None
     got: object = None
     expected: object = None
+    # where the symptom of a wrong output is found only if asked for (``find_symptom``): a grading's hint
+    # comes from its first failure alone, and a diagnosis reads the whole output in float64 on the host (a
+    # submission wrong on every case diagnosed every call: 91 s of an online softmax's grading on an H200)
+    diagnosis: object = None
+
+    def find_symptom(self) -> symptoms.Symptom | None:
+        if self.symptom is None and self.diagnosis is not None:
+            self.symptom, self.diagnosis = self.diagnosis(), None
+        return self.symptom
 
 
 @dataclass
@@ -176,7 +185,8 @@ def judge_call(spec, case, args, ref, done, shipped) -> Judged:
     dtypes = correctness.expected_dtypes(args, ref, spec)
     ok, err, msg = correctness.compare_outputs(out, ref, dtypes, spec, case)
     if not ok:
-        return Judged(False, err, msg, correctness.symptom_of(out, ref, dtypes, spec, case, args))
+        return Judged(False, err, msg,
+                      diagnosis=lambda: correctness.symptom_of(out, ref, dtypes, spec, case, args))
     if spec.check_inputs:
         for i, (before, after) in enumerate(zip(args, shipped.inputs_after)):
             if i not in spec.writes and not correctness.same_values(before, after):
@@ -192,6 +202,7 @@ def judge_cases(spec, plan: list[PlannedCase], runs: list[CaseRun], where) -> Ve
         (done_a, ship_a), (done_b, ship_b) = run.calls
         a = judge_call(spec, p.case, p.a, p.ref_a, done_a, ship_a)
         b = judge_call(spec, p.case, p.b, p.ref_b, done_b, ship_b)
+        # (a wrong output's symptom, found only if asked for, is never one of these: they name errors and inputs)
         if (a.ok and not b.ok and p.case.raises is None
                 and (b.symptom is None or b.symptom.name not in ("raised", "not-written", "modified-input"))):
             if _is_first_answer(spec, p, ship_b):
@@ -222,7 +233,7 @@ def judge_cases(spec, plan: list[PlannedCase], runs: list[CaseRun], where) -> Ve
             if pinned:
                 failed.message += f" (autotuned kernels ran with {'; '.join(pinned)})"
             v.first_fail = Failure(p.case, where_msg(failed.message, where),
-                                   symptoms.hint(spec.kind, p.case, failed.symptom, spec.unit))
+                                   symptoms.hint(spec.kind, p.case, failed.find_symptom(), spec.unit))
     return v
 
 

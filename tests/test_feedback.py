@@ -565,3 +565,27 @@ def test_the_operators_notebook_01_forbids_are_forbidden_in_every_exercise():
     named = {"_softmax", "gelu", "native_layer_norm", "_scaled_dot_product_flash_attention_for_cpu"}
     for spec in specs.for_notebook("01_naive_ops"):
         assert not named & spec.rules.allowed_ops, (spec.id, named & spec.rules.allowed_ops)
+
+
+def test_a_submission_wrong_on_every_case_is_diagnosed_once_and_its_hint_names_the_cause(monkeypatch):
+    """Only the first failure's symptom makes the hint: a wrong output is diagnosed (float64, on the host)
+    where it is asked for, not on every call of every case."""
+    from autograder import correctness
+    from autograder.protocol import CallDone, Shipped
+    from autograder.runner import CaseRun, judge_cases, make_plan
+
+    spec = specs.get("softmax")
+    plan = [p for p in make_plan(spec, True, 0) if p.case.raises is None]
+    diagnosed = []
+    real = correctness.symptom_of
+    monkeypatch.setattr(correctness, "symptom_of", lambda *a: diagnosed.append(1) or real(*a))
+
+    def scaled(args, ref):  # every output 1.5x: every call of every case wrong
+        out = (ref.double() * 1.5).to(args[0].dtype) if args[0].is_floating_point() else ref
+        return CallDone(ok=True), Shipped(out, list(args))
+
+    runs = [CaseRun([scaled(p.a, p.ref_a), scaled(p.b, p.ref_b)]) for p in plan]
+    v = judge_cases(spec, plan, runs, where=lambda line: line)
+    assert all(r["verdict"] == "FAIL" for r in v.rows), v.rows
+    assert len(diagnosed) == 1
+    assert v.first_fail is not None and v.first_fail.hint and "1.5" in v.first_fail.hint, v.first_fail

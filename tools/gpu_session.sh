@@ -201,10 +201,10 @@ for stage in "$@"; do
         # The worker's sandbox on this machine: GPU and Triton inside it, what it refuses, start-up cost.
         # Without bubblewrap on the image, a bwrap binary carried in .whl/ (cp /usr/bin/bwrap .whl/) is used.
         sandbox) run_logged sandbox python3 -m autograder.sandbox ;;
-        # a synthetic class graded by `python -m autograder batch`: 4 submissions on 1 GPU, 8 on 2
-        # (submissions/minute); BATCH_ASSIGNMENTS, BATCH_PER_GPU and BATCH_FLAGS (e.g. --no-execute) size it
+        # a synthetic class graded by `python -m autograder batch`: 4 submissions a GPU, on 1 GPU then 2 (BATCH_GPUS=1,2,4:
+        # also 4) (submissions/minute); BATCH_ASSIGNMENTS, BATCH_PER_GPU and BATCH_FLAGS (e.g. --no-execute) size it
         batch-throughput) TAIL=30 run_logged batch-throughput python3 -m tools.synthetic_class "$RES/batch" \
-            --assignments "${BATCH_ASSIGNMENTS:-03_triton_basics}" --per-worker "${BATCH_PER_GPU:-4}" --gpus 1,2 \
+            --assignments "${BATCH_ASSIGNMENTS:-03_triton_basics}" --per-worker "${BATCH_PER_GPU:-4}" --gpus "${BATCH_GPUS:-1,2}" \
             ${BATCH_FLAGS:-} ;;
         *) note "unknown stage: $stage" ;;
     esac
