@@ -31,6 +31,8 @@ from pathlib import Path
 
 import nbformat
 
+from tools import results
+
 ROOT = Path(__file__).resolve().parent.parent
 KINDS = ("solution", "untouched", "partial", "patcher")
 
@@ -171,7 +173,10 @@ def main(argv=None) -> int:
             t0 = time.perf_counter()
             run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=_env())
             seconds = time.perf_counter() - t0
-            (args.out / f"batch-{a}-{n}.log").write_text(run.stdout + run.stderr)
+            method = (f"python -m autograder batch {a}{' --quick' * args.quick}{' --no-execute' * args.no_execute} "
+                      f"on {n} GPU(s), Dask LocalCluster (tools/synthetic_class.py)")
+            (args.out / f"batch-{a}-{n}.log").write_text(
+                results.header({**results.this_machine(), "method": method}) + run.stdout + run.stderr)
             points = recorded_points(course, a)
             by_kind = {k: sorted({points.get(s) for s in students if kinds[s] == k}, key=str) for k in KINDS}
             where = next((line for line in run.stdout.splitlines() if "submissions graded" in line), "")
@@ -185,7 +190,12 @@ def main(argv=None) -> int:
         pts = " / ".join(",".join(f"{x:g}" if x is not None else "-" for x in r["points"][k]) for k in KINDS)
         print(f"{r['workers']:>7} {r['assignment']:<18}{r['submissions']:>5}{r['seconds']:>9.0f}{r['per_minute']:>10.2f}  "
               f"{pts}{'' if r['exit'] == 0 else '  (exit ' + str(r['exit']) + ')'}")
-    (args.out / "throughput.json").write_text(json.dumps(rows, indent=2))
+    method = (f"tools/synthetic_class.py: a synthetic class of {', '.join(assignments)} (solution, untouched, "
+              "partially wrong, a learner who patches autograder.nbgrader.grade in a cell) graded by `python -m "
+              f"autograder batch{' --quick' * args.quick}{' --no-execute' * args.no_execute}` on an embedded Dask "
+              f"LocalCluster with one worker per GPU (CUDA_VISIBLE_DEVICES), {args.per_worker} submissions per GPU; "
+              "wall-clock seconds of the whole batch")
+    results.write_json(args.out / "throughput.json", {**results.this_machine(), "method": method, "runs": rows})
     return 0 if all(r["exit"] == 0 for r in rows) else 1
 
 
