@@ -29,7 +29,7 @@ from autograder import correctness, protocol, runner, specs, timing, warm
 from autograder.imports import encoding_problem
 from autograder.isolation import WorkerGone, WorkerSession
 from autograder.specs.base import fresh_seed
-from autograder.submission import Submission, SubmissionError, load
+from autograder.submission import Submission, SubmissionError, left_as_handed_out, load
 
 JUDGED_TIMED_CALLS = 3  # timed calls of the submission whose outputs are checked; which ones is secret
 # Calls per timed round trip: the round trip's own cost (~0.1 ms) is subtracted, and a call's launch overlaps
@@ -246,13 +246,16 @@ def _grade_exercise(spec, sub, source_file, workdir, quick, timeout_s, gate, pha
     clock = Stopwatch()
     job = submission_job(spec, sub, source_file)
     session = WorkerSession(job, timeout_s, cwd=str(sub.path.parent), scratch=str(workdir)).start()
+    # the exercise as handed out: its first call raises, with nothing to compile ahead or to time (a class
+    # is full of them: four such learners cost a host's cores the Python starts of a dozen workers)
+    undone = left_as_handed_out(sub.source, spec.entry)
     # Triton exercises: workers that compile the cases' kernels side by side first (autograder.warm)
     ahead = (warm.Warmers(job, warmers, timeout_s, str(sub.path.parent), str(workdir)).start()
-             if warmers and spec.kind == "triton" else None)
+             if warmers and spec.kind == "triton" and not undone else None)
     # A timed exercise's baseline worker starts beside the submission's (its start overlaps the cases; it
     # only waits, idle, until the timing): nothing of either runs inside the other's timed window.
     baseline = (WorkerSession(baseline_job(spec), timeout_s, scratch=str(workdir) + "-baseline").start()
-                if timing.should_time(course.ON_GPU, spec.performance)[0] else None)
+                if timing.should_time(course.ON_GPU, spec.performance)[0] and not undone else None)
     seed = fresh_seed()
     plan = runner.make_plan(spec, quick, seed)
     # the timing's inputs, made once for the warmers and the timing (else when the timing loads them)

@@ -312,3 +312,40 @@ def _top_level_names(tree: ast.Module) -> set:
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             names.update((a.asname or a.name).split(".")[0] for a in node.names)
     return names
+
+
+def left_as_handed_out(source: str, entry: str) -> bool:
+    """Whether ``entry`` is the exercise's stub as handed out: the source binds the name once, anywhere, to a
+    function whose body (after its docstring) is only ``raise NotImplementedError(...)``. Its first call
+    raises, so there is nothing to compile ahead or to time: grading starts no warmers and no early
+    baseline for it. Only a saving: a name bound again at run time (``globals()``, ``exec``) that this
+    reading misses costs the grading their head start, never a point (a timing opens its baseline itself)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return False
+    bindings = [node for node in ast.walk(tree) if _binds(node, entry)]
+    if len(bindings) != 1 or not isinstance(bindings[0], ast.FunctionDef):
+        return False
+    body = bindings[0].body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        body = body[1:]
+    if len(body) != 1 or not isinstance(body[0], ast.Raise):
+        return False
+    exc = body[0].exc.func if isinstance(body[0].exc, ast.Call) else body[0].exc
+    return isinstance(exc, ast.Name) and exc.id == "NotImplementedError"
+
+
+def _binds(node, name: str) -> bool:
+    """Whether ``node`` binds ``name`` (a definition, an assignment target, an import, a global or nonlocal
+    statement, which lets a function rebind it)."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return node.name == name
+    if isinstance(node, ast.Name):
+        return node.id == name and isinstance(node.ctx, (ast.Store, ast.Del))
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return any((a.asname or a.name).split(".")[0] == name for a in node.names)
+    if isinstance(node, (ast.Global, ast.Nonlocal)):
+        return name in node.names
+    return isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name == name

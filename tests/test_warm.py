@@ -181,3 +181,51 @@ def test_beside_the_graded_worker_warmers_stop_where_it_is_and_are_gone_before_j
     # between the graded worker (forwards) and the warmers (backwards), no case was called twice by a warmer
     # after the graded worker had reached it
     assert sum(warmers.calls) <= len(warmers.plan)
+
+
+def test_the_exercises_as_handed_out_are_known_and_nothing_else_is():
+    """Every released exercise whose function is only ``raise NotImplementedError`` is known as left
+    undone (08's loss hands out a function that calls an autograd.Function: not known, so warmed as
+    before); no solution is; a name bound twice, rebound through ``global`` or a body with anything else is
+    not."""
+    from pathlib import Path
+
+    from autograder import specs
+    from autograder.submission import left_as_handed_out, load
+
+    root = Path(__file__).resolve().parent.parent
+    for solution in sorted((root / "solutions").glob("*/*.ipynb")):
+        released = load(root / "notebooks" / solution.parent.name / solution.name)
+        solved = load(solution)
+        for spec in specs.for_notebook(solution.parent.name):
+            assert not left_as_handed_out(solved.source, spec.entry), spec.id
+            assert left_as_handed_out(released.source, spec.entry) == (spec.id != "linear_cross_entropy"), spec.id
+    stub = 'def f(x):\n    """Doc."""\n    # YOUR CODE HERE\n    raise NotImplementedError()\n'
+    assert left_as_handed_out(stub, "f") and left_as_handed_out("def f():\n    raise NotImplementedError\n", "f")
+    for bound_again in ("f = len\n", "import os as f\n", "def g():\n    global f\n", "for f in ():\n    pass\n",
+                        "def f(x):\n    return x\n"):
+        assert not left_as_handed_out(stub + bound_again, "f"), bound_again
+    assert not left_as_handed_out("def f(x):\n    y = 1\n    raise NotImplementedError()\n", "f")
+    assert not left_as_handed_out("def f(x):\n    raise ValueError()\n", "f")
+    assert not left_as_handed_out("def f(:\n", "f")
+
+
+def test_an_exercise_left_as_handed_out_starts_no_warmers_and_scores_zero(monkeypatch, tmp_path):
+    from autograder import isolation
+
+    monkeypatch.setenv(warm.ENV, "2")
+    seen = _remember_warmers(monkeypatch)
+    started, real_start = [], isolation.WorkerSession.start
+
+    def start(self):
+        started.append(self.job.get("code"))
+        return real_start(self)
+
+    monkeypatch.setattr(isolation.WorkerSession, "start", start)
+    stub = tmp_path / "untouched.py"
+    stub.write_text("import torch\n\n\ndef vector_add(x, y):\n    # YOUR CODE HERE\n    raise NotImplementedError()\n")
+    result = grade_submission(stub, ["vector_add"], quick=True, timeout=60)
+    ex = result["exercises"][0]
+    assert ex["score"] == 0 and not ex["correct"]
+    assert "not written yet" in " ".join(ex.get("feedback", [])) + str(ex.get("hint", "")), ex
+    assert started == ["submission"] and seen == []  # the graded worker alone
