@@ -173,3 +173,25 @@ def test_the_walk_over_arguments_hashes_no_class():
 
     t = torch.zeros(1)
     assert tensors_in(((t, Memory(1), 1, None), {"a": Memory(1)})) == [t] and ran == []
+
+
+def test_the_dispatch_half_finds_storages_without_asking_a_tensor_for_its_class():
+    # isinstance(value, UntypedStorage) asked a tensor of another class for its __class__: a property of the
+    # learner's ran inside the recorder's dispatch handler, unwatched (the static audit refuses the subclass;
+    # the handler does not rest on it)
+    import torch
+
+    from autograder.legality import _storages_in
+
+    ran = []
+
+    class Asks(torch.Tensor):
+        __torch_function__ = torch._C._disabled_torch_function_impl
+
+        @property
+        def __class__(self):
+            ran.append("__class__")
+            return Asks
+
+    s = torch.UntypedStorage(4)
+    assert list(_storages_in((torch.zeros(1).as_subclass(Asks), s))) == [s] and ran == []
