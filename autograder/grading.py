@@ -269,7 +269,8 @@ def _grade_exercise(spec, sub, source_file, workdir, quick, timeout_s, gate, pha
         with session as worker:
             clock.lap("worker start")
             result = _grade_in(worker, spec, sub, plan, seed, static, baseline, clock,
-                               lambda: _time_alone(gate, phase, worker, baseline, clock),
+                               # the baseline the timing holds: the early one, else the one it opened itself
+                               lambda loaded: _time_alone(gate, phase, worker, loaded.sessions["baseline"], clock),
                                ahead, timed_args)
         result["feedback"] = _output_notes(session) + result["feedback"]  # the whole output, read to the end
     except WorkerGone as gone:
@@ -319,7 +320,7 @@ def _time_alone(gate, phase, worker, baseline, clock) -> None:
 
 
 def _grade_in(worker, spec, sub, plan, seed, static, baseline=None, clock=None,
-              before_timing=lambda: None, ahead=None, timed_args=None) -> dict:
+              before_timing=lambda loaded: None, ahead=None, timed_args=None) -> dict:
     import course
 
     clock = clock or Stopwatch()
@@ -375,7 +376,7 @@ def _grade_in(worker, spec, sub, plan, seed, static, baseline=None, clock=None,
         loaded = load_timed_inputs(worker, spec, seed + 2, (lambda: baseline) if baseline is not None else None,
                                    base_args=timed_args)
         clock.lap("timing inputs loaded")
-        before_timing()
+        before_timing(loaded)  # (its wait is added to the time limits of both workers the timing holds)
         perf, credit, timed_ok, notes = time_against_baseline(worker, spec, seed + 2, loaded=loaded)
         clock.lap("timing")
         feedback += notes

@@ -575,8 +575,8 @@ def _plain(t) -> bool:
 def _storages_in(obj):
     """The storages an operator is handed: storage objects, and those of the (plain, strided) tensors."""
     for value in values_in(obj, (torch.UntypedStorage, torch.Tensor)):
-        if isinstance(value, torch.UntypedStorage):
-            yield value
+        if issubclass(type(value), torch.UntypedStorage):  # (isinstance would ask a tensor of another class for
+            yield value                                    # its __class__: a property of the learner's)
         elif _plain(value):
             try:
                 yield storage_of(value)

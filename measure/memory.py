@@ -95,7 +95,9 @@ def values_in(obj, kinds) -> list:
     return found
 
 
-_SCALARS = frozenset({int, float, bool, type(None)})  # (never of the kinds looked for: skipped without a call)
+_NONE = type(None)  # the scalar classes (never of the kinds looked for) are skipped without a call: told apart by
+# identity, never by hashing an item's class into a set (a class's metaclass may have a __hash__ of the caller's,
+# which would run here, inside a meter's or the recorder's handler: a storage of such a class reaches set_ itself)
 
 
 def _gather(obj, kinds, found: list) -> None:
@@ -112,7 +114,8 @@ def _gather(obj, kinds, found: list) -> None:
     else:
         return
     for item in items:
-        if type(item) not in _SCALARS:
+        kind = type(item)
+        if kind is not int and kind is not float and kind is not bool and kind is not _NONE:
             _gather(item, kinds, found)
 
 

@@ -229,3 +229,33 @@ def test_an_exercise_left_as_handed_out_starts_no_warmers_and_scores_zero(monkey
     assert ex["score"] == 0 and not ex["correct"]
     assert "not written yet" in " ".join(ex.get("feedback", [])) + str(ex.get("hint", "")), ex
     assert started == ["submission"] and seen == []  # the graded worker alone
+
+
+def test_a_baseline_the_timing_opens_itself_has_the_wait_for_the_gpu_added_to_its_time_limit(monkeypatch):
+    """Working code the source's reading takes for the stub as handed out (the stub kept, the learner's
+    function brought in below it by a star import) starts no early baseline: the timing opens its own, whose
+    deadline must grow by the wait for the GPU as the early one's does (else a long wait behind the other
+    exercises' timings ended the baseline's time limit inside the timing: the exercise graded as timed out).
+    The GPU path, forced on the CPU: the timing itself faked, the wait reported as 1000 s."""
+    import time
+
+    from autograder import grading
+    from autograder.submission import left_as_handed_out
+
+    path = SUBMISSIONS / "honest_stub_kept_star_import.py"
+    assert left_as_handed_out(path.read_text(), "vector_add")  # (what makes this the late baseline's path)
+    monkeypatch.delenv(warm.ENV, raising=False)
+    monkeypatch.setattr(grading.timing, "should_time", lambda on_gpu, perf: (perf is not None, ""))
+    monkeypatch.setattr(grading._Alone, "time_alone", lambda self: 1000.0)
+    left = []
+
+    def time_against_baseline(worker, spec, seed, loaded=None, **kw):
+        left.append(loaded.sessions["baseline"].deadline - time.monotonic())
+        return None, 0.0, True, []
+
+    monkeypatch.setattr(grading, "time_against_baseline", time_against_baseline)
+    monkeypatch.setattr(grading, "timed_shape_violations", lambda *a, **k: [])
+    result = grade_submission(path, ["vector_add"], quick=True, timeout=60)
+    ex = result["exercises"][0]
+    assert ex["correct"], ex
+    assert len(left) == 1 and left[0] > 1000, left  # the 60 s limit, and the 1000 s waited on top
