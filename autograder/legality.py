@@ -43,8 +43,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from autograder.audit import resolve_path
 from autograder.imports import INSTALLED
-from measure.memory import (PLAIN_TENSORS, MemoryMeter, Provenance, fresh_outputs, storage_nbytes, storage_of,
-                            tensors_in, values_in, written_outputs)
+from measure.memory import (MemoryMeter, Provenance, fresh_outputs, is_plain, storage_nbytes, storage_of, tensors_in,
+                            values_in, written_outputs)
 
 
 class _LaunchState(threading.local):
@@ -491,7 +491,7 @@ def _let_go_of(func, args, kwargs) -> list:
         except Exception:  # noqa: BLE001  (nothing to read: nothing to keep)
             pass
     for t in tensors_in((args, kwargs or {})):
-        if type(t) in PLAIN_TENSORS:
+        if is_plain(t):
             leaf = torch._C.TensorBase.is_leaf.__get__(t)
             for name, state in _TENSOR_STATE:
                 if name == "_grad" and not leaf:
@@ -546,7 +546,7 @@ def _refuse_shadowed(args, kwargs, frame) -> None:
     from autograder import runtime_audit
 
     for t in tensors_in((args, kwargs or {})):
-        own = getattr(t, "__dict__", None) if type(t) in PLAIN_TENSORS else None
+        own = getattr(t, "__dict__", None) if is_plain(t) else None
         # a plain dict of plain names, read by their own classes: a key of another class (a str of the
         # learner's, kept by setattr and copied by functools.update_wrapper) would run its __hash__ here,
         # a dict of another class its __len__ or __iter__
@@ -569,7 +569,7 @@ _SET = torch.ops.aten.set_
 
 
 def _plain(t) -> bool:
-    return type(t) in PLAIN_TENSORS and t.layout == torch.strided
+    return is_plain(t) and t.layout == torch.strided
 
 
 def _storages_in(obj):
@@ -738,7 +738,7 @@ class OpRecorder(TorchDispatchMode):
         with self.watching():
             out = func(*args, **(kwargs or {}))
         frame = sys._getframe(1)
-        if all(type(t) in PLAIN_TENSORS for t in tensors_in((args, kwargs, out))):
+        if all(is_plain(t) for t in tensors_in((args, kwargs, out))):
             return self._account(func, args, kwargs, out, frame)
         # one of torch's own subclasses (an UninitializedBuffer, a nested or masked tensor): reading it runs its
         # class's Python (__torch_function__, __torch_dispatch__), which reaches what the learner set on it

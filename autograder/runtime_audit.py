@@ -701,15 +701,15 @@ def guard_tensor_attributes() -> None:
     learner's own naming pass. Kept in place by ``watch_modules`` (a replaced ``__setattr__`` is put back)."""
     import torch
 
-    from autograder.legality import PLAIN_TENSORS, hidden_methods
+    from autograder.legality import hidden_methods
+    from measure.memory import is_plain
 
     def tensor_setattr(self, name, value):
-        if type(self) in PLAIN_TENSORS and name in hidden_methods(type(self)):
+        if is_plain(self) and name in hidden_methods(type(self)):
             refuse(f"sets {name} on a tensor, hiding Tensor.{name}", "shadow", sys._getframe(1))
         object.__setattr__(self, name, value)
 
     torch.Tensor.__setattr__ = tensor_setattr
-
 
 
 def watch_modules() -> None:

@@ -128,6 +128,13 @@ def tensors_in(obj):
 # subclasses included, runs its __torch_function__ or __torch_dispatch__).
 PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
 
+
+def is_plain(t) -> bool:
+    """Whether ``t``'s class is one of PLAIN_TENSORS, told by identity: ``type(t) in PLAIN_TENSORS`` compares
+    classes with ``==``, which a class's metaclass may answer with Python of its own."""
+    kind = type(t)
+    return kind is torch.Tensor or kind is torch.nn.Parameter
+
 # A storage's methods are called unbound, as torch's classes define them: a storage object carries a __dict__
 # of its own, where an attribute would hide a method (code hung there would run inside a meter's handler).
 _Storage = torch.UntypedStorage
@@ -295,7 +302,7 @@ class MemoryMeter(TorchDispatchMode):
         # and a watch over it cost half of a recorded operator's time. A subclass's tensor (torch's own
         # included) runs its class's Python when read: then the watch stays on.
         watch = sys.getprofile()
-        plain = watch is not None and all(type(t) in PLAIN_TENSORS for t in tensors_in((args, kwargs, out)))
+        plain = watch is not None and all(is_plain(t) for t in tensors_in((args, kwargs, out)))
         if plain:
             sys.setprofile(None)
         try:

@@ -389,3 +389,22 @@ def test_the_meters_bookkeeping_is_unwatched_for_plain_tensors_and_watched_for_a
                 sys.setprofile(None)
         assert ("_account" in seen) is watched, (type(t).__name__, seen)
         assert meter.peak >= y.numel() * y.element_size()
+
+
+def test_plain_tensors_are_told_by_identity_never_by_a_metaclass_answer():
+    from measure.memory import is_plain
+
+    asked = []
+
+    class Meta(type(torch.Tensor)):
+        def __eq__(cls, other):  # what `type(t) in (torch.Tensor, ...)` would ask
+            asked.append(other)
+            return True
+
+        __hash__ = type.__hash__
+
+    class Sneaky(torch.Tensor, metaclass=Meta):
+        pass
+
+    assert is_plain(torch.ones(1)) and is_plain(torch.nn.Parameter(torch.ones(1)))
+    assert not is_plain(torch.ones(1).as_subclass(Sneaky)) and asked == []
