@@ -135,6 +135,7 @@ def is_plain(t) -> bool:
     kind = type(t)
     return kind is torch.Tensor or kind is torch.nn.Parameter
 
+
 # A storage's methods are called unbound, as torch's classes define them: a storage object carries a __dict__
 # of its own, where an attribute would hide a method (code hung there would run inside a meter's handler).
 _Storage = torch.UntypedStorage
