@@ -294,6 +294,7 @@ LEGALITY_ESCAPES = ("escape_hook_computes", "escape_heuristic_computes", "escape
                     "escape_uninitialized_buffer_element_size", "escape_uninitialized_buffer_partial",
                     "escape_traces_the_recorder", "escape_profiles_the_recorder",
                     "escape_class_property_in_the_function_half", "escape_hashes_in_the_recorder",
+                    "escape_hashes_an_arguments_class", "honest_stub_kept_star_import",
                     "escape_redispatches_below_the_recorder",
                     "escape_calls_a_kernel_for_a_key", "escape_numpy_through_a_wrapper", "escape_shadows_a_tensor_method",
                     "escape_tells_timed_calls", "escape_fills_a_tensors_dict", "escape_course_tools_handed_on",
