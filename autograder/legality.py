@@ -517,9 +517,6 @@ def _fewest_values(inputs) -> tuple[int, int] | None:
     return min(sizes) if sizes else None
 
 
-# PLAIN_TENSORS (measure.memory): the tensor classes whose own attributes the grader guards: torch's own
-# subclasses keep their state in attributes named like Tensor's methods (NestedTensor's _values), and a
-# learner's subclass is an escape already.
 _METHODS: dict = {}
 
 

@@ -124,13 +124,11 @@ def tensors_in(obj):
     return values_in(obj, torch.Tensor)
 
 
-# Tensor classes that run no Python of their own when read: torch's plain ones (a subclass's class, torch's own
-# subclasses included, runs its __torch_function__ or __torch_dispatch__).
-PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
-
-
 def is_plain(t) -> bool:
-    """Whether ``t``'s class is one of PLAIN_TENSORS, told by identity: ``type(t) in PLAIN_TENSORS`` compares
+    """Whether ``t`` is of torch's plain tensor classes (torch.Tensor, torch.nn.Parameter): they run no Python of
+    their own when read (a subclass's class, torch's own subclasses included, runs its __torch_function__ or
+    __torch_dispatch__; torch's own keep state in attributes named like Tensor's methods, NestedTensor's
+    _values; a learner's subclass is an escape already). Told by identity: ``type(t) in (...)`` compares
     classes with ``==``, which a class's metaclass may answer with Python of its own."""
     kind = type(t)
     return kind is torch.Tensor or kind is torch.nn.Parameter

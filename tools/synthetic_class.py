@@ -162,6 +162,7 @@ def main(argv=None) -> int:
     kinds = make_class(course, assignments, max(counts) * args.per_worker)
     print(f"course with {len(kinds)} students x {len(assignments)} assignments built in "
           f"{time.perf_counter() - t0:.0f} s: {course}", flush=True)
+    flags = f"{' --quick' * args.quick}{' --no-execute' * args.no_execute}"
     rows = []
     for n in counts:
         students = sorted(kinds)[:n * args.per_worker]
@@ -173,8 +174,7 @@ def main(argv=None) -> int:
             t0 = time.perf_counter()
             run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=_env())
             seconds = time.perf_counter() - t0
-            method = (f"python -m autograder batch {a}{' --quick' * args.quick}{' --no-execute' * args.no_execute} "
-                      f"on {n} GPU(s), Dask LocalCluster (tools/synthetic_class.py)")
+            method = f"python -m autograder batch {a}{flags} on {n} GPU(s), Dask LocalCluster (tools/synthetic_class.py)"
             (args.out / f"batch-{a}-{n}.log").write_text(
                 results.header({**results.this_machine(), "method": method}) + run.stdout + run.stderr)
             points = recorded_points(course, a)
@@ -192,7 +192,7 @@ def main(argv=None) -> int:
               f"{pts}{'' if r['exit'] == 0 else '  (exit ' + str(r['exit']) + ')'}")
     method = (f"tools/synthetic_class.py: a synthetic class of {', '.join(assignments)} (solution, untouched, "
               "partially wrong, a learner who patches autograder.nbgrader.grade in a cell) graded by `python -m "
-              f"autograder batch{' --quick' * args.quick}{' --no-execute' * args.no_execute}` on an embedded Dask "
+              f"autograder batch{flags}` on an embedded Dask "
               f"LocalCluster with one worker per GPU (CUDA_VISIBLE_DEVICES), {args.per_worker} submissions per GPU; "
               "wall-clock seconds of the whole batch")
     results.write_json(args.out / "throughput.json", {**results.this_machine(), "method": method, "runs": rows})
