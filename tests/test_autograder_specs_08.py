@@ -89,6 +89,17 @@ def test_memory_no_operator_allocated_is_counted_once_written():
         q["violations"]
 
 
+def test_an_inputs_storage_grown_to_hold_an_activation_counts_as_held():
+    # h kept in the tail of x's own storage, grown by resize_ on a detached alias of x (x's values unchanged):
+    # an input's storage is known to the meter, so its growth went uncounted (held 0 bytes, 10 of 10 points)
+    ckpt = graded("later/hides_in_an_inputs_storage_08.py", ("checkpointed_mlp",), 300.0)["checkpointed_mlp"]
+    assert ckpt["correct"] and not ckpt["violations"], text(ckpt)
+    mem = ckpt["performance"]["memory"]
+    assert mem["held_bytes"] >= 64 * 128 * 4 > mem["held_limit_bytes"], mem  # h, [M, H] float32
+    assert ckpt["score"] * ckpt["points"] <= 8, text(ckpt)
+    assert any(f.startswith("memory: holds") and "2 points withheld" in f for f in ckpt["feedback"]), text(ckpt)
+
+
 def test_plain_eager_autograd_is_a_violation(tmp_path):
     from autograder.grading import grade_submission
     from autograder.report import to_json, write_json_atomic
