@@ -618,6 +618,30 @@ def _python_operator(func, args, kwargs):
     return backends.get(devices[0] if devices else None) or backends.get(None) or getattr(opdef, "_init_fn", None)
 
 
+@contextlib.contextmanager
+def _meters_back_on():
+    """The memory meters that are on (MemoryMeter.active) but off torch's dispatch stack for the block: a meter
+    sits above the recorder, so inside the recorder's handler torch has taken both off, and the operators the
+    recorder runs under itself (an operator's Python of the learner's: custom_op, triton_op; a finalizer) would
+    allocate memory no meter counts (h computed and kept inside a custom_op held 0 bytes)."""
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+    if not MemoryMeter.active:
+        yield
+        return
+    on = _get_current_dispatch_mode_stack()
+    pushed = []
+    try:
+        for meter in MemoryMeter.active:  # (outermost first: the innermost ends on top, as it was)
+            if not any(m is meter for m in on):
+                TorchDispatchMode.__enter__(meter)
+                pushed.append(meter)
+        yield
+    finally:
+        for meter in reversed(pushed):
+            TorchDispatchMode.__exit__(meter, None, None, None)
+
+
 class OpRecorder(TorchDispatchMode):
     """Records (operator, submission line) -> count for every aten op a call runs, and the calls that take
     values out of torch (``hands_values_out``)."""
@@ -675,10 +699,11 @@ class OpRecorder(TorchDispatchMode):
     @contextlib.contextmanager
     def back_on(self):
         """Inside the dispatch handler (torch has taken this mode off): both halves of the recorder on again for
-        the block, the function half only if it is not on already, no watch."""
+        the block, the function half only if it is not on already, no watch; and the memory meters above the
+        recorder that torch has taken off too (_meters_back_on)."""
         TorchDispatchMode.__enter__(self)
         try:
-            with _pushed(self._exits), _profiled(None):  # (the learner's code runs seen again: no watch)
+            with _pushed(self._exits), _meters_back_on(), _profiled(None):  # (the learner's code runs seen again)
                 yield
         finally:
             TorchDispatchMode.__exit__(self, None, None, None)

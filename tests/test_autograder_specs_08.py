@@ -100,6 +100,16 @@ def test_an_inputs_storage_grown_to_hold_an_activation_counts_as_held():
     assert any(f.startswith("memory: holds") and "2 points withheld" in f for f in ckpt["feedback"]), text(ckpt)
 
 
+def test_memory_allocated_inside_an_operator_of_the_learners_own_is_counted():
+    # h computed and kept inside a torch.library.custom_op: the recorder runs the operator's Python under itself,
+    # where torch had taken the memory meter (above the recorder) off: h held 0 bytes, 10 of 10 points
+    ckpt = graded("later/hides_in_a_custom_op_08.py", ("checkpointed_mlp",), 300.0)["checkpointed_mlp"]
+    assert ckpt["correct"] and not ckpt["violations"], text(ckpt)
+    mem = ckpt["performance"]["memory"]
+    assert mem["held_bytes"] >= 64 * 128 * 4 > mem["held_limit_bytes"], mem  # h, [M, H] float32
+    assert ckpt["score"] * ckpt["points"] <= 8, text(ckpt)
+
+
 def test_plain_eager_autograd_is_a_violation(tmp_path):
     from autograder.grading import grade_submission
     from autograder.report import to_json, write_json_atomic
