@@ -642,6 +642,15 @@ def _meters_back_on():
             TorchDispatchMode.__exit__(meter, None, None, None)
 
 
+def _elements_held(t) -> int:
+    """The elements of ``t``'s dtype that its storage holds (at least its own), read through torch's class."""
+    T = torch.Tensor
+    try:
+        return max(T.numel(t), storage_nbytes(storage_of(t)) // max(T.element_size(t), 1))
+    except (RuntimeError, NotImplementedError):  # no storage of its own (a sparse tensor's: its parts are sized)
+        return T.numel(t)
+
+
 class OpRecorder(TorchDispatchMode):
     """Records (operator, submission line) -> count for every aten op a call runs, and the calls that take
     values out of torch (``hands_values_out``)."""
@@ -797,8 +806,10 @@ class OpRecorder(TorchDispatchMode):
             self.metadata.keep(out)  # seq_lens.cpu(): a copy of the metadata, as it was given
         # Memory exercises forbid materializing a large intermediate (the full logits, a dequantized
         # weight): note the largest tensor any operator hands back, whatever the operator is: fresh storage,
-        # and results written through out= or grown by resize_ (a view materializes nothing).
-        numel = max(foreign, max((T.numel(t) for t in written_outputs(func, args, kwargs, out, fresh)), default=0))
+        # and results written through out= or grown by resize_ (a view materializes nothing), each by the
+        # elements its storage holds (a tensor of 2 elements 2**20 apart, from empty_strided, holds 2**20).
+        numel = max(foreign, max((_elements_held(t) for t in written_outputs(func, args, kwargs, out, fresh)),
+                                 default=0))
         if numel > _LEDGER[self][1][0]:
             self._set_largest(numel, name, line)
         return out

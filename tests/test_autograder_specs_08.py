@@ -75,6 +75,15 @@ def test_materializing_the_dequantized_weight_is_a_violation_naming_the_line():
         "stream it in chunks" in v for v in q["violations"]), q["violations"]
 
 
+def test_a_tensor_is_sized_by_what_its_storage_holds():
+    # the whole weight dequantized (copy_ of w_q) into a view of a buffer empty_strided made as 2 elements N*K - 1
+    # apart: the largest tensor any operator handed back had 2 elements (7 of 7 correctness points)
+    q = graded("later/dequantizes_into_a_strided_buffer_08.py", ("int8_weight_linear",), 300.0)["int8_weight_linear"]
+    assert q["score"] == 0 and not q["correct"]
+    assert any("aten.empty_strided at line 14" in v and "must never hold more than" in v for v in q["violations"]), \
+        q["violations"]
+
+
 def test_memory_no_operator_allocated_is_counted_once_written():
     # h kept in a tensor over a Python bytearray (torch.frombuffer), the dequantized weight likewise: both
     # are filled by copy_, an operator that writes into storage it did not allocate
