@@ -651,6 +651,23 @@ def _elements_held(t) -> int:
         return T.numel(t)
 
 
+def _storage_sizes(obj) -> dict:
+    """{storage's address: bytes} of the storages an operator is handed (_storages_in), read through torch's
+    classes."""
+    cdata = torch._C.StorageBase._cdata
+    return {cdata.__get__(st): storage_nbytes(st) for st in _storages_in(obj)}
+
+
+def _grown_by_set(args, before: dict) -> int:
+    """The elements of the storage ``set_`` put its tensor on, where the operator grew it (``before``: the
+    sizes of the storages it was handed); else 0 (a tensor set on storage that exists materializes nothing)."""
+    if not args or not _plain(args[0]):
+        return 0
+    st = storage_of(args[0])
+    size, was = storage_nbytes(st), before.get(torch._C.StorageBase._cdata.__get__(st))
+    return size // max(torch.Tensor.element_size(args[0]), 1) if was is not None and size > was else 0
+
+
 class OpRecorder(TorchDispatchMode):
     """Records (operator, submission line) -> count for every aten op a call runs, and the calls that take
     values out of torch (``hands_values_out``)."""
@@ -759,7 +776,10 @@ class OpRecorder(TorchDispatchMode):
         self.handling += 1
         try:
             released = [storage_of(args[0])] if func.overloadpacket is _SET and args and _plain(args[0]) else None
-            out = self._dispatch(func, args, kwargs)
+            # set_ with a size grows the storage it sets the tensor on (t.set_(t, 0, (2,), (n,)): n + 1 elements
+            # behind a tensor of 2): the sizes before, to tell
+            before = _storage_sizes((args, kwargs)) if func.overloadpacket is _SET else None
+            out = self._dispatch(func, args, kwargs, before)
         finally:
             self.handling -= 1
         if released:
@@ -767,19 +787,19 @@ class OpRecorder(TorchDispatchMode):
                 released.clear()
         return out
 
-    def _dispatch(self, func, args, kwargs):
+    def _dispatch(self, func, args, kwargs, before=None):
         self.operators += 1
         with self.watching():
             out = func(*args, **(kwargs or {}))
         frame = sys._getframe(1)
         if all(is_plain(t) for t in tensors_in((args, kwargs, out))):
-            return self._account(func, args, kwargs, out, frame)
+            return self._account(func, args, kwargs, out, frame, before)
         # one of torch's own subclasses (an UninitializedBuffer, a nested or masked tensor): reading it runs its
         # class's Python (__torch_function__, __torch_dispatch__), which reaches what the learner set on it
         with self.watching():
-            return self._account(func, args, kwargs, out, frame)
+            return self._account(func, args, kwargs, out, frame, before)
 
-    def _account(self, func, args, kwargs, out, frame):
+    def _account(self, func, args, kwargs, out, frame, before=None):
         """What the operator ``func`` did, on the record (``frame``: the one that ran it). Tensors are read
         through torch's class (``T.numel(t)``): an attribute of the tensor's own runs nothing here."""
         T = torch.Tensor
@@ -809,7 +829,7 @@ class OpRecorder(TorchDispatchMode):
         # and results written through out= or grown by resize_ (a view materializes nothing), each by the
         # elements its storage holds (a tensor of 2 elements 2**20 apart, from empty_strided, holds 2**20).
         numel = max(foreign, max((_elements_held(t) for t in written_outputs(func, args, kwargs, out, fresh)),
-                                 default=0))
+                                 default=0), _grown_by_set(args, before) if before else 0)
         if numel > _LEDGER[self][1][0]:
             self._set_largest(numel, name, line)
         return out

@@ -84,6 +84,15 @@ def test_a_tensor_is_sized_by_what_its_storage_holds():
         q["violations"]
 
 
+def test_a_storage_grown_by_set_is_sized():
+    # the same into a tensor of 2 elements set_ on its own storage with a size N*K - 1 apart: set_ grew the
+    # storage to the whole weight, and set_'s tensor was sized by nobody (7 of 7 correctness points)
+    q = graded("later/dequantizes_into_a_set_buffer_08.py", ("int8_weight_linear",), 300.0)["int8_weight_linear"]
+    assert q["score"] == 0 and not q["correct"]
+    assert any("aten.set_ at line 16" in v and "must never hold more than" in v for v in q["violations"]), \
+        q["violations"]
+
+
 def test_memory_no_operator_allocated_is_counted_once_written():
     # h kept in a tensor over a Python bytearray (torch.frombuffer), the dequantized weight likewise: both
     # are filled by copy_, an operator that writes into storage it did not allocate
