@@ -643,12 +643,19 @@ def _meters_back_on():
 
 
 def _elements_held(t) -> int:
-    """The elements of ``t``'s dtype that its storage holds (at least its own), read through torch's class."""
+    """The elements ``t``'s storage holds (at least its own), read through torch's class: ``held_elements``."""
     T = torch.Tensor
     try:
-        return max(T.numel(t), storage_nbytes(storage_of(t)) // max(T.element_size(t), 1))
+        return max(T.numel(t), held_elements(storage_nbytes(storage_of(t)), T.element_size(t)))
     except (RuntimeError, NotImplementedError):  # no storage of its own (a sparse tensor's: its parts are sized)
         return T.numel(t)
+
+
+def held_elements(nbytes: int, element_size: int) -> int:
+    """How many elements ``nbytes`` of storage hold for the size rules: of its tensor's dtype, and at least one
+    per 4 bytes (a float32's worth): the rules' limits count floating-point elements, and a buffer of a wider
+    dtype (int64, float64) viewed as float16 holds four or two of them per element of its own."""
+    return max(nbytes // max(element_size, 1), -(-nbytes // 4))
 
 
 def _storage_sizes(obj) -> dict:
@@ -658,14 +665,14 @@ def _storage_sizes(obj) -> dict:
     return {cdata.__get__(st): storage_nbytes(st) for st in _storages_in(obj)}
 
 
-def _grown_by_set(args, before: dict) -> int:
-    """The elements of the storage ``set_`` put its tensor on, where the operator grew it (``before``: the
-    sizes of the storages it was handed); else 0 (a tensor set on storage that exists materializes nothing)."""
+def _grown_by_set(args, sizes: dict) -> int:
+    """The elements of the storage ``set_`` put its tensor on, where the operator grew it (``sizes``: those of
+    the storages it was handed, before it ran); else 0 (a tensor set on storage that exists materializes nothing)."""
     if not args or not _plain(args[0]):
         return 0
     st = storage_of(args[0])
-    size, was = storage_nbytes(st), before.get(torch._C.StorageBase._cdata.__get__(st))
-    return size // max(torch.Tensor.element_size(args[0]), 1) if was is not None and size > was else 0
+    size, was = storage_nbytes(st), sizes.get(torch._C.StorageBase._cdata.__get__(st))
+    return held_elements(size, torch.Tensor.element_size(args[0])) if was is not None and size > was else 0
 
 
 class OpRecorder(TorchDispatchMode):
@@ -778,8 +785,8 @@ class OpRecorder(TorchDispatchMode):
             released = [storage_of(args[0])] if func.overloadpacket is _SET and args and _plain(args[0]) else None
             # set_ with a size grows the storage it sets the tensor on (t.set_(t, 0, (2,), (n,)): n + 1 elements
             # behind a tensor of 2): the sizes before, to tell
-            before = _storage_sizes((args, kwargs)) if func.overloadpacket is _SET else None
-            out = self._dispatch(func, args, kwargs, before)
+            sizes = _storage_sizes((args, kwargs)) if func.overloadpacket is _SET else None
+            out = self._dispatch(func, args, kwargs, sizes)
         finally:
             self.handling -= 1
         if released:
@@ -787,19 +794,19 @@ class OpRecorder(TorchDispatchMode):
                 released.clear()
         return out
 
-    def _dispatch(self, func, args, kwargs, before=None):
+    def _dispatch(self, func, args, kwargs, sizes=None):
         self.operators += 1
         with self.watching():
             out = func(*args, **(kwargs or {}))
         frame = sys._getframe(1)
         if all(is_plain(t) for t in tensors_in((args, kwargs, out))):
-            return self._account(func, args, kwargs, out, frame, before)
+            return self._account(func, args, kwargs, out, frame, sizes)
         # one of torch's own subclasses (an UninitializedBuffer, a nested or masked tensor): reading it runs its
         # class's Python (__torch_function__, __torch_dispatch__), which reaches what the learner set on it
         with self.watching():
-            return self._account(func, args, kwargs, out, frame, before)
+            return self._account(func, args, kwargs, out, frame, sizes)
 
-    def _account(self, func, args, kwargs, out, frame, before=None):
+    def _account(self, func, args, kwargs, out, frame, sizes=None):
         """What the operator ``func`` did, on the record (``frame``: the one that ran it). Tensors are read
         through torch's class (``T.numel(t)``): an attribute of the tensor's own runs nothing here."""
         T = torch.Tensor
@@ -807,7 +814,7 @@ class OpRecorder(TorchDispatchMode):
         # Storage no operator allocated (torch.frombuffer, a file, a storage built by hand), written into: it
         # holds all it can hold, whoever writes (the interpreter's copy of a kernel's output too).
         fresh = tuple(fresh_outputs(args, kwargs, out))  # walked once, for the two rules below
-        foreign = max((storage_nbytes(storage_of(t)) // T.element_size(t) for t, _ in
+        foreign = max((held_elements(storage_nbytes(storage_of(t)), T.element_size(t)) for t, _ in
                        self._provenance.foreign_writes(func, args, kwargs, out, fresh)), default=0) \
             if self._provenance else 0
         if _interpreter_plumbing(frame):
@@ -829,7 +836,7 @@ class OpRecorder(TorchDispatchMode):
         # and results written through out= or grown by resize_ (a view materializes nothing), each by the
         # elements its storage holds (a tensor of 2 elements 2**20 apart, from empty_strided, holds 2**20).
         numel = max(foreign, max((_elements_held(t) for t in written_outputs(func, args, kwargs, out, fresh)),
-                                 default=0), _grown_by_set(args, before) if before else 0)
+                                 default=0), _grown_by_set(args, sizes) if sizes else 0)
         if numel > _LEDGER[self][1][0]:
             self._set_largest(numel, name, line)
         return out

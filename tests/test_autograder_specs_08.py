@@ -93,6 +93,15 @@ def test_a_storage_grown_by_set_is_sized():
         q["violations"]
 
 
+def test_a_tensor_is_sized_by_the_float32_elements_its_bytes_hold():
+    # the whole weight converted to float16 (copy_) into an int64 buffer of N*K/4 elements viewed as float16:
+    # the limit counts floating-point elements, and 8 bytes an element hid four of them (7 of 7 correctness points)
+    q = graded("later/dequantizes_into_packed_words_08.py", ("int8_weight_linear",), 300.0)["int8_weight_linear"]
+    assert q["score"] == 0 and not q["correct"]
+    assert any("aten.empty at line 13" in v and "must never hold more than" in v for v in q["violations"]), \
+        q["violations"]
+
+
 def test_memory_no_operator_allocated_is_counted_once_written():
     # h kept in a tensor over a Python bytearray (torch.frombuffer), the dequantized weight likewise: both
     # are filled by copy_, an operator that writes into storage it did not allocate
