@@ -615,6 +615,63 @@ def _python_operator(func, args, kwargs):
     return backends.get(devices[0] if devices else None) or backends.get(None) or getattr(opdef, "_init_fn", None)
 
 
+@contextlib.contextmanager
+def _meters_back_on():
+    """The memory meters that are on (MemoryMeter.active) but off torch's dispatch stack for the block: a meter
+    sits above the recorder, so inside the recorder's handler torch has taken both off, and the operators the
+    recorder runs under itself (an operator's Python of the learner's: custom_op, triton_op; a finalizer) would
+    allocate memory no meter counts (h computed and kept inside a custom_op held 0 bytes)."""
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+    if not MemoryMeter.active:
+        yield
+        return
+    on = _get_current_dispatch_mode_stack()
+    pushed = []
+    try:
+        for meter in MemoryMeter.active:  # (outermost first: the innermost ends on top, as it was)
+            if not any(m is meter for m in on):
+                TorchDispatchMode.__enter__(meter)
+                pushed.append(meter)
+        yield
+    finally:
+        for meter in reversed(pushed):
+            TorchDispatchMode.__exit__(meter, None, None, None)
+
+
+def _elements_held(t) -> int:
+    """The elements ``t``'s storage holds (at least its own), read through torch's class: ``held_elements``."""
+    T = torch.Tensor
+    try:
+        return max(T.numel(t), held_elements(storage_nbytes(storage_of(t)), T.element_size(t)))
+    except (RuntimeError, NotImplementedError):  # no storage of its own (a sparse tensor's: its parts are sized)
+        return T.numel(t)
+
+
+def held_elements(nbytes: int, element_size: int) -> int:
+    """How many elements ``nbytes`` of storage hold for the size rules: of its tensor's dtype, and at least one
+    per 4 bytes (a float32's worth): the rules' limits count floating-point elements, and a buffer of a wider
+    dtype (int64, float64) viewed as float16 holds four or two of them per element of its own."""
+    return max(nbytes // max(element_size, 1), -(-nbytes // 4))
+
+
+def _storage_sizes(obj) -> dict:
+    """{storage's address: bytes} of the storages an operator is handed (_storages_in), read through torch's
+    classes."""
+    cdata = torch._C.StorageBase._cdata
+    return {cdata.__get__(st): storage_nbytes(st) for st in _storages_in(obj)}
+
+
+def _grown_by_set(args, sizes: dict) -> int:
+    """The elements of the storage ``set_`` put its tensor on, where the operator grew it (``sizes``: those of
+    the storages it was handed, before it ran); else 0 (a tensor set on storage that exists materializes nothing)."""
+    if not args or not _plain(args[0]):
+        return 0
+    st = storage_of(args[0])
+    size, was = storage_nbytes(st), sizes.get(torch._C.StorageBase._cdata.__get__(st))
+    return held_elements(size, torch.Tensor.element_size(args[0])) if was is not None and size > was else 0
+
+
 class OpRecorder(TorchDispatchMode):
     """Records (operator, submission line) -> count for every aten op a call runs, and the calls that take
     values out of torch (``hands_values_out``)."""
@@ -672,10 +729,11 @@ class OpRecorder(TorchDispatchMode):
     @contextlib.contextmanager
     def back_on(self):
         """Inside the dispatch handler (torch has taken this mode off): both halves of the recorder on again for
-        the block, the function half only if it is not on already, no watch."""
+        the block, the function half only if it is not on already, no watch; and the memory meters above the
+        recorder that torch has taken off too (_meters_back_on)."""
         TorchDispatchMode.__enter__(self)
         try:
-            with _pushed(self._exits), _profiled(None):  # (the learner's code runs seen again: no watch)
+            with _pushed(self._exits), _meters_back_on(), _profiled(None):  # (the learner's code runs seen again)
                 yield
         finally:
             TorchDispatchMode.__exit__(self, None, None, None)
@@ -722,7 +780,10 @@ class OpRecorder(TorchDispatchMode):
         self.handling += 1
         try:
             released = [storage_of(args[0])] if func.overloadpacket is _SET and args and _plain(args[0]) else None
-            out = self._dispatch(func, args, kwargs)
+            # set_ with a size grows the storage it sets the tensor on (t.set_(t, 0, (2,), (n,)): n + 1 elements
+            # behind a tensor of 2): the sizes before, to tell
+            sizes = _storage_sizes((args, kwargs)) if func.overloadpacket is _SET else None
+            out = self._dispatch(func, args, kwargs, sizes)
         finally:
             self.handling -= 1
         if released:
@@ -730,19 +791,19 @@ class OpRecorder(TorchDispatchMode):
                 released.clear()
         return out
 
-    def _dispatch(self, func, args, kwargs):
+    def _dispatch(self, func, args, kwargs, sizes=None):
         self.operators += 1
         with self.watching():
             out = func(*args, **(kwargs or {}))
         frame = sys._getframe(1)
         if all(is_plain(t) for t in tensors_in((args, kwargs, out))):
-            return self._account(func, args, kwargs, out, frame)
+            return self._account(func, args, kwargs, out, frame, sizes)
         # one of torch's own subclasses (an UninitializedBuffer, a nested or masked tensor): reading it runs its
         # class's Python (__torch_function__, __torch_dispatch__), which reaches what the learner set on it
         with self.watching():
-            return self._account(func, args, kwargs, out, frame)
+            return self._account(func, args, kwargs, out, frame, sizes)
 
-    def _account(self, func, args, kwargs, out, frame):
+    def _account(self, func, args, kwargs, out, frame, sizes=None):
         """What the operator ``func`` did, on the record (``frame``: the one that ran it). Tensors are read
         through torch's class (``T.numel(t)``): an attribute of the tensor's own runs nothing here."""
         T = torch.Tensor
@@ -750,7 +811,7 @@ class OpRecorder(TorchDispatchMode):
         # Storage no operator allocated (torch.frombuffer, a file, a storage built by hand), written into: it
         # holds all it can hold, whoever writes (the interpreter's copy of a kernel's output too).
         fresh = tuple(fresh_outputs(args, kwargs, out))  # walked once, for the two rules below
-        foreign = max((storage_nbytes(storage_of(t)) // T.element_size(t) for t, _ in
+        foreign = max((held_elements(storage_nbytes(storage_of(t)), T.element_size(t)) for t, _ in
                        self._provenance.foreign_writes(func, args, kwargs, out, fresh)), default=0) \
             if self._provenance else 0
         if _interpreter_plumbing(frame):
@@ -769,8 +830,10 @@ class OpRecorder(TorchDispatchMode):
             self.metadata.keep(out)  # seq_lens.cpu(): a copy of the metadata, as it was given
         # Memory exercises forbid materializing a large intermediate (the full logits, a dequantized
         # weight): note the largest tensor any operator hands back, whatever the operator is: fresh storage,
-        # and results written through out= or grown by resize_ (a view materializes nothing).
-        numel = max(foreign, max((T.numel(t) for t in written_outputs(func, args, kwargs, out, fresh)), default=0))
+        # and results written through out= or grown by resize_ (a view materializes nothing), each by the
+        # elements its storage holds (a tensor of 2 elements 2**20 apart, from empty_strided, holds 2**20).
+        numel = max(foreign, max((_elements_held(t) for t in written_outputs(func, args, kwargs, out, fresh)),
+                                 default=0), _grown_by_set(args, sizes) if sizes else 0)
         if numel > _LEDGER[self][1][0]:
             self._set_largest(numel, name, line)
         return out

@@ -213,14 +213,26 @@ class Provenance:
 
     def __init__(self, inputs=()):
         self._known: dict = {}  # StorageWeakRef -> itself (equal keys of a dead storage are stale)
+        self._given: dict = {}  # an input's StorageWeakRef -> its bytes when the span began
+        # the inputs' storages an operator wrote into, with their bytes when the span began: one grown since
+        # (resize_ or out= on an alias of an input: x.detach().resize_(...)) holds its growth, as a foreign
+        # storage holds what was written into it
+        self.grown: dict = {}
         for t in tensors_in(inputs):
-            self._learn(t)
+            for part in _dense_parts(t):
+                key = _storage_key(part)
+                if key is not None:
+                    self._known[key] = key
+                    self._given.setdefault(key, storage_nbytes(storage_of(part)))
 
-    def _learn(self, t: torch.Tensor):
-        for part in _dense_parts(t):
-            key = _storage_key(part)
-            if key is not None:
-                self._known[key] = key
+    def growth(self) -> int:
+        """Bytes the inputs' storages written by an operator have grown by since the span began."""
+        total = 0
+        for key, given in self.grown.items():
+            storage = torch.UntypedStorage._new_with_weak_ptr(key.cdata)
+            if storage is not None:
+                total += max(0, storage_nbytes(storage) - given)
+        return total
 
     def _is_known(self, key) -> bool:
         seen = self._known.get(key)
@@ -245,9 +257,13 @@ class Provenance:
         for t in tensors:
             for part in _dense_parts(t):
                 key = _storage_key(part)
-                if key is not None and not self._is_known(key):
+                if key is None:
+                    continue
+                if not self._is_known(key):
                     self._known[key] = key
                     found.append((part, key))
+                elif key in self._given and key not in self.grown:  # an input's: its growth counts from now
+                    self.grown[key] = self._given[key]
         return found
 
 
@@ -329,7 +345,7 @@ class MemoryMeter(TorchDispatchMode):
     def _total(self) -> int:
         """Bytes of the storages seen, as large as each is now: one grown after it was first seen (by
         ``resize_``, of the tensor or of its storage) counts at its present size."""
-        total = 0
+        total = self._provenance.growth() if self._provenance is not None else 0
         for key in list(self._live):
             storage = torch.UntypedStorage._new_with_weak_ptr(key.cdata)
             if storage is not None:

@@ -75,6 +75,33 @@ def test_materializing_the_dequantized_weight_is_a_violation_naming_the_line():
         "stream it in chunks" in v for v in q["violations"]), q["violations"]
 
 
+def test_a_tensor_is_sized_by_what_its_storage_holds():
+    # the whole weight dequantized (copy_ of w_q) into a view of a buffer empty_strided made as 2 elements N*K - 1
+    # apart: the largest tensor any operator handed back had 2 elements (7 of 7 correctness points)
+    q = graded("later/dequantizes_into_a_strided_buffer_08.py", ("int8_weight_linear",), 300.0)["int8_weight_linear"]
+    assert q["score"] == 0 and not q["correct"]
+    assert any("aten.empty_strided at line 14" in v and "must never hold more than" in v for v in q["violations"]), \
+        q["violations"]
+
+
+def test_a_storage_grown_by_set_is_sized():
+    # the same into a tensor of 2 elements set_ on its own storage with a size N*K - 1 apart: set_ grew the
+    # storage to the whole weight, and set_'s tensor was sized by nobody (7 of 7 correctness points)
+    q = graded("later/dequantizes_into_a_set_buffer_08.py", ("int8_weight_linear",), 300.0)["int8_weight_linear"]
+    assert q["score"] == 0 and not q["correct"]
+    assert any("aten.set_ at line 16" in v and "must never hold more than" in v for v in q["violations"]), \
+        q["violations"]
+
+
+def test_a_tensor_is_sized_by_the_float32_elements_its_bytes_hold():
+    # the whole weight converted to float16 (copy_) into an int64 buffer of N*K/4 elements viewed as float16:
+    # the limit counts floating-point elements, and 8 bytes an element hid four of them (7 of 7 correctness points)
+    q = graded("later/dequantizes_into_packed_words_08.py", ("int8_weight_linear",), 300.0)["int8_weight_linear"]
+    assert q["score"] == 0 and not q["correct"]
+    assert any("aten.empty at line 13" in v and "must never hold more than" in v for v in q["violations"]), \
+        q["violations"]
+
+
 def test_memory_no_operator_allocated_is_counted_once_written():
     # h kept in a tensor over a Python bytearray (torch.frombuffer), the dequantized weight likewise: both
     # are filled by copy_, an operator that writes into storage it did not allocate
@@ -87,6 +114,27 @@ def test_memory_no_operator_allocated_is_counted_once_written():
     assert q["score"] == 0 and not q["correct"]
     assert any("aten.copy_ at line 42" in v and "must never hold more than" in v for v in q["violations"]), \
         q["violations"]
+
+
+def test_an_inputs_storage_grown_to_hold_an_activation_counts_as_held():
+    # h kept in the tail of x's own storage, grown by resize_ on a detached alias of x (x's values unchanged):
+    # an input's storage is known to the meter, so its growth went uncounted (held 0 bytes, 10 of 10 points)
+    ckpt = graded("later/hides_in_an_inputs_storage_08.py", ("checkpointed_mlp",), 300.0)["checkpointed_mlp"]
+    assert ckpt["correct"] and not ckpt["violations"], text(ckpt)
+    mem = ckpt["performance"]["memory"]
+    assert mem["held_bytes"] >= 64 * 128 * 4 > mem["held_limit_bytes"], mem  # h, [M, H] float32
+    assert ckpt["score"] * ckpt["points"] <= 8, text(ckpt)
+    assert any(f.startswith("memory: holds") and "2 points withheld" in f for f in ckpt["feedback"]), text(ckpt)
+
+
+def test_memory_allocated_inside_an_operator_of_the_learners_own_is_counted():
+    # h computed and kept inside a torch.library.custom_op: the recorder runs the operator's Python under itself,
+    # where torch had taken the memory meter (above the recorder) off: h held 0 bytes, 10 of 10 points
+    ckpt = graded("later/hides_in_a_custom_op_08.py", ("checkpointed_mlp",), 300.0)["checkpointed_mlp"]
+    assert ckpt["correct"] and not ckpt["violations"], text(ckpt)
+    mem = ckpt["performance"]["memory"]
+    assert mem["held_bytes"] >= 64 * 128 * 4 > mem["held_limit_bytes"], mem  # h, [M, H] float32
+    assert ckpt["score"] * ckpt["points"] <= 8, text(ckpt)
 
 
 def test_plain_eager_autograd_is_a_violation(tmp_path):

@@ -246,6 +246,21 @@ def test_given_the_inputs_the_meter_counts_storage_no_operator_allocated_once_wr
     del kept, built
 
 
+def test_given_the_inputs_the_meter_counts_what_an_inputs_storage_grew_by():
+    # resize_ (or out=) on an alias of an input grows the input's storage: the growth is held like any storage,
+    # what the input held when the meter began is the caller's
+    x = torch.randn(64, 16)
+    with MemoryMeter(inputs=(x,)) as meter:
+        grown = x.detach()
+        grown.resize_(x.numel() + 1000)
+        grown[x.numel():].zero_()
+        assert meter.live_bytes() == 4000 and meter.peak >= 4000
+        out = torch.empty(0)
+        torch.mm(x, x.T, out=x.detach()[:0])  # out= resizes an empty alias: the storage grows to 64 x 64
+        assert meter.live_bytes() == 64 * 64 * 4 - x.numel() * 4
+    del grown, out
+
+
 def test_results_written_through_out_and_resize_count_as_what_the_operator_made():
     from measure.memory import written_outputs
 
