@@ -37,6 +37,11 @@ import threading
 import time
 
 MAX_WARMERS = 6  # ptxas and Triton's passes are one process each: past a few, the warmers' own start dominates
+# Warmers on one host at once, over every submission graded there: not the cores but the processes' start
+# (sandbox, torch, a CUDA context) is what they share. Four submissions of 03 graded side by side on a
+# 64-core H200 host: 6 warmers per exercise (48 in all) made every grading 25-40% slower with the cores 16%
+# busy; 2 each (16) graded as fast as none (results/NOTES.md, 2026-11-28, night).
+HOST_WARMERS = 16
 ENV = "AUTOGRADER_WARMERS"
 MODE_ENV = "AUTOGRADER_WARM_MODE"
 MODES = ("beside", "before")  # the first is the default
@@ -52,8 +57,9 @@ def warm_mode() -> str:
 def warmer_count(exercises_side_by_side: int, cores: int | None = None) -> int:
     """How many warmers each exercise gets: ``AUTOGRADER_WARMERS`` if set; none without a GPU (the Triton
     interpreter compiles nothing); otherwise the cores left once every exercise graded side by side has its
-    graded and baseline workers, shared out, at most ``MAX_WARMERS``. ``cores``: this submission's share of
-    the machine (batch grading passes its own: the cores over the submissions graded at once), else all."""
+    graded and baseline workers, shared out, at most ``MAX_WARMERS``, and this submission's share of
+    ``HOST_WARMERS``. ``cores``: this submission's share of the machine (batch grading passes its own: the
+    cores over the submissions graded at once), else all."""
     warm_mode()  # a mistyped mode is an error before anything is graded, not one per exercise
     if os.environ.get(ENV):
         return max(0, int(os.environ[ENV]))
@@ -61,8 +67,11 @@ def warmer_count(exercises_side_by_side: int, cores: int | None = None) -> int:
 
     if not course.ON_GPU:
         return 0
-    per_exercise = (cores or os.cpu_count() or 1) // max(1, exercises_side_by_side)
-    return max(0, min(MAX_WARMERS, per_exercise - 2))
+    machine = os.cpu_count() or 1
+    share = min(1.0, (cores or machine) / machine)
+    per_exercise = (cores or machine) // max(1, exercises_side_by_side)
+    host = int(HOST_WARMERS * share) // max(1, exercises_side_by_side)
+    return max(0, min(MAX_WARMERS, per_exercise - 2, host))
 
 
 def shares(n_cases: int, count: int, mode: str = "before") -> list[list[int]]:

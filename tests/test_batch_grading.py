@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import nbgrader_config
@@ -366,6 +367,49 @@ def test_a_result_saved_before_a_crash_is_recorded_by_the_next_run_without_gradi
     assert ClassRun(tmp_path, "hw", force=True).todo == ["ann", "bob"]
     with pytest.raises(gradebook.CourseError, match="no submission of hw by cy"):
         ClassRun(tmp_path, "hw", students=["cy"])
+
+
+def _nap(task):
+    import time
+
+    time.sleep(task["seconds"])
+    return task["student"]
+
+
+def test_a_gpu_takes_the_next_submission_when_it_is_free_not_a_share_dealt_out_at_the_start():
+    """Tasks restricted to a GPU were dealt out as they were submitted, one after another to each worker: a
+    class in the order solution, untouched, ... gave one GPU every long grading while the other idled. Now
+    no more tasks are out on the cluster than it has GPUs, so the long ones spread over both."""
+    from distributed import Client, LocalCluster
+
+    from autograder import batch
+
+    tasks = [{"student": f"s{i}", "seconds": 0.6 if i % 2 == 0 else 0.0} for i in range(8)]
+    out, most_out = [], 0
+
+    class Counting:  # the client, counting the tasks handed to the cluster and not yet back
+        def __init__(self, client):
+            self.client, self.out = client, 0
+
+        def submit(self, *args, **kwargs):
+            self.out += 1
+            return self.client.submit(*args, **kwargs)
+
+        def scheduler_info(self):
+            return self.client.scheduler_info()
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0",
+                      resources={"GPU": 1}) as cluster, Client(cluster) as client:
+        counting = Counting(client)
+        t0 = time.perf_counter()
+        for student, get in batch.graded_as_they_finish(counting, tasks, "hw", fn=_nap):
+            counting.out -= 1  # this one is back
+            most_out = max(most_out, counting.out)
+            out.append(get())
+        seconds = time.perf_counter() - t0
+    assert sorted(out) == sorted(t["student"] for t in tasks)
+    assert most_out == 2  # one per GPU
+    assert seconds < 4 * 0.6  # the four long gradings on both GPUs, not one (ideally 1.2 s)
 
 
 def test_dask_tasks_are_recorded_as_they_finish_and_a_failing_one_costs_only_itself(tmp_path, _assignment_gradebook,

@@ -39,6 +39,9 @@ def test_no_warmers_without_a_gpu_unless_asked(monkeypatch):
     assert warm.warmer_count(1) == warm.MAX_WARMERS
     assert warm.warmer_count(1, cores=8) == 6  # a batch worker's share of the machine, not all of it
     assert warm.warmer_count(2, cores=8) == 2
+    monkeypatch.setattr(warm.os, "cpu_count", lambda: 64)  # a 4-GPU host
+    assert warm.warmer_count(2) == warm.MAX_WARMERS  # one submission alone
+    assert warm.warmer_count(2, cores=16) == 2  # one of four graded at once: the host's warmers shared out
     monkeypatch.setattr(warm.os, "cpu_count", lambda: 2)
     assert warm.warmer_count(2) == 0
     monkeypatch.setenv(warm.ENV, "2")

@@ -14,8 +14,9 @@ course's own solutions: generate_assignment, then submissions that cycle through
 Then it grades with ``python -m autograder batch`` once per entry of ``--gpus``: N workers (one GPU each,
 or CPU workers without a GPU) grade the first N x ``--per-worker`` students (``--force``), so every
 run has the same mix of learners and the same work per GPU: perfect scaling keeps the time equal and
-multiplies submissions per minute by N. Prints submissions per minute and the recorded points of each
-kind of learner.
+multiplies submissions per minute by N. Prints submissions per minute, the recorded points of each
+kind of learner, how busy the machine's cores were during each run, and where the grading time went (the
+grader's laps, ``autograder.grading.Stopwatch``, summed over the run's exercises).
 """
 from __future__ import annotations
 
@@ -140,6 +141,40 @@ def recorded_points(course: Path, assignment: str) -> dict[str, float]:
         return {s.student.id: s.score for s in gb.assignment_submissions(assignment)}
 
 
+def cpu_ticks() -> tuple[int, int] | None:
+    """(busy, total) jiffies of every core since boot, from /proc/stat (None where there is none)."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def cpu_busy(before, after) -> float | None:
+    """The fraction of the machine's cores busy between two ``cpu_ticks`` readings."""
+    if not before or not after or after[1] == before[1]:
+        return None
+    return round((after[0] - before[0]) / (after[1] - before[1]), 3)
+
+
+def where_time_went(results_dir: Path, students) -> dict[str, float]:
+    """Seconds of every grading lap (``autograder.grading.Stopwatch``) summed over the students' exercises,
+    largest first: what slows a grading down when more GPUs grade side by side."""
+    laps: dict[str, float] = {}
+    for s in students:
+        try:
+            outcome = json.loads((results_dir / f"{s}.json").read_text())
+        except (OSError, ValueError):
+            continue
+        for nb in outcome.get("notebooks", {}).values():
+            for ex in nb.get("exercises", []):
+                for name, sec in (ex.get("seconds") or {}).items():
+                    if isinstance(sec, (int, float)) and name != "total":
+                        laps[name] = laps.get(name, 0.0) + sec
+    return {k: round(v, 1) for k, v in sorted(laps.items(), key=lambda kv: -kv[1])}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m tools.synthetic_class", description=__doc__.split("\n\n")[0])
     p.add_argument("out", type=Path)
@@ -171,9 +206,9 @@ def main(argv=None) -> int:
                    "--force", "--report", str(args.out / f"report-{a}-{n}")]
             cmd += [f"--student={s}" for s in students]
             cmd += ["--quick"] * args.quick + ["--no-execute"] * args.no_execute
-            t0 = time.perf_counter()
+            t0, ticks = time.perf_counter(), cpu_ticks()
             run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=_env())
-            seconds = time.perf_counter() - t0
+            seconds, busy = time.perf_counter() - t0, cpu_busy(ticks, cpu_ticks())
             method = f"python -m autograder batch {a}{flags} on {n} GPU(s), Dask LocalCluster (tools/synthetic_class.py)"
             (args.out / f"batch-{a}-{n}.log").write_text(
                 results.header({**results.this_machine(), "method": method}) + run.stdout + run.stderr)
@@ -182,14 +217,20 @@ def main(argv=None) -> int:
             where = next((line for line in run.stdout.splitlines() if "submissions graded" in line), "")
             rows.append({"workers": n, "assignment": a, "submissions": len(students), "exit": run.returncode,
                          "seconds": round(seconds, 1), "per_minute": round(60 * len(students) / seconds, 2),
-                         "points": by_kind, "run": where})
+                         "points": by_kind, "cpu_busy": busy, "run": where,
+                         "laps": where_time_went(course / "autograder_results" / a, students)})
             print(json.dumps(rows[-1]), flush=True)
-    print(f"\n{'workers':>7} {'assignment':<18}{'subs':>5}{'seconds':>9}{'subs/min':>10}  points by kind "
-          "(solution / untouched / partial / patcher)")
+    print(f"\n{'workers':>7} {'assignment':<18}{'subs':>5}{'seconds':>9}{'subs/min':>10}{'CPU busy':>9}  points by "
+          "kind (solution / untouched / partial / patcher)")
     for r in rows:
         pts = " / ".join(",".join(f"{x:g}" if x is not None else "-" for x in r["points"][k]) for k in KINDS)
-        print(f"{r['workers']:>7} {r['assignment']:<18}{r['submissions']:>5}{r['seconds']:>9.0f}{r['per_minute']:>10.2f}  "
+        busy = f"{r['cpu_busy']:.0%}" if r["cpu_busy"] is not None else "-"
+        print(f"{r['workers']:>7} {r['assignment']:<18}{r['submissions']:>5}{r['seconds']:>9.0f}{r['per_minute']:>10.2f}{busy:>9}  "
               f"{pts}{'' if r['exit'] == 0 else '  (exit ' + str(r['exit']) + ')'}")
+    print("\nwhere the grading time went (seconds summed over every exercise graded, largest first):")
+    for r in rows:
+        laps = ", ".join(f"{k} {v:.0f}" for k, v in list(r["laps"].items())[:6])
+        print(f"{r['workers']:>7} {r['assignment']:<18}{laps}")
     method = (f"tools/synthetic_class.py: a synthetic class of {', '.join(assignments)} (solution, untouched, "
               "partially wrong, a learner who patches autograder.nbgrader.grade in a cell) graded by `python -m "
               f"autograder batch{flags}` on an embedded Dask "
