@@ -159,6 +159,9 @@ class ClassRun:
         return "done" if gradebook.recorded(self.coursedir, self.assignment, student, self.layout) else "unrecorded"
 
     def tasks(self, quick=None, timeout=None, jobs=None, execute=True) -> list[dict]:
+        """One task per submission to grade, the most work first (``exercises_done``): the short gradings
+        (notebooks left as handed out) fill the last minutes, when a GPU that finishes early would otherwise
+        wait for another's long one."""
         if not self.todo:
             return []
         template = gradebook.template_gradebook(self.coursedir, self.assignment,
@@ -166,7 +169,25 @@ class ClassRun:
         return [{"root": str(self.root), "assignment": self.assignment, "student": s, "layout": self.layout,
                  "template_db": str(template), "grader": self.grader,
                  "run": self.forced["id"] if self.forced else None, "quick": quick, "timeout": timeout,
-                 "jobs": jobs, "execute": execute} for s in self.todo]
+                 "jobs": jobs, "execute": execute}
+                for s in sorted(self.todo, key=lambda s: -self.exercises_done(s))]
+
+    def exercises_done(self, student: str) -> int:
+        """How many of the assignment's exercises the learner's notebooks do not leave as handed out: a
+        guess at the grading's length, read from the source (an unreadable notebook counts none)."""
+        from autograder import specs
+        from autograder.submission import SubmissionError, left_as_handed_out, load
+
+        done = 0
+        for name, cells in self.layout.items():
+            try:
+                source = load(gradebook.step_dir(self.coursedir, "submitted", student, self.assignment)
+                              / f"{name}.ipynb").source
+            except SubmissionError:
+                continue
+            done += sum(ex in specs.EXERCISES and not left_as_handed_out(source, specs.get(ex).entry)
+                        for ex in set(cells.values()))
+        return done
 
     def finish(self, outcome: dict) -> dict:
         """The result file first (atomically: nothing half-written survives a crash; readable by the course's

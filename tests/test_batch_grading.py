@@ -351,6 +351,30 @@ def _outcome(coursedir, student, score):
             "notebooks": {"hw": _result("softmax", score, 10)}}
 
 
+def test_the_longest_gradings_go_first_and_notebooks_left_as_handed_out_last(tmp_path, _assignment_gradebook):
+    """A class's short gradings fill its last minutes: the submissions are handed out by how many exercises
+    their notebooks do more than raise NotImplementedError (the class's order among equals)."""
+    from autograder.batch import ClassRun
+
+    students = ["ann", "bob", "cy", "dee"]
+    coursedir, _ = _mini_course(tmp_path, _assignment_gradebook, students)
+    stub = 'def {0}(x):\n    """As handed out."""\n    raise NotImplementedError("{0}")\n'
+    done = "def {0}(x):\n    return x.softmax(-1)\n"
+    code = {"ann": stub.format("softmax") + stub.format("online_softmax"),
+            "bob": done.format("softmax") + stub.format("online_softmax"),
+            "cy": done.format("softmax") + done.format("online_softmax")}
+    for student, src in code.items():
+        path = tmp_path / "submitted" / student / "hw" / "hw.ipynb"
+        nb = json.loads(path.read_text())
+        nb["cells"].insert(0, {"cell_type": "code", "source": src, "outputs": [], "execution_count": None,
+                               "metadata": {}})
+        path.write_text(json.dumps(nb))
+    (tmp_path / "submitted" / "dee" / "hw" / "hw.ipynb").write_text("{not json")
+    run = ClassRun(tmp_path, "hw")
+    assert [run.exercises_done(s) for s in students] == [0, 1, 2, 0]
+    assert [t["student"] for t in run.tasks()] == ["cy", "bob", "ann", "dee"]
+
+
 def test_a_result_saved_before_a_crash_is_recorded_by_the_next_run_without_grading(tmp_path, _assignment_gradebook):
     from autograder.batch import ClassRun
 
