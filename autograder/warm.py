@@ -57,9 +57,9 @@ def warm_mode() -> str:
 def warmer_count(exercises_side_by_side: int, cores: int | None = None) -> int:
     """How many warmers each exercise gets: ``AUTOGRADER_WARMERS`` if set; none without a GPU (the Triton
     interpreter compiles nothing); otherwise the cores left once every exercise graded side by side has its
-    graded and baseline workers, shared out, at most ``MAX_WARMERS``, and this submission's share of
-    ``HOST_WARMERS``. ``cores``: this submission's share of the machine (batch grading passes its own: the
-    cores over the submissions graded at once), else all."""
+    graded and baseline workers, shared out, at most ``MAX_WARMERS``; one of several submissions graded on
+    the host at once, its share of ``HOST_WARMERS`` too. ``cores``: this submission's share of the machine
+    (batch grading passes its own: the cores over the submissions graded at once), else all."""
     warm_mode()  # a mistyped mode is an error before anything is graded, not one per exercise
     if os.environ.get(ENV):
         return max(0, int(os.environ[ENV]))
@@ -68,10 +68,11 @@ def warmer_count(exercises_side_by_side: int, cores: int | None = None) -> int:
     if not course.ON_GPU:
         return 0
     machine = os.cpu_count() or 1
-    share = min(1.0, (cores or machine) / machine)
     per_exercise = (cores or machine) // max(1, exercises_side_by_side)
-    host = int(HOST_WARMERS * share) // max(1, exercises_side_by_side)
-    return max(0, min(MAX_WARMERS, per_exercise - 2, host))
+    count = min(MAX_WARMERS, per_exercise - 2)
+    if cores and cores < machine:  # one of several submissions graded on this host at once
+        count = min(count, int(HOST_WARMERS * cores / machine) // max(1, exercises_side_by_side))
+    return max(0, count)
 
 
 def shares(n_cases: int, count: int, mode: str = "before") -> list[list[int]]:
