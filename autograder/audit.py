@@ -678,10 +678,18 @@ _KERNEL_PYTHON = ("a Triton kernel may call only Triton functions (@triton.jit, 
 _PARSE_LOCK = threading.Lock()
 
 
-def parse(source: str, filename: str = "<unknown>") -> ast.Module:
-    """``ast.parse``, one thread at a time."""
+def parse(source: str, filename: str = "<unknown>", mode: str = "exec") -> ast.AST:
+    """``ast.parse``, one thread at a time. Source Python cannot read raises SyntaxError, whatever the parser
+    raised: nesting deeper than its stack (``1+1+...`` two hundred thousand times: RecursionError, or
+    MemoryError), a null byte (ValueError before Python 3.12). Python could not run it either; the learner
+    is told why, and no grading crashes on it."""
     with _PARSE_LOCK:
-        return ast.parse(source, filename=filename)
+        try:
+            return ast.parse(source, filename=filename, mode=mode)
+        except (RecursionError, MemoryError) as exc:
+            raise SyntaxError(f"nested too deeply for Python to read ({type(exc).__name__})") from None
+        except ValueError as exc:
+            raise SyntaxError(str(exc)) from None
 
 
 def audit(source: str, *, allow: Iterable[str] = frozenset(), forbidden_calls: Iterable[str] | Mapping = frozenset(),

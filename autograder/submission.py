@@ -127,7 +127,7 @@ def _continues(previous: list[str]) -> bool:
     if previous and previous[-1].rstrip().endswith("\\"):
         return True
     try:
-        ast.parse("\n".join(previous))
+        parse("\n".join(previous))
     except SyntaxError as exc:
         return "was never closed" in str(exc.msg)
     return False
@@ -170,7 +170,7 @@ def _replacement(node, statement: bool, folder):
     if method == "run_line_magic" and args and args[0] in _STATEMENT_RUNS and len(args) == 2 and args[1].strip():
         body = args[1].strip()
         try:
-            ast.parse(body, mode="exec" if statement else "eval")
+            parse(body, mode="exec" if statement else "eval")
             return body if statement else f"({body})"
         except SyntaxError:
             pass
@@ -208,7 +208,7 @@ def cell_lines(src: str, folder=None, written: dict | None = None) -> list[tuple
     python = [""] * (len(lines) if first is None else first) + python  # IPython drops leading blank lines
     python += [""] * (len(lines) - len(python))  # a magic continued by a backslash is one line in IPython's
     try:
-        tree = ast.parse("\n".join(python))
+        tree = parse("\n".join(python))
     except SyntaxError:
         return [(line, i) for i, line in enumerate(python, start=1)]  # the load says where it does not parse
     parents = {id(c): n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
@@ -321,7 +321,7 @@ def left_as_handed_out(source: str, entry: str) -> bool:
     baseline for it. Only a saving: a name bound again at run time (``globals()``, ``exec``) that this
     reading misses costs the grading their head start, never a point (a timing opens its baseline itself)."""
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except SyntaxError:
         return False
     bindings = [node for node in ast.walk(tree) if _binds(node, entry)]

@@ -40,6 +40,11 @@ def test_list_shows_every_exercise_with_notebook_points_and_signature():
     (lambda d: _write(d / "bad.py", "def softmax(x):\n    return (\n"), "syntax error"),
     (lambda d: _notebook(d / "04_fused_softmax.ipynb", ["import torch", "def softmax(x)\n    pass"]),
      "syntax error in 04_fused_softmax.ipynb at cell 2, line 1"),
+    # more nesting than Python's parser has stack for (RecursionError, MemoryError), a null byte (ValueError
+    # before Python 3.12): Python cannot run it either, and the grading said so instead of a traceback
+    (lambda d: _write(d / "deep.py", "x = " + "1+" * 200_000 + "1\n"), "nested too deeply for Python to read"),
+    (lambda d: _write(d / "deep_unary.py", "x = " + "-" * 200_000 + "1\n"), "nested too deeply for Python to read"),
+    (lambda d: _write(d / "null.py", "x = 1\0\n"), "syntax error"),
 ])
 def test_unusable_input_exits_2_with_one_line(tmp_path, make, message):
     out = run_cli("grade", str(make(tmp_path)))
