@@ -814,7 +814,7 @@ class OpRecorder(TorchDispatchMode):
         foreign = max((held_elements(storage_nbytes(storage_of(t)), T.element_size(t)) for t, _ in
                        self._provenance.foreign_writes(func, args, kwargs, out, fresh)), default=0) \
             if self._provenance else 0
-        if _interpreter_plumbing(frame):
+        if interpreter_plumbing(frame):
             if foreign > _LEDGER[self][1][0]:
                 self._set_largest(foreign, name, self._line_from(frame))
             return out
@@ -944,7 +944,7 @@ def _asked_by(frame) -> str:
     return GRADER
 
 
-def _interpreter_plumbing(frame) -> bool:
+def interpreter_plumbing(frame) -> bool:
     """Whether an operator is the CPU interpreter's own work inside a launch (``_asked_by``). Code the
     interpreter calls on the learner's behalf (a kernel's body, hooks, grid callables) is the learner's,
     and on a GPU, where the grade is made, no interpreter runs."""

@@ -231,6 +231,8 @@ class Worker:
         # prepare(args) -> args: a baseline's own arguments, made when a slot is loaded (Performance.baseline_args).
         # fresh(bases, seed) -> args: a timed call's fresh values (Performance.fresh_args; None: jittered_args).
         self.harness, self.prepare, self.fresh = harness, prepare, fresh
+        # the timed calls' harness: the same, but for one that measures around checked calls alone (checked_only)
+        self.timed_harness = None if getattr(harness, "checked_only", False) else harness
         self.course_tools = course_tools  # the course's functions a checked call may run (None: any)
         self.trusted = trusted  # a baseline: its outputs (torch's own tuple types too) are never refused
         self.collects = False  # collect a call's garbage inside it (a grading worker; not check()'s session)
@@ -341,10 +343,10 @@ class Worker:
             # memory harness never times: memory exercises have no performance part)
             if empty:
                 outs.append(None)
-            elif self.harness is None:
+            elif self.timed_harness is None:
                 outs.append(self.fn(*args))
             else:
-                outs.append(self.harness(self.fn, args)[0])
+                outs.append(self.timed_harness(self.fn, args)[0])
 
     def call(self, args: tuple, empty: bool = False, config: int | None = None,
              device_time: bool = False) -> protocol.CallDone:

@@ -280,10 +280,13 @@ class MemoryMeter(TorchDispatchMode):
 
     active: list = []  # the meters on now (innermost last): a kernel launch tells them what it was handed
 
-    def __init__(self, inputs=None):
+    def __init__(self, inputs=None, skip=None):
         super().__init__()
         self._live: dict = {}  # StorageWeakRef -> bytes
         self.peak = 0
+        # skip(frame) -> bool: operators not to count, told by the frame that ran them (the grader's: the CPU
+        # Triton interpreter's own work inside a launch, which no GPU does)
+        self._skip = skip
         # with the call's inputs: foreign storage written by an operator counts too (module docstring), and
         # foreign storage handed to a kernel launch (``launched``)
         self._provenance = Provenance(inputs) if inputs is not None else None
@@ -310,6 +313,8 @@ class MemoryMeter(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
+        if self._skip is not None and self._skip(sys._getframe(1)):
+            return out
         # The bookkeeping outside any Python profile function set around the operator (the grader's recorder
         # watches each operator with one, for code of the learner's that starts inside it): where every tensor
         # it reads is of torch's plain classes it starts no code but torch's and the meter's (tensors and

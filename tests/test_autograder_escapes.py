@@ -759,7 +759,7 @@ def test_a_folder_beside_the_submission_named_like_a_library_is_still_the_learne
         frame = module.here()
         assert legality._asked_by(frame) == legality.LEARNER, rel
         assert not legality._is_library(str(path)), rel
-        assert not legality._interpreter_plumbing(frame), rel
+        assert not legality.interpreter_plumbing(frame), rel
     torch_frame = sys.modules["torch"].__file__
     assert legality._is_library(torch_frame) and legality._is_library(legality._INTERPRETER)
 

@@ -75,6 +75,36 @@ def test_materializing_the_dequantized_weight_is_a_violation_naming_the_line():
         "stream it in chunks" in v for v in q["violations"]), q["violations"]
 
 
+def test_a_weight_dequantized_in_pieces_all_kept_is_held_at_once():
+    # each piece of the weight (copy_ of a few rows of w_q into float32) is under the size rule, and together
+    # they are the weight in float: a checked call's operators held them all at once (on a GPU the pieces'
+    # addresses reach one kernel as a table: later/dequantized_chunks_table_08.py, the GPU check's legality group)
+    q = graded("later/keeps_dequantized_chunks_08.py", ("int8_weight_linear",), 300.0)["int8_weight_linear"]
+    assert q["score"] == 0 and not q["correct"]
+    held = [v for v in q["violations"] if "held more bytes at once than four float32 tensors" in v]
+    assert len(held) == 1 and "in one tensor or in pieces" in held[0], q["violations"]
+
+
+def test_the_held_bytes_are_measured_around_checked_calls_and_never_timed():
+    from autograder.specs import get
+    from autograder.specs.nb08_memory import q_held_limit
+    from autograder.worker import Worker
+
+    spec = get("int8_weight_linear")
+    worker = Worker(lambda *a: None, None, poison=False, harness=spec.harness)
+    assert worker.harness is spec.harness and worker.timed_harness is None  # timed calls run without the meter
+    # y (the solution's one tensor) in float32 fits four times on every case; the weight in 16-bit floats
+    # does not fit on the cases where it is much larger than x and y (which every learner's call must pass)
+    caught = set()
+    for case in spec.cases(False):
+        args = case.build(torch.Generator().manual_seed(0))
+        x, w_q = args[0], args[1]
+        assert 4 * x.shape[0] * w_q.shape[0] * 4 <= q_held_limit(args)
+        if 2 * w_q.numel() > q_held_limit(args):
+            caught.add(tuple(w_q.shape))
+    assert len(caught) >= 2, caught
+
+
 def test_a_tensor_is_sized_by_what_its_storage_holds():
     # the whole weight dequantized (copy_ of w_q) into a view of a buffer empty_strided made as 2 elements N*K - 1
     # apart: the largest tensor any operator handed back had 2 elements (7 of 7 correctness points)

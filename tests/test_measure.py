@@ -100,3 +100,13 @@ def test_setup_notebook_seeds_and_says_where_it_runs(monkeypatch, capsys):
             assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(threads)
+
+
+def test_a_meter_skips_the_operators_its_skip_names():
+    """The grader's meter leaves out the CPU interpreter's own copies (``skip``: told by the frame that ran
+    the operator); everything else is counted as before."""
+    from measure.memory import MemoryMeter
+
+    with MemoryMeter(skip=lambda frame: True) as skipped, MemoryMeter() as counted:
+        t = torch.empty(1000)
+    assert counted.peak == t.untyped_storage().nbytes() and skipped.peak == 0

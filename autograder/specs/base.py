@@ -92,6 +92,14 @@ class Rules:
     kernel_library: dict = field(default_factory=dict)
 
 
+def checked_only(harness: Callable) -> Callable:
+    """Marks a harness (``Exercise.harness``) that measures a rule around the checked calls alone: the timed
+    calls call the entry point plainly (a memory meter, a dispatch mode on every operator, would be timed
+    with the learner's code)."""
+    harness.checked_only = True
+    return harness
+
+
 def triton_rules(why: dict, *, max_launches: int | None = 1, extra_ops=frozenset(),
                  max_intermediate=None, intermediate_advice: str = "stream it in chunks",
                  kernel_library: dict | None = None) -> Rules:

@@ -55,7 +55,9 @@ int8_weight_linear
 ``[M, K]`` (float32/16, bfloat16), w_q int8 ``[N, K]``, w_scale float32 ``[N]``, bias ``[N]`` in x's dtype;
 y ``[M, N]`` in x's dtype. One Triton launch that reads w_q as int8 and dequantizes in registers: no torch
 operator may produce a tensor as large as the weight (``max_intermediate``: w_q.to(bfloat16) is the
-dequantized weight materialized, a violation naming the line). Performance at decode (M = 16, K = 8192,
+dequantized weight materialized, a violation naming the line), and a checked call's operators may not hold
+more than four float32 tensors the size of x or y at once (``held_at_once``: the weight dequantized in pieces,
+each under the size rule, all kept). Performance at decode (M = 16, K = 8192,
 N = 57344, bf16: 448 MiB of int8 weight) against the bf16 matmul of the already dequantized weight, prepared
 outside the timed calls: half the weight bytes should show as speed.
 """
@@ -69,7 +71,7 @@ from measure.tolerance import DOT_OPERAND_ERROR, UNIT_ROUNDOFF, SlackReference
 from autograder.specs._cases import HINT_ODD, HINT_STRIDE, HINT_TINY, dtype_name, family_of, row_strided
 from autograder.specs.nb06_matmul_fused_mlp import TF32_TOLERANCES
 from autograder.specs.base import (TOLERANCES, TORCH, TRITON, Case, Exercise, Memory, Performance, Rules,
-                                   triton_rules, as64, float_dtypes, gelu_tanh, pick_shapes, rand)
+                                   checked_only, triton_rules, as64, float_dtypes, gelu_tanh, pick_shapes, rand)
 
 NOTEBOOK = "08_memory"
 
@@ -404,6 +406,33 @@ def q_max_intermediate(args) -> int:
     return max(m * k, m * n, n, k)
 
 
+def q_held_limit(args) -> int:
+    """The bytes a call's torch operators may hold at once: four float32 tensors of the largest size one may
+    produce (y, a float32 copy of it, a copy of x, ...) and 4 KiB for tiny shapes. The weight dequantized takes
+    at least 2 bytes an element, N*K*2: 2-3x this limit on the cases where the weight is 16-22x larger than x
+    and y, whether in one tensor (the size rule sees it) or in pieces kept side by side (this rule does)."""
+    return 16 * q_max_intermediate(args) + 4096
+
+
+@checked_only
+def held_at_once(fn, args):
+    """int8_weight_linear's checked calls: y = fn(*args) under a MemoryMeter, and a violation where its torch
+    operators held more than ``q_held_limit`` at once: the weight dequantized into chunks that are each under
+    the size rule, all kept and handed to one kernel (a table of their addresses), is the whole weight in
+    float all the same. Timed calls run without the meter."""
+    from autograder.legality import interpreter_plumbing
+
+    # the CPU interpreter's own copies (16-bit tiles it converts) are not counted: no GPU makes them
+    with MemoryMeter(inputs=args, skip=interpreter_plumbing) as meter:
+        out = fn(*args)
+    measured = {"peak_bytes": int(meter.peak), "limit_bytes": q_held_limit(args)}
+    if meter.peak > measured["limit_bytes"]:  # (one sentence for every case: the violations are listed once)
+        measured["violation"] = ("the torch operators of a call held more bytes at once than four float32 tensors "
+                                 "the size of x or y: dequantize inside your kernel, one tile of w_q at a time: "
+                                 "the whole weight in float never exists, in one tensor or in pieces")
+    return out, measured
+
+
 def dequantize(w_q, w_scale, dtype=torch.bfloat16):
     return (w_q.float() * w_scale.float()[:, None]).to(dtype)
 
@@ -479,7 +508,7 @@ EXERCISES = [
         id="int8_weight_linear", notebook=NOTEBOOK, entry="int8_weight_linear",
         signature="int8_weight_linear(x, w_q, w_scale, bias) -> x @ (w_q * w_scale[:, None]).T + bias",
         correctness_points=7, performance_points=3, cases=_q_cases, reference=q_reference,
-        tolerances=Q_TOLERANCES, kind=TRITON, timeout_s=300.0,
+        tolerances=Q_TOLERANCES, kind=TRITON, timeout_s=300.0, harness=held_at_once,
         rules=triton_rules(WHY_Q, max_intermediate=q_max_intermediate,
                            intermediate_advice="dequantize inside your kernel, one tile of w_q at a time: the "
                                                "whole weight in float never exists"),
