@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -295,8 +296,8 @@ def load(path) -> Submission:
         tree = parse(sub.source, filename=str(path))
     except SyntaxError as exc:
         raise SubmissionError(f"syntax error in {path.name} at {sub.where(exc.lineno)}: {exc.msg}") from None
-    sub.defined = _top_level_names(tree)
     sub.helpers = local_sources(sub.source, sub.path.parent, written)
+    sub.defined = _top_level_names(tree) | star_imported(tree, sub.path.parent, sub.helpers)
     return sub
 
 
@@ -312,6 +313,51 @@ def _top_level_names(tree: ast.Module) -> set:
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             names.update((a.asname or a.name).split(".")[0] for a in node.names)
     return names
+
+
+def star_imported(tree: ast.Module, folder: Path, helpers: dict, depth: int = 0) -> set:
+    """The names ``from module import *`` binds at the top level of ``tree`` where the module is one of the
+    learner's beside the submission (``helpers``: their text, as ``local_sources`` read it): its ``__all__``
+    where that is a literal list of strings, else its public top-level names, its own star imports of modules
+    beside it included. What ``check`` finds in the learner's process, read from the source. (A library's
+    star import binds nothing of the learner's: an entry point it brings is not the learner's to grade.)"""
+    names: set = set()
+    for node in tree.body:
+        if not (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
+                and any(a.name == "*" for a in node.names)) or depth > 4:
+            continue
+        text = _beside_text(folder, node.module, helpers)
+        try:
+            module = parse(text) if text is not None else None
+        except SyntaxError:
+            module = None
+        if module is None:
+            continue
+        public = _literal_all(module)
+        if public is None:
+            public = {n for n in _top_level_names(module) | star_imported(module, folder, helpers, depth + 1)
+                      if not n.startswith("_")}
+        names |= public
+    return names
+
+
+def _beside_text(folder: Path, module: str, helpers: dict) -> str | None:
+    """The text of module ``module`` beside the submission, as ``local_sources`` read it (None: not one)."""
+    relative = Path(*module.split("."))
+    for candidate in (folder / relative.with_suffix(".py"), folder / relative / "__init__.py"):
+        text = helpers.get(os.path.realpath(candidate))
+        if text is not None:
+            return text
+    return None
+
+
+def _literal_all(module: ast.Module) -> set | None:
+    for node in module.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            if isinstance(node.value, (ast.List, ast.Tuple)) and all(
+                    isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.value.elts):
+                return {e.value for e in node.value.elts}
+    return None
 
 
 def left_as_handed_out(source: str, entry: str) -> bool:

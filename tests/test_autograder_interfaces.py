@@ -430,3 +430,22 @@ def test_an_unwritten_exercise_gets_the_not_written_hint(capsys):
     out = capsys.readouterr().out
     assert "NotImplementedError" in out and f"hint: {NOT_WRITTEN_HINT}" in out
     assert "does the grid cover" not in out  # the shape hint would send the learner the wrong way
+
+
+def test_entry_points_a_star_import_brings_from_a_module_beside_are_defined(tmp_path):
+    """``from kernels import *`` binds the public names of the learner's module beside the notebook (its
+    ``__all__`` where it has one, its own star imports of modules beside it too): check finds them in the
+    learner's process, and the grader reads them from the source, so both grade the same functions. A
+    library's star import binds nothing of the learner's."""
+    from autograder.submission import load
+
+    (tmp_path / "kernels.py").write_text("from more import *\nimport torch\n\ndef softmax(x):\n    return x\n\n"
+                                         "def _private(x):\n    return x\n")
+    (tmp_path / "more.py").write_text("from kernels import *\n\ndef bias_gelu(x, b):\n    return x\n")
+    (tmp_path / "listed.py").write_text("__all__ = ['vector_add']\n\ndef vector_add(x, y):\n    return x\n\n"
+                                        "def layer_norm_fwd(x, w, b):\n    return x\n")
+    sub = tmp_path / "sub.py"
+    sub.write_text("from kernels import *\nfrom listed import *\nfrom torch.nn.functional import *\n")
+    defined = load(sub).defined
+    assert {"softmax", "bias_gelu", "torch", "vector_add"} <= defined  # (the two modules import each other)
+    assert not {"_private", "layer_norm_fwd", "gelu", "silu"} & defined

@@ -434,10 +434,7 @@ def test_a_check_stopped_at_its_time_limit_shows_the_line_it_was_stuck_on(capsys
 NOT_FOR_CHECK = {"patches_grader.py", "hangs.py", "hangs_asleep.py", "raises_at_import.py", "floods_output.py",
                  # an escape on the CPU only (named without escape_: on a GPU it is honest): check() runs the
                  # kernel in the learner's own process, where no audit of its text applies
-                 "interpreter_last_def.py",
-                 # its star import brings good_triton's other exercises along: check() finds bias_gelu there, the
-                 # grader takes entry points from the submission's own text only (a disagreement left open)
-                 "honest_stub_kept_star_import.py"}
+                 "interpreter_last_def.py"}
 # Submissions that end the process they run in (exits, a segfault; on a GPU an illegal memory access).
 CRASH_THE_PROCESS = {"crashes.py", "unmasked_store.py"}
 # Exercises judged on wall-clock times of a probe (00's benchmark): on a busy machine a verdict can flip, so
