@@ -45,6 +45,8 @@ def test_list_shows_every_exercise_with_notebook_points_and_signature():
     (lambda d: _write(d / "deep.py", "x = " + "1+" * 200_000 + "1\n"), "nested too deeply for Python to read"),
     (lambda d: _write(d / "deep_unary.py", "x = " + "-" * 200_000 + "1\n"), "nested too deeply for Python to read"),
     (lambda d: _write(d / "null.py", "x = 1\0\n"), "syntax error"),
+    # Python reads it, the audit's recursive walks did not: 250 terms of 1+1+... was an internal grader error
+    (lambda d: _write(d / "long_sum.py", "x = " + "1+" * 500 + "1\n"), "at line 1: nested 503 levels deep"),
     # notebooks the readers took a traceback on (and, read by a batch to order the class, the whole class's run
     # with them): JSON nested deeper than its reader's stack, cells that are not nbformat's, %%time inside
     # %%time thousands deep, %run of a file that is not text, more line magics than IPython transforms
