@@ -685,11 +685,36 @@ def parse(source: str, filename: str = "<unknown>", mode: str = "exec") -> ast.A
     is told why, and no grading crashes on it."""
     with _PARSE_LOCK:
         try:
-            return ast.parse(source, filename=filename, mode=mode)
+            tree = ast.parse(source, filename=filename, mode=mode)
         except (RecursionError, MemoryError) as exc:
             raise SyntaxError(f"nested too deeply for Python to read ({type(exc).__name__})") from None
         except ValueError as exc:
             raise SyntaxError(str(exc)) from None
+    depth, line = _depth(tree)
+    if depth > MAX_DEPTH:
+        error = SyntaxError(f"nested {depth} levels deep, more than the grader reads ({MAX_DEPTH}): split the "
+                            "expression into named parts")
+        error.lineno = line
+        raise error
+    return tree
+
+
+# The audit walks a tree recursively, a few Python frames a level: Python's parser takes ~1000 levels of
+# ``1+1+...`` (3.11), the audit's walks ran out of stack at ~250 and the grading failed with a traceback.
+# Honest code nests a few dozen levels; past this the learner is told, as for source Python cannot read.
+MAX_DEPTH = 150
+
+
+def _depth(tree: ast.AST) -> tuple[int, int | None]:
+    """(how many levels of nodes ``tree`` has, the line of its deepest node), walked without recursion."""
+    deepest, line, todo = 0, None, [(tree, 1, None)]
+    while todo:
+        node, level, at = todo.pop()
+        at = getattr(node, "lineno", at)
+        if level > deepest:
+            deepest, line = level, at
+        todo.extend((child, level + 1, at) for child in ast.iter_child_nodes(node))
+    return deepest, line
 
 
 def audit(source: str, *, allow: Iterable[str] = frozenset(), forbidden_calls: Iterable[str] | Mapping = frozenset(),

@@ -88,7 +88,10 @@ def _ipython_python(src: str) -> str:
         from IPython.core.inputtransformer2 import TransformerManager
     except ImportError:
         return "\n".join(_escapes_without_ipython(src.splitlines()))
-    return TransformerManager().transform_cell(src)
+    try:
+        return TransformerManager().transform_cell(src)
+    except RuntimeError as exc:  # more escapes than IPython transforms (500): Jupyter cannot run the cell either
+        raise SubmissionError(f"a cell IPython cannot read ({exc})") from None
 
 
 _ASSIGNED = re.compile(r"^([\w.\[\], ()*]+?)\s*=\s*([%!])(.*)$")
@@ -102,7 +105,9 @@ def _escapes_without_ipython(lines: list[str]) -> list[str]:
     for line in lines:
         stripped = line.lstrip()
         indent = line[: len(line) - len(stripped)]
-        if _continues(out) or not stripped or stripped.startswith("#"):
+        # the parse that tells a continued statement comes last, for lines that may be escapes alone: asked of
+        # every line, it read a cell's lines again for each one (a 4000-line cell took 85 s to load)
+        if not stripped or stripped.startswith("#") or not _may_escape(stripped) or _continues(out):
             out.append(line)
             continue
         assigned = _ASSIGNED.match(stripped)
@@ -120,6 +125,11 @@ def _escapes_without_ipython(lines: list[str]) -> list[str]:
             continue
         out.append(f"{indent}{target} = {call}" if target else indent + call)
     return out
+
+
+def _may_escape(stripped: str) -> bool:
+    """Whether a line (without its indentation) has the shape of one of IPython's escapes."""
+    return stripped.startswith(("%", "!")) or bool(_ASSIGNED.match(stripped)) or bool(_HELP.fullmatch(stripped))
 
 
 def _continues(previous: list[str]) -> bool:
@@ -178,8 +188,11 @@ def _replacement(node, statement: bool, folder):
     if statement and method == "run_line_magic" and args and args[0] == "run" and len(args) == 2:
         path = _run_target(args[1], folder)
         if path is not None:
-            text = path.read_text(encoding="utf-8")
             name = path.relative_to(Path(folder).resolve()).as_posix()
+            try:
+                text = path.read_text(encoding="utf-8")
+            except UnicodeDecodeError:  # IPython cannot run it either
+                raise SubmissionError(f"%run {name}: not a text file (not UTF-8)") from None
             return [(line, f"{name}, line {i}") for i, line in enumerate(text.splitlines(), start=1)]
     what = args[0] if method in ("run_line_magic", "run_cell_magic") and args else method
     return "pass" if statement else f"{STAND_IN}({what!r})"
@@ -267,6 +280,22 @@ def notebook_source(nb: dict, folder=None, written: dict | None = None) -> tuple
     return "\n".join(lines) + "\n", where
 
 
+def _cell_problem(cell) -> str | None:
+    """What makes ``cell`` something other than an nbformat cell, in words; None for a cell."""
+    if not isinstance(cell, dict):
+        return f"a {type(cell).__name__}, not a cell"
+    metadata = cell.get("metadata", {})
+    if not isinstance(metadata, dict) or not isinstance(metadata.get("nbgrader", {}), dict):
+        return "its metadata is not a mapping"
+    tags = metadata.get("tags") or []
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        return "its tags are not a list of words"
+    source = cell.get("source", "")
+    if not isinstance(source, str) and not (isinstance(source, list) and all(isinstance(s, str) for s in source)):
+        return "its source is not text"
+    return None
+
+
 def load(path) -> Submission:
     """Read and check a submission; raise SubmissionError with a one-line reason when it is unusable."""
     path = Path(path)
@@ -280,9 +309,18 @@ def load(path) -> Submission:
             nb = json.loads(path.read_text(encoding="utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise SubmissionError(f"{path} is not a valid notebook (invalid JSON: {exc})") from None
+        except (RecursionError, MemoryError):  # [[[...]]] deeper than the JSON reader's stack
+            raise SubmissionError(f"{path} is not a valid notebook (JSON nested too deeply to read)") from None
         if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
             raise SubmissionError(f"{path} is not a notebook (no list of cells)")
-        source, cells = notebook_source(nb, path.parent, written)
+        problem = next((f"cell {i}: {why}" for i, c in enumerate(nb["cells"], start=1) if (why := _cell_problem(c))),
+                       None)
+        if problem:  # the readers below take a cell's fields as nbformat writes them
+            raise SubmissionError(f"{path} is not a valid notebook ({problem})")
+        try:
+            source, cells = notebook_source(nb, path.parent, written)
+        except RecursionError:  # %%time inside %%time ..., each read as the cell below it
+            raise SubmissionError(f"{path}: cell magics nested too deeply to read") from None
         sub = Submission(path=path.resolve(), source=source, kind="notebook", cells=cells)
     elif path.suffix == ".py":
         try:

@@ -1558,3 +1558,21 @@ def test_capturing_what_the_process_prints_is_reported():
     # a kernel's device_print captured by IPython's capture_output handed a softmax's rows over (7/10 on the CPU)
     escape = load(ROOT / "tests/submissions/escape_captures_prints_through_ipython.py").source
     assert {(f.rule, f.line) for f in audit(escape, entry="softmax")} == {("grader-state", 11), ("grader-state", 29)}
+
+
+def test_every_tree_the_parser_lets_through_is_audited_without_running_out_of_stack():
+    """The audit walks a tree recursively: 1+1+... of 250 terms, which Python reads and runs, raised
+    RecursionError in it (an internal grader error). Past MAX_DEPTH the parse says so as a syntax error;
+    up to it the audit reads the tree from a stack already a few hundred frames deep (a grading thread's)."""
+    import sys
+
+    from autograder.audit import MAX_DEPTH, audit, parse
+
+    with pytest.raises(SyntaxError, match="more than the grader reads"):
+        parse("x = " + "1+" * MAX_DEPTH + "1\n")
+
+    def deep_in_the_stack(frames):
+        return deep_in_the_stack(frames - 1) if frames else audit("x = " + "1+" * (MAX_DEPTH - 3) + "1\n")
+
+    assert sys.getrecursionlimit() - 300 > 0
+    assert deep_in_the_stack(300) == []

@@ -45,6 +45,23 @@ def test_list_shows_every_exercise_with_notebook_points_and_signature():
     (lambda d: _write(d / "deep.py", "x = " + "1+" * 200_000 + "1\n"), "nested too deeply for Python to read"),
     (lambda d: _write(d / "deep_unary.py", "x = " + "-" * 200_000 + "1\n"), "nested too deeply for Python to read"),
     (lambda d: _write(d / "null.py", "x = 1\0\n"), "syntax error"),
+    # Python reads it, the audit's recursive walks did not: 250 terms of 1+1+... was an internal grader error
+    (lambda d: _write(d / "long_sum.py", "x = " + "1+" * 500 + "1\n"), "at line 1: nested 503 levels deep"),
+    # notebooks the readers took a traceback on (and, read by a batch to order the class, the whole class's run
+    # with them): JSON nested deeper than its reader's stack, cells that are not nbformat's, %%time inside
+    # %%time thousands deep, %run of a file that is not text, more line magics than IPython transforms
+    (lambda d: _write(d / "deep.ipynb", '{"cells": ' + "[" * 100_000 + "]" * 100_000 + "}"), "nested too deeply"),
+    (lambda d: _write(d / "word.ipynb", json.dumps({"cells": ["x = 1"]})), "cell 1: a str, not a cell"),
+    (lambda d: _write(d / "meta.ipynb", json.dumps({"cells": [{"cell_type": "code", "source": "", "metadata": []}]})),
+     "cell 1: its metadata is not a mapping"),
+    (lambda d: _write(d / "tags.ipynb", json.dumps({"cells": [{"cell_type": "code", "metadata": {"tags": 5}}]})),
+     "cell 1: its tags are not a list of words"),
+    (lambda d: _write(d / "ints.ipynb", json.dumps({"cells": [{"cell_type": "code", "source": [1, 2]}]})),
+     "cell 1: its source is not text"),
+    (lambda d: _notebook(d / "timed.ipynb", ["%%time\n" * 3000 + "x = 1\n"]), "cell magics nested too deeply"),
+    (lambda d: (d / "helper.py").write_bytes(b"x = '\xff'\n") and _notebook(d / "run.ipynb", ["%run helper.py"]),
+     "%run helper.py: not a text file"),
+    (lambda d: _notebook(d / "magics.ipynb", ["%time x = 1\n" * 600]), "a cell IPython cannot read"),
 ])
 def test_unusable_input_exits_2_with_one_line(tmp_path, make, message):
     out = run_cli("grade", str(make(tmp_path)))
@@ -313,6 +330,21 @@ def test_without_ipython_the_same_escapes_are_read(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "IPython.core.inputtransformer2", None)  # import fails
     without = load(tmp_path / "nb.ipynb").source
     assert without == with_ipython
+
+
+def test_without_ipython_a_long_cell_reads_in_linear_time():
+    """Where IPython is not installed (the GPU runner, whose grade counts), every line of a cell was asked
+    whether it continues a statement by parsing the cell's lines before it: a 4000-line cell of plain Python
+    took 85 s to load, every time the batch or a grading read it. Only a line shaped like an escape is asked."""
+    import time
+
+    from autograder.submission import _escapes_without_ipython
+
+    lines = ["x = (1 +", "     2)"] * 2000 + ["%time y = x", "y = (1 +", "% 2)"]
+    start = time.perf_counter()
+    out = _escapes_without_ipython(lines)
+    assert time.perf_counter() - start < 5.0
+    assert out[-3] == "get_ipython().run_line_magic('time', 'y = x')" and out[-1] == "% 2)"  # modulo, continued
 
 
 def test_an_honest_notebook_written_with_ipython_syntax_keeps_every_correctness_point(tmp_path):

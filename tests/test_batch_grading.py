@@ -375,6 +375,29 @@ def test_the_longest_gradings_go_first_and_notebooks_left_as_handed_out_last(tmp
     assert [t["student"] for t in run.tasks()] == ["cy", "bob", "ann", "dee"]
 
 
+def test_a_notebook_the_readers_cannot_take_counts_no_work_and_the_class_is_ordered(tmp_path, _assignment_gradebook):
+    """The batch reads every learner's notebook to order the class: a notebook that made the reading raise
+    something other than SubmissionError (a cell that is a word, JSON nested deeper than its reader's stack,
+    %%time inside %%time thousands deep) stopped the whole class's run before any grading began."""
+    from autograder.batch import ClassRun
+
+    students = ["ann", "bob", "cy", "dee"]
+    coursedir, _ = _mini_course(tmp_path, _assignment_gradebook, students)
+    broken = {"ann": json.dumps({"cells": ["def softmax(x):"]}),
+              "bob": '{"cells": ' + "[" * 100_000 + "]" * 100_000 + "}",
+              "cy": json.dumps({"cells": [{"cell_type": "code", "metadata": {}, "source": "%%time\n" * 3000}]})}
+    for student, text in broken.items():
+        (tmp_path / "submitted" / student / "hw" / "hw.ipynb").write_text(text)
+    path = tmp_path / "submitted" / "dee" / "hw" / "hw.ipynb"
+    nb = json.loads(path.read_text())
+    nb["cells"].insert(0, {"cell_type": "code", "source": "def softmax(x):\n    return x.softmax(-1)\n",
+                           "outputs": [], "execution_count": None, "metadata": {}})
+    path.write_text(json.dumps(nb))
+    run = ClassRun(tmp_path, "hw")
+    assert [run.exercises_done(s) for s in students] == [0, 0, 0, 2]
+    assert [t["student"] for t in run.tasks()] == ["dee", "ann", "bob", "cy"]
+
+
 def test_a_result_saved_before_a_crash_is_recorded_by_the_next_run_without_grading(tmp_path, _assignment_gradebook):
     from autograder.batch import ClassRun
 
