@@ -85,6 +85,12 @@ def test_a_weight_dequantized_in_pieces_all_kept_is_held_at_once():
     assert len(held) == 1 and "in one tensor or in pieces" in held[0], q["violations"]
 
 
+def test_torch_plumbing_around_an_honest_int8_kernel_keeps_every_correctness_point():
+    # x.contiguous(), w_scale.float(), bias.float(), a float32 output buffer: each the size of x, y or a row
+    q = graded("later/honest_int8_torch_plumbing_08.py", ("int8_weight_linear",), 300.0)["int8_weight_linear"]
+    assert q["correct"] and not q["violations"] and q["score"] * q["points"] == pytest.approx(7), text(q)
+
+
 def test_the_held_bytes_are_measured_around_checked_calls_and_never_timed():
     from autograder.specs import get
     from autograder.specs.nb08_memory import q_held_limit
