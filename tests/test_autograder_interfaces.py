@@ -40,13 +40,25 @@ def test_list_shows_every_exercise_with_notebook_points_and_signature():
     (lambda d: _write(d / "bad.py", "def softmax(x):\n    return (\n"), "syntax error"),
     (lambda d: _notebook(d / "04_fused_softmax.ipynb", ["import torch", "def softmax(x)\n    pass"]),
      "syntax error in 04_fused_softmax.ipynb at cell 2, line 1"),
+    # Python reads it, the audit's recursive walks did not: 250 terms of 1+1+... was an internal grader error
+    (lambda d: _write(d / "long_sum.py", "x = " + "1+" * 500 + "1\n"), "at line 1: nested 503 levels deep"),
+])
+def test_unusable_input_exits_2_with_one_line(tmp_path, make, message):
+    out = run_cli("grade", str(make(tmp_path)))
+    assert out.returncode == 2
+    assert message in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in out.stderr
+
+
+# Each is the SubmissionError that the command above prints in one line with exit code 2 (read here, in this
+# process: a command per file cost the suite a Python importing torch each).
+@pytest.mark.parametrize("make, message", [
     # more nesting than Python's parser has stack for (RecursionError, MemoryError), a null byte (ValueError
     # before Python 3.12): Python cannot run it either, and the grading said so instead of a traceback
     (lambda d: _write(d / "deep.py", "x = " + "1+" * 200_000 + "1\n"), "nested too deeply for Python to read"),
     (lambda d: _write(d / "deep_unary.py", "x = " + "-" * 200_000 + "1\n"), "nested too deeply for Python to read"),
     (lambda d: _write(d / "null.py", "x = 1\0\n"), "syntax error"),
-    # Python reads it, the audit's recursive walks did not: 250 terms of 1+1+... was an internal grader error
-    (lambda d: _write(d / "long_sum.py", "x = " + "1+" * 500 + "1\n"), "at line 1: nested 503 levels deep"),
     # notebooks the readers took a traceback on (and, read by a batch to order the class, the whole class's run
     # with them): JSON nested deeper than its reader's stack, cells that are not nbformat's, %%time inside
     # %%time thousands deep, %run of a file that is not text, more line magics than IPython transforms
@@ -63,12 +75,12 @@ def test_list_shows_every_exercise_with_notebook_points_and_signature():
      "%run helper.py: not a text file"),
     (lambda d: _notebook(d / "magics.ipynb", ["%time x = 1\n" * 600]), "a cell IPython cannot read"),
 ])
-def test_unusable_input_exits_2_with_one_line(tmp_path, make, message):
-    out = run_cli("grade", str(make(tmp_path)))
-    assert out.returncode == 2
-    assert message in out.stderr
-    assert len(out.stderr.strip().splitlines()) == 1
-    assert "Traceback" not in out.stderr
+def test_unreadable_input_is_a_one_line_submission_error(tmp_path, make, message):
+    from autograder.submission import SubmissionError, load
+
+    with pytest.raises(SubmissionError) as raised:
+        load(make(tmp_path))
+    assert message in str(raised.value) and "\n" not in str(raised.value)
 
 
 def test_unknown_exercise_exits_2():
