@@ -84,14 +84,24 @@ def _ipython_python(src: str) -> str:
     """A cell as IPython turns it into Python (``TransformerManager.transform_cell``, what IPython runs):
     magics, shell escapes and help become calls of ``get_ipython()``. Where IPython is not installed (a GPU
     runner's image), the same escape grammar is read here for the forms a notebook's line uses."""
+    # IPython transforms at most 499 escapes a cell, each a pass over the whole cell (500 cost 5 s to refuse):
+    # a cell with more lines of their shape is refused before, as Jupyter refuses to run it
+    if sum(_may_escape(line.lstrip()) for line in src.splitlines()) > IPYTHON_ESCAPES:
+        raise SubmissionError(f"a cell IPython cannot read (more than {IPYTHON_ESCAPES} %magics, !commands or "
+                              "help? lines)")
     try:
         from IPython.core.inputtransformer2 import TransformerManager
     except ImportError:
         return "\n".join(_escapes_without_ipython(src.splitlines()))
     try:
         return TransformerManager().transform_cell(src)
-    except RuntimeError as exc:  # more escapes than IPython transforms (500): Jupyter cannot run the cell either
+    except RuntimeError as exc:  # more escapes than IPython transforms: Jupyter cannot run the cell either
         raise SubmissionError(f"a cell IPython cannot read ({exc})") from None
+
+
+# IPython's TransformerManager transforms one escape a pass and gives up after 500 passes, the last of which
+# must change nothing (inputtransformer2.TRANSFORM_LOOP_LIMIT): 499 escapes a cell at most
+IPYTHON_ESCAPES = 499
 
 
 _ASSIGNED = re.compile(r"^([\w.\[\], ()*]+?)\s*=\s*([%!])(.*)$")

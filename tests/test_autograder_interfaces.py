@@ -73,7 +73,7 @@ def test_unusable_input_exits_2_with_one_line(tmp_path, make, message):
     (lambda d: _notebook(d / "timed.ipynb", ["%%time\n" * 3000 + "x = 1\n"]), "cell magics nested too deeply"),
     (lambda d: (d / "helper.py").write_bytes(b"x = '\xff'\n") and _notebook(d / "run.ipynb", ["%run helper.py"]),
      "%run helper.py: not a text file"),
-    (lambda d: _notebook(d / "magics.ipynb", ["%time x = 1\n" * 600]), "a cell IPython cannot read"),
+    (lambda d: _notebook(d / "magics.ipynb", ["%time x = 1\n" * 500]), "a cell IPython cannot read"),
 ])
 def test_unreadable_input_is_a_one_line_submission_error(tmp_path, make, message):
     from autograder.submission import SubmissionError, load
@@ -493,3 +493,12 @@ def test_entry_points_a_star_import_brings_from_a_module_beside_are_defined(tmp_
     defined = load(sub).defined
     assert {"softmax", "bias_gelu", "torch", "vector_add"} <= defined  # (the two modules import each other)
     assert not {"_private", "layer_norm_fwd", "gelu", "silu"} & defined
+
+
+def test_the_escapes_a_cell_may_hold_are_ipythons():
+    """A cell with more escapes than IPython transforms is refused before IPython spends seconds on it, and
+    the same where IPython is not installed: the limit is IPython's own."""
+    inputtransformer2 = pytest.importorskip("IPython.core.inputtransformer2")
+    from autograder import submission
+
+    assert submission.IPYTHON_ESCAPES == inputtransformer2.TRANSFORM_LOOP_LIMIT - 1
