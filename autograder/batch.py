@@ -185,8 +185,10 @@ class ClassRun:
                               / f"{name}.ipynb").source
                 done += sum(ex in specs.EXERCISES and not left_as_handed_out(source, specs.get(ex).entry)
                             for ex in set(cells.values()))
-            except Exception:  # noqa: BLE001  (a learner's file, read in the class's process: only an order rests
-                continue  # on it, and whatever it breaks there is that learner's grading's to report, not the class's)
+            # a learner's file, read in the class's process: only an order rests on it, and whatever breaks
+            # the reading is that learner's grading's to report, not the class's run's
+            except Exception:  # noqa: BLE001
+                continue
         return done
 
     def finish(self, outcome: dict) -> dict:
