@@ -42,6 +42,7 @@ MAX_WARMERS = 6  # ptxas and Triton's passes are one process each: past a few, t
 # 64-core H200 host: 6 warmers per exercise (48 in all) made every grading 25-40% slower with the cores 16%
 # busy; 2 each (16) graded as fast as none (results/NOTES.md, 2026-11-28, night).
 HOST_WARMERS = 16
+HOST_ENV = "AUTOGRADER_HOST_WARMERS"  # overrides HOST_WARMERS (to measure another share on a host)
 ENV = "AUTOGRADER_WARMERS"
 MODE_ENV = "AUTOGRADER_WARM_MODE"
 MODES = ("beside", "before")  # the first is the default
@@ -71,7 +72,8 @@ def warmer_count(exercises_side_by_side: int, cores: int | None = None) -> int:
     per_exercise = (cores or machine) // max(1, exercises_side_by_side)
     count = min(MAX_WARMERS, per_exercise - 2)
     if cores and cores < machine:  # one of several submissions graded on this host at once
-        count = min(count, int(HOST_WARMERS * cores / machine) // max(1, exercises_side_by_side))
+        host = int(os.environ.get(HOST_ENV) or HOST_WARMERS)
+        count = min(count, int(host * cores / machine) // max(1, exercises_side_by_side))
     return max(0, count)
 
 

@@ -42,6 +42,9 @@ def test_no_warmers_without_a_gpu_unless_asked(monkeypatch):
     monkeypatch.setattr(warm.os, "cpu_count", lambda: 64)  # a 4-GPU host
     assert warm.warmer_count(2) == warm.MAX_WARMERS  # one submission alone
     assert warm.warmer_count(2, cores=16) == 2  # one of four graded at once: the host's warmers shared out
+    monkeypatch.setenv(warm.HOST_ENV, "32")
+    assert warm.warmer_count(2, cores=16) == 4
+    monkeypatch.delenv(warm.HOST_ENV)
     monkeypatch.setattr(warm.os, "cpu_count", lambda: 2)
     assert warm.warmer_count(2) == 0
     monkeypatch.setenv(warm.ENV, "2")
