@@ -370,9 +370,11 @@ def star_imported(tree: ast.Module, folder: Path, helpers: dict, depth: int = 0)
     beside it included. What ``check`` finds in the learner's process, read from the source. (A library's
     star import binds nothing of the learner's: an entry point it brings is not the learner's to grade.)"""
     names: set = set()
+    if depth > 4:  # modules that star-import each other: as deep as anyone writes
+        return names
     for node in tree.body:
         if not (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
-                and any(a.name == "*" for a in node.names)) or depth > 4:
+                and any(a.name == "*" for a in node.names)):
             continue
         text = _beside_text(folder, node.module, helpers)
         try:
@@ -390,9 +392,10 @@ def star_imported(tree: ast.Module, folder: Path, helpers: dict, depth: int = 0)
 
 
 def _beside_text(folder: Path, module: str, helpers: dict) -> str | None:
-    """The text of module ``module`` beside the submission, as ``local_sources`` read it (None: not one)."""
+    """The text of module ``module`` beside the submission, as ``local_sources`` read it (None: not one); a
+    package before a module file of the same name, as Python finds them (``imports._module_files``)."""
     relative = Path(*module.split("."))
-    for candidate in (folder / relative.with_suffix(".py"), folder / relative / "__init__.py"):
+    for candidate in (folder / relative / "__init__.py", folder / relative.with_suffix(".py")):
         text = helpers.get(os.path.realpath(candidate))
         if text is not None:
             return text
