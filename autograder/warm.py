@@ -12,17 +12,20 @@ Two ways to run them (``AUTOGRADER_WARM_MODE``):
 - ``beside`` (the default: measured faster in docs/performance.md, 05 graded in 35 s instead of 48 s and
   07 in 52 s instead of 60 s on the same H100): the graded worker starts its cases at once, from the
   first, while the warmers take theirs from the last case backwards and stop where the graded worker has
-  reached; they are killed when its cases end. A notebook whose compilation is small then waits for
-  nothing; judged calls share the GPU with the warmers as they already do with the other exercises graded
-  side by side;
+  reached; they are killed when its cases end, but for the one autotuning the timed workload, which
+  finishes before the timing waits for the machine (the timing's warm-up then loads every config's
+  kernel from the cache instead of compiling it alone on the machine: 7 of 9 s of 08's int8 timing). A
+  notebook whose compilation is small then waits for nothing; judged calls share the GPU with the warmers
+  as they already do with the other exercises graded side by side;
 - ``before``: all of them first, each on its share dealt
   from the first case on; the graded worker's first case waits until they are done (at most a quarter of
   the time limit, given back to its deadline) and they are killed before it, so no judged call shares the
   GPU with them.
 
 Nothing they do is judged or trusted: they answer nothing the grade reads, they are killed before the
-graded worker's judging and timing, and a warmer that fails, hangs or is slow only leaves more for the
-graded worker to compile.
+graded worker's timing (and every exercise's: a timing waits until every exercise graded beside it has
+left its shared part, warmers included), and a warmer that fails, hangs or is slow only leaves more for the
+graded worker to compile (the wait for the timed workload's is bounded and given back to the time limit).
 The learner's code in them is confined as in any worker; its only way to touch the graded run is the
 submission's own cache, which the graded worker's own code (the learner's) could write just the same.
 Beside the cases a warmer is alive while judged calls run, as the workers of the notebook's other exercises
@@ -105,6 +108,7 @@ class Warmers:
                          for i in range(count)]
         self.calls = [0] * count  # cases each warmer called
         self.timed_call_done = False
+        self.timed_warmer: int | None = None  # the warmer that calls the timed workload first
         self.threads: list[threading.Thread] = []
 
     def start(self) -> "Warmers":
@@ -118,6 +122,7 @@ class Warmers:
         compiles every config at that shape, as the timing's warm-up would."""
         self.plan = plan
         count = len(self.sessions)
+        self.timed_warmer = count - 1 if timed_args is not None and count else None
         self.threads = [threading.Thread(target=self._warm, args=(i, share, timed_args if i == count - 1 else None),
                                          daemon=True)
                         for i, share in enumerate(shares(len(plan), count, self.mode))]
@@ -166,14 +171,30 @@ class Warmers:
         self.close()
         return sum(self.calls)
 
-    def close(self) -> None:
-        for session in self.sessions:
-            if session.proc is not None:
-                session.stop()  # kills the process group; a thread blocked on its socket then ends
-        for thread in self.threads:
-            thread.join(timeout=10)
-        for session in self.sessions:
+    def close(self, but_the_timed_call: bool = False) -> None:
+        """Kill the warmers; ``but_the_timed_call``: the one still calling the timed workload lives on (its
+        autotuning compiles every config at that shape, which the timing's warm-up would otherwise compile,
+        alone on the machine): ``finish_timed_call`` waits for it."""
+        keep = self.timed_warmer if but_the_timed_call and not self.timed_call_done else None
+        ending = [i for i in range(len(self.sessions)) if i != keep]
+        for i in ending:
+            if self.sessions[i].proc is not None:
+                self.sessions[i].stop()  # kills the process group; a thread blocked on its socket then ends
+        for i in ending:
+            if i < len(self.threads):
+                self.threads[i].join(timeout=10)
+        for i in ending:
             try:
-                session.close()  # a session its thread has not closed (never run, or still unwinding)
+                self.sessions[i].close()  # a session its thread has not closed (never run, or still unwinding)
             except Exception:  # noqa: BLE001  (its thread closed it meanwhile)
                 pass
+
+    def finish_timed_call(self, limit_s: float) -> float:
+        """Wait (at most ``limit_s``) for the warmer calling the timed workload, then kill every warmer: the
+        seconds waited. Called after the graded worker's cases and before its timing waits for the machine:
+        the compilation overlaps the other exercises' cases instead of running in the timing's warm-up."""
+        start = time.monotonic()
+        if self.timed_warmer is not None and self.timed_warmer < len(self.threads):
+            self.threads[self.timed_warmer].join(timeout=max(0.0, limit_s))
+        self.close()
+        return time.monotonic() - start

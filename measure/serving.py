@@ -18,9 +18,11 @@ def rope_tables(max_position: int, head_dim: int, base: float = 10000.0, device=
 
 
 def paged_inputs(lengths, H: int, H_kv: int, D: int, page_size: int, dtype, device, capacity: int | None = None,
-                 generator=None):
+                 generator=None, values=None):
     """(q, k_pages, v_pages, block_table, seq_lens): each sequence's pages scattered over a shuffled pool
-    (as a paged cache is after many sequences came and went), block table rows padded with page 0."""
+    (as a paged cache is after many sequences came and went), block table rows padded with page 0.
+    ``values(shape)``: where q's and the pages' float32 values come from (else Gaussian, from ``generator``
+    on the CPU when one is given)."""
     B = len(lengths)
     pages_per = [-(-n // page_size) for n in lengths]
     width = capacity or max(pages_per)
@@ -33,6 +35,8 @@ def paged_inputs(lengths, H: int, H_kv: int, D: int, page_size: int, dtype, devi
         used += n
 
     def rand(*shape):
+        if values is not None:
+            return values(shape).to(device=device, dtype=dtype)
         if generator is None:  # made where they are used (a GPU makes a GiB of pages in milliseconds)
             return torch.randn(*shape, device=device).to(dtype)
         return torch.randn(*shape, generator=generator).to(device=device, dtype=dtype)

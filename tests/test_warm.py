@@ -163,6 +163,36 @@ def test_the_last_warmer_calls_the_timed_workload_first(tmp_path):
     assert _all_gone(ahead)
 
 
+def test_the_warmer_autotuning_the_timed_workload_outlives_the_cases_and_its_wait_is_bounded(tmp_path):
+    """After the graded worker's cases the warmer calling the timed workload lives on until its call is done
+    (then the timing's warm-up finds every config compiled); the wait for it is bounded, and afterwards no
+    warmer is left: one whose timed call hangs is killed at the bound."""
+    import time
+
+    import torch
+
+    from autograder import grading, runner, specs
+    from autograder.submission import load
+
+    spec = specs.get("softmax")
+    plan = runner.make_plan(spec, True, 7)[:2]
+    timed_args = (torch.randn(64, 96),)
+    for name, done in (("good_triton.py", True), ("hangs_asleep.py", False)):
+        sub = load(SUBMISSIONS / name)
+        (tmp_path / name).mkdir()
+        source = sub.write(tmp_path / name)
+        ahead = warm.Warmers(grading.submission_job(spec, sub, source), 2, 60.0, str(sub.path.parent),
+                             str(tmp_path / name / "softmax")).start()
+        ahead.run(plan, timed_args)
+        ahead.reached(len(plan) - 1)  # the graded worker has called every case
+        ahead.close(but_the_timed_call=True)
+        assert ahead.sessions[0].proc.poll() is not None  # the other warmer is killed at once
+        start = time.monotonic()
+        waited = ahead.finish_timed_call(4.0 if not done else 60.0)
+        assert ahead.timed_call_done == done and _all_gone(ahead)
+        assert abs(waited - (time.monotonic() - start)) < 0.5 and (done or 3.9 <= waited < 8.0)
+
+
 def test_beside_the_graded_worker_warmers_stop_where_it_is_and_are_gone_before_judging(monkeypatch):
     from autograder import grading, runner
 
@@ -170,8 +200,9 @@ def test_beside_the_graded_worker_warmers_stop_where_it_is_and_are_gone_before_j
     real_judge = runner.judge_cases
 
     def judge_cases(spec, plan, runs, where):
-        for warmers in seen:
-            assert _all_gone(warmers)  # killed when the cases ended
+        for warmers in seen:  # killed when the cases ended (but for one still autotuning the timed workload)
+            assert all(s.proc.poll() is not None for i, s in enumerate(warmers.sessions)
+                       if i != warmers.timed_warmer or warmers.timed_call_done)
             reached_when_judged.append(warmers.reached_case)
         return real_judge(spec, plan, runs, where)
 

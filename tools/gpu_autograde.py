@@ -249,15 +249,21 @@ def table(calibration: list[dict], nbgrader_rows: list[dict]) -> str:
                      f"{'; '.join(r['errors'])[:150] or ('exit ' + str(r['autograde_rc']) if r['autograde_rc'] else '')}")
     timed = [r for r in nbgrader_rows if r.get("student") == "solution" and r.get("exercise_seconds")]
     if timed:
-        parts = ("worker start", "compiling ahead", "cases", "judging", "timing", "null-kernel check", "total")
+        # the grader's laps (autograder.grading.Stopwatch) in the order they happen, each with a short heading
+        parts = {"cases and references": "refs", "timed inputs and audit": "timed/audit", "worker start": "start",
+                 "compiling ahead": "warm before", "cases": "cases", "judging": "judging",
+                 "timed workload compiled ahead": "warm timed", "waiting for the GPU": "gpu wait",
+                 "timing": "timing", "null-kernel check": "null check", "total": "total"}
         lines += ["", "grading time of the solutions, seconds (the notebook's whole grading and nbgrader's run last)"]
-        lines.append(f"{'exercise':22s} " + " ".join(f"{p[:12]:>12s}" for p in parts))
+        lines.append(f"{'exercise':22s} " + " ".join(f"{h:>11s}" for h in parts.values()))
         for r in timed:
             for ex, sec in r["exercise_seconds"].items():
-                lines.append(f"{ex:22s} " + " ".join(f"{sec.get(p, 0.0):12.1f}" for p in parts))
-                by_request = sec.get("cases, by request") or {}
-                if by_request:
-                    lines.append(f"{'':22s} cases by request: " + ", ".join(f"{op} {s:.1f}" for op, s in by_request.items()))
+                lines.append(f"{ex:22s} " + " ".join(f"{sec.get(p, 0.0):11.1f}" for p in parts))
+                for part in ("cases", "null-kernel check"):
+                    by_request = sec.get(f"{part}, by request") or {}
+                    if by_request:
+                        lines.append(f"{'':22s} {part} by request: "
+                                     + ", ".join(f"{op} {s:.1f}" for op, s in by_request.items()))
             whole = r.get("seconds", {})
             lines.append(f"{r['assignment']:22s} grading {whole.get('grading', 0):.1f} s, nbgrader (executing "
                          f"the notebook) {whole.get('nbgrader', 0):.1f} s")

@@ -62,7 +62,11 @@ HINT_TEMP = "divide the logits by the row's temperature before the softmax (a sm
 def _sampling_args(g, B, V, dtype, scale=3.0, layout="plain", top_p=None, temperature=None):
     """logits ~ N(0, scale^2) (peaked enough for top-p to matter), temperature in [0.5, 1.5], top_p in
     [0.3, 0.95], then top_p and uniform moved to decisive values (reference.decisive_top_p_uniform)."""
-    logits = rand(g, (B, V), torch.float32, scale=scale, device="cpu")  # on the CPU with t, p and u below
+    from course import DEVICE
+
+    # made on the device, where the decisive values are computed too: on the CPU, 64 rows of Llama 3's
+    # vocabulary took a grading seconds of sorting in float64 before its first case
+    logits = rand(g, (B, V), torch.float32, scale=scale, device=DEVICE)
     if layout == "ties":  # the four largest logits of every row equal, at the nucleus' boundary
         logits[:, :V:max(V // 4, 1)] = logits.max(-1, keepdim=True).values + 0.5
     if layout == "large":  # logits ~ +-1000 and a masked vocabulary (-inf), one row nearly all -inf
@@ -72,14 +76,11 @@ def _sampling_args(g, B, V, dtype, scale=3.0, layout="plain", top_p=None, temper
     logits = logits.to(dtype)
     t = (torch.rand(B, generator=g) + 0.5) if temperature is None else torch.tensor(temperature)
     p = (0.3 + 0.65 * torch.rand(B, generator=g)) if top_p is None else torch.as_tensor(top_p, dtype=torch.float32)
-    u = torch.rand(B, generator=g)
+    t, p, u = t.to(DEVICE), p.to(DEVICE), torch.rand(B, generator=g).to(DEVICE)
     p, u = reference.decisive_top_p_uniform(logits, t, p, u)
-    from course import DEVICE
-
-    logits = logits.to(DEVICE)
     if layout == "strided":
         logits = row_strided(logits)
-    return logits, t.to(DEVICE), p.to(DEVICE), u.to(DEVICE)
+    return logits, t, p, u
 
 
 def _sampling_shapes(quick):
@@ -274,10 +275,11 @@ def _paged_args(g, lengths, H, H_kv, D, P, dtype, scale=None):
     from course import DEVICE
     from measure.serving import paged_inputs
 
-    q, kp, vp, table, lens = paged_inputs(lengths, H, H_kv, D, P, torch.float32, "cpu",
-                                          capacity=max(-(-n // P) for n in lengths) + 1, generator=g)
-    return (q.to(DEVICE, dtype), kp.to(DEVICE, dtype), vp.to(DEVICE, dtype), table.to(DEVICE), lens.to(DEVICE),
-            1.0 / math.sqrt(D) if scale is None else scale)
+    # the pages' values made on the device (base.rand): a GPU case holds up to 500 million of them
+    q, kp, vp, table, lens = paged_inputs(lengths, H, H_kv, D, P, dtype, DEVICE,
+                                          capacity=max(-(-n // P) for n in lengths) + 1, generator=g,
+                                          values=lambda shape: rand(g, shape))
+    return q, kp, vp, table, lens, 1.0 / math.sqrt(D) if scale is None else scale
 
 
 def _paged_shapes(quick):
