@@ -388,6 +388,7 @@ def _grade_in(worker, spec, sub, plan, seed, static, baseline=None, clock=None,
         clock.lap("timing")
         feedback += notes
         violations += timed_shape_violations(worker, spec, loaded, sub.where, perf)
+        clock.lap("checked call on the timed workload")
         correct = correct and timed_ok and not violations
     elif want_time:
         feedback.append("performance not timed: the output must be correct first")

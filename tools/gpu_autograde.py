@@ -253,7 +253,8 @@ def table(calibration: list[dict], nbgrader_rows: list[dict]) -> str:
         parts = {"cases and references": "refs", "timed inputs and audit": "timed/audit", "worker start": "start",
                  "compiling ahead": "warm before", "cases": "cases", "judging": "judging",
                  "timed workload compiled ahead": "warm timed", "waiting for the GPU": "gpu wait",
-                 "timing": "timing", "null-kernel check": "null check", "total": "total"}
+                 "timing": "timing", "checked call on the timed workload": "timed check",
+                 "null-kernel check": "null check", "total": "total"}
         lines += ["", "grading time of the solutions, seconds (the notebook's whole grading and nbgrader's run last)"]
         lines.append(f"{'exercise':22s} " + " ".join(f"{h:>11s}" for h in parts.values()))
         for r in timed:

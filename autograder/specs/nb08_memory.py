@@ -71,7 +71,8 @@ from measure.tolerance import DOT_OPERAND_ERROR, UNIT_ROUNDOFF, SlackReference
 from autograder.specs._cases import HINT_ODD, HINT_STRIDE, HINT_TINY, dtype_name, family_of, row_strided
 from autograder.specs.nb06_matmul_fused_mlp import TF32_TOLERANCES
 from autograder.specs.base import (TOLERANCES, TORCH, TRITON, Case, Exercise, Memory, Performance, Rules,
-                                   checked_only, triton_rules, as64, float_dtypes, gelu_tanh, pick_shapes, rand)
+                                   checked_only, triton_rules, as64, float_dtypes, gelu_tanh, pick_shapes, rand,
+                                   rand_int)
 
 NOTEBOOK = "08_memory"
 
@@ -458,7 +459,7 @@ def _q_perf_inputs(g, dev):
     # gradings on an H200, 0.96-1.19x on another H200's host). 448 MiB streams in ~145 us.
     m, k, n = 16, 8192, 57344
     x = rand(g, (m, k), torch.bfloat16, device=dev)
-    w_q = torch.randint(-127, 128, (n, k), generator=g, dtype=torch.int8).to(dev)
+    w_q = rand_int(g, -127, 128, (n, k), torch.int8, device=dev)
     w_scale = (torch.exp(torch.empty(n).uniform_(-2.0, 2.0, generator=g)) / (73.0 * k ** 0.5)).to(dev)
     return x, w_q, w_scale, rand(g, (n,), torch.bfloat16, device=dev)
 
