@@ -443,7 +443,7 @@ def timed_shape_violations(worker, spec, loaded, where, perf: dict | None = None
     limit = runner.intermediate_limit(spec, loaded.base_args)
     found = legality.judge(spec, done.ops, [done.launches], False, where, [(*done.largest, limit)])
     if done.measured and done.measured.get("violation"):  # a rule the exercise's harness measures (held bytes)
-        found.append(done.measured["violation"])
+        found.append(runner.harness_violation(done.measured, where))
     if perf is not None and done.device_ms is not None:
         perf["checked_device_ms"] = done.device_ms  # beside time_ms in the report: how much room the rule left
     if done.device_ms == 0.0 and done.launches:  # kernels ran, none was seen: the grader's profiler was ended

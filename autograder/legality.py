@@ -840,7 +840,8 @@ class OpRecorder(TorchDispatchMode):
 
     def _line_from(self, frame):
         """The submission's line (an int) that led to the operator, else a module beside it ("helper.py,
-        line 3"), else None."""
+        line 3"), else None. (Every recorded operator walks its frames here: ``line_in`` is the same rule over a
+        stack already taken, written apart because a generator of pairs would cost this walk twice its time.)"""
         helper = None
         while frame is not None:
             name = frame.f_code.co_filename
@@ -850,6 +851,24 @@ class OpRecorder(TorchDispatchMode):
                 helper = f"{self._beside[name]}, line {frame.f_lineno}"
             frame = frame.f_back
         return helper
+
+    def line_in(self, stack):
+        """``_line_from`` for a stack of (file, line) pairs, innermost first."""
+        helper = None
+        for name, line in stack:
+            if name == self.source_file or (self.source_file is None and not _is_library(name)):
+                return line
+            if helper is None and self._is_beside(name):
+                helper = f"{self._beside[name]}, line {line}"
+        return helper
+
+    def place(self, measured: dict) -> dict:
+        """A harness's measurement with the stack of the code that broke its rule (``stack``) replaced by the
+        learner's line (``at``: " [line N]", which the grading process turns into the learner's location, or
+        " (at helper.py, line 3)", or "" where no line of the learner's is in the stack)."""
+        line = self.line_in(measured.pop("stack", None) or [])
+        measured["at"] = f" [line {line}]" if isinstance(line, int) else f" (at {line})" if line else ""
+        return measured
 
     def is_learners(self, filename: str) -> bool:
         return filename == self.source_file or self._is_beside(filename) or (
@@ -877,6 +896,7 @@ class OpRecorder(TorchDispatchMode):
 # Each recorder's records (ops, largest), kept beside it where the learner's code does not reach (this module
 # is the grader's); the recorder's own attributes are a copy that ``records`` compares with it.
 _LEDGER: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
 _RECORDER_METHODS = frozenset(n for n in dir(OpRecorder) if callable(getattr(OpRecorder, n, None)))
 # The recorded name of a recorder found changed (judged as a violation).
 TAMPERED = "recorder_changed"

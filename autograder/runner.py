@@ -255,8 +255,22 @@ def where_msg(msg: str, where) -> str:
 
 def rule_violations(spec, v: Verdicts, kernels_ref: bool, where) -> list[str]:
     """The recorder's and launch counter's violations, and the rules a harness saw broken (each once)."""
-    seen = [m["violation"] for _, _, calls in v.measured for m in calls if m and m.get("violation")]
-    return legality.judge(spec, v.ops, v.launches, kernels_ref, where, v.largest) + list(dict.fromkeys(seen))
+    worst: dict = {}  # each rule once, named where it was broken by the most (the clearest case to look at)
+    for m in (m for _, _, calls in v.measured for m in calls if m and m.get("violation")):
+        if m["violation"] not in worst or _excess(m) > _excess(worst[m["violation"]]):
+            worst[m["violation"]] = m
+    return (legality.judge(spec, v.ops, v.launches, kernels_ref, where, v.largest)
+            + [harness_violation(m, where) for m in worst.values()])
+
+
+def harness_violation(measured: dict, where) -> str:
+    """The text of a rule a harness saw broken (specs.base.Exercise.harness), with the learner's line where it
+    was broken (its ``{crossed}``; ``at``, from the worker's ``OpRecorder.place``)."""
+    return measured["violation"].replace("{crossed}", where_msg(measured.get("at", ""), where))
+
+
+def _excess(measured: dict) -> float:
+    return measured.get("peak_bytes", 0) / max(1, measured.get("limit_bytes", 1))
 
 
 def judge_memory(spec, v: Verdicts) -> tuple[dict, float, list[str]]:

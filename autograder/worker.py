@@ -383,7 +383,8 @@ class Worker:
                     elif self.harness is None:
                         out = self.fn(*args)
                     else:
-                        out, done.measured = self.harness(self.fn, args)
+                        out, measured = self.harness(self.fn, args)
+                        done.measured = rec.place(measured) if isinstance(measured, dict) else measured
                 except BaseException as exc:  # noqa: BLE001  (sys.exit inside the call is the learner's, not ours)
                     # described here, recorded and armed: an exception's __str__ may be the learner's code too
                     done.ok, done.error = False, describe_error(exc, self.source_file)

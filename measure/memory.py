@@ -280,10 +280,15 @@ class MemoryMeter(TorchDispatchMode):
 
     active: list = []  # the meters on now (innermost last): a kernel launch tells them what it was handed
 
-    def __init__(self, inputs=None, skip=None):
+    def __init__(self, inputs=None, skip=None, limit: int | None = None):
         super().__init__()
         self._live: dict = {}  # StorageWeakRef -> bytes
         self.peak = 0
+        # with ``limit``: the code that made most of the bytes held at the highest peak past it, as the stack's
+        # (file, line) pairs, innermost first (the last storage to push the bytes past a limit is rarely the cause)
+        self.limit = limit
+        self.held_most_at: list | None = None
+        self._made_at: dict = {}  # StorageWeakRef -> the stack that made it (with a limit only)
         # skip(frame) -> bool: operators not to count, told by the frame that ran them (the grader's: the CPU
         # Triton interpreter's own work inside a launch, which no GPU does)
         self._skip = skip
@@ -308,8 +313,9 @@ class MemoryMeter(TorchDispatchMode):
             return
         with torch._C.DisableTorchFunction():  # the meter's own reads, not the launching code's
             for t, key in self._provenance.foreign(values):
-                self._live.setdefault(key, storage_nbytes(storage_of(t)))
-            self.peak = max(self.peak, self._total())
+                if key not in self._live:
+                    self._seen(key, t)
+            self._new_peak()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
@@ -340,12 +346,32 @@ class MemoryMeter(TorchDispatchMode):
             found += self._provenance.foreign_writes(func, args, kwargs, out, fresh=tuple(found))
         for t, key in found:
             if key not in self._live:
-                self._live[key] = storage_nbytes(storage_of(t))
-        self.peak = max(self.peak, self._total())
+                self._seen(key, t)
+        self._new_peak()
+
+    def _seen(self, key, t) -> None:
+        self._live[key] = storage_nbytes(storage_of(t))
+        if self.limit is not None:
+            frame, stack = sys._getframe(2), []
+            while frame is not None and len(stack) < 200:
+                stack.append((frame.f_code.co_filename, frame.f_lineno))
+                frame = frame.f_back
+            self._made_at[key] = tuple(stack)
+
+    def _new_peak(self) -> None:
+        total = self._total()
+        if total > self.peak and self.limit is not None and total > self.limit:
+            by_stack: dict = {}
+            for key, nbytes in self._live.items():
+                stack = self._made_at.get(key, ())
+                by_stack[stack] = by_stack.get(stack, 0) + nbytes
+            self.held_most_at = list(max(by_stack, key=by_stack.get))
+        self.peak = max(self.peak, total)
 
     def _prune(self) -> None:
         for key in [k for k in self._live if k.expired()]:
             del self._live[key]
+            self._made_at.pop(key, None)
 
     def _total(self) -> int:
         """Bytes of the storages seen, as large as each is now: one grown after it was first seen (by

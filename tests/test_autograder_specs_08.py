@@ -83,6 +83,8 @@ def test_a_weight_dequantized_in_pieces_all_kept_is_held_at_once():
     assert q["score"] == 0 and not q["correct"]
     held = [v for v in q["violations"] if "held more bytes at once than four float32 tensors" in v]
     assert len(held) == 1 and "in one tensor or in pieces" in held[0], q["violations"]
+    # named where the bytes went past the limit, in the case that held the most: the line that fills a piece
+    assert "the size of x or y (at line 17): dequantize" in held[0], held
 
 
 def test_torch_plumbing_around_an_honest_int8_kernel_keeps_every_correctness_point():

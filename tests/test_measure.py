@@ -110,3 +110,42 @@ def test_a_meter_skips_the_operators_its_skip_names():
     with MemoryMeter(skip=lambda frame: True) as skipped, MemoryMeter() as counted:
         t = torch.empty(1000)
     assert counted.peak == t.untyped_storage().nbytes() and skipped.peak == 0
+
+
+def test_past_its_limit_a_memory_meter_names_the_code_that_made_most_of_the_bytes_held():
+    """Not the last allocation (the one that went past the limit), but the line whose storages are most of what
+    was held at the peak: there the bytes are to be saved."""
+    import sys
+
+    from measure.memory import MemoryMeter
+
+    here = sys._getframe().f_code.co_filename
+    x = torch.ones(16)
+    pieces_line = sys._getframe().f_lineno + 2
+    with MemoryMeter(inputs=(x,), limit=3000) as meter:
+        pieces = [torch.zeros(100) for _ in range(7)]  # 2,800 bytes, under the limit; this line holds most
+        last = torch.zeros(60)                          # 240 more: past it
+    lines = [line for name, line in meter.held_most_at if name == here]
+    assert meter.peak > 3000 and lines[:1] == [pieces_line], meter.held_most_at
+    del pieces, last
+    with MemoryMeter(inputs=(x,)) as unlimited:
+        torch.zeros(1000)
+    assert unlimited.held_most_at is None  # no limit: nothing to name (and no stack taken per storage)
+
+
+def test_a_harness_violation_names_the_learners_line_or_a_module_beside_it(tmp_path):
+    from autograder import runner
+    from autograder.legality import OpRecorder
+
+    (tmp_path / "helper.py").write_text("x = 1\n")
+    source = str(tmp_path / "submission.py")
+    rec = OpRecorder(source, str(tmp_path))
+    broken = {"violation": "held too much{crossed}: dequantize in the kernel", "peak_bytes": 9, "limit_bytes": 4}
+    stacks = {"mine": [("/lib/torch.py", 3), (str(tmp_path / "helper.py"), 7), (source, 12)],
+              "helper": [("/lib/torch.py", 3), (str(tmp_path / "helper.py"), 7)],
+              "neither": [("/lib/torch.py", 3)]}
+    where = {k: runner.harness_violation(rec.place({**broken, "stack": s}), lambda n: f"cell 2, line {n}")
+             for k, s in stacks.items()}
+    assert where == {"mine": "held too much (at cell 2, line 12): dequantize in the kernel",
+                     "helper": "held too much (at helper.py, line 7): dequantize in the kernel",
+                     "neither": "held too much: dequantize in the kernel"}

@@ -424,13 +424,15 @@ def held_at_once(fn, args):
     from autograder.legality import interpreter_plumbing
 
     # the CPU interpreter's own copies (16-bit tiles it converts) are not counted: no GPU makes them
-    with MemoryMeter(inputs=args, skip=interpreter_plumbing) as meter:
+    limit = q_held_limit(args)
+    with MemoryMeter(inputs=args, skip=interpreter_plumbing, limit=limit) as meter:
         out = fn(*args)
-    measured = {"peak_bytes": int(meter.peak), "limit_bytes": q_held_limit(args)}
-    if meter.peak > measured["limit_bytes"]:  # (one sentence for every case: the violations are listed once)
+    measured = {"peak_bytes": int(meter.peak), "limit_bytes": limit}
+    if meter.peak > limit:  # (one sentence for every case: the violations are listed once)
         measured["violation"] = ("the torch operators of a call held more bytes at once than four float32 tensors "
-                                 "the size of x or y: dequantize inside your kernel, one tile of w_q at a time: "
-                                 "the whole weight in float never exists, in one tensor or in pieces")
+                                 "the size of x or y{crossed}: dequantize inside your kernel, one tile of w_q at a "
+                                 "time: the whole weight in float never exists, in one tensor or in pieces")
+        measured["stack"] = meter.held_most_at  # the worker names the learner's line ({crossed})
     return out, measured
 
 
