@@ -365,7 +365,8 @@ class MemoryMeter(TorchDispatchMode):
             for key, nbytes in self._live.items():
                 stack = self._made_at.get(key, ())
                 by_stack[stack] = by_stack.get(stack, 0) + nbytes
-            self.held_most_at = list(max(by_stack, key=by_stack.get))
+            # none alive of the call's own: the bytes past the limit are an input's storage grown in place
+            self.held_most_at = list(max(by_stack, key=by_stack.get)) if by_stack else []
         self.peak = max(self.peak, total)
 
     def _prune(self) -> None:
