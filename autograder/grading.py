@@ -257,13 +257,19 @@ def _grade_exercise(spec, sub, source_file, workdir, quick, timeout_s, gate, pha
     baseline = (WorkerSession(baseline_job(spec), timeout_s, scratch=str(workdir) + "-baseline").start()
                 if timing.should_time(course.ON_GPU, spec.performance)[0] and not undone else None)
     seed = fresh_seed()
-    plan = runner.make_plan(spec, quick, seed)
-    clock.lap("cases and references")
-    # the timing's inputs, made once for the warmers and the timing (else when the timing loads them)
-    timed_args = timed_inputs(spec, seed + 2) if baseline is not None and ahead is not None else None
-    if ahead is not None:
-        ahead.run(plan, timed_args)
-    static = static_violations(spec, sub)
+    try:  # made here, on the course's device: where memory may run out, the workers started are stopped
+        plan = runner.make_plan(spec, quick, seed)
+        clock.lap("cases and references")
+        # the timing's inputs, made once for the warmers and the timing (else when the timing loads them)
+        timed_args = timed_inputs(spec, seed + 2) if baseline is not None and ahead is not None else None
+        if ahead is not None:
+            ahead.run(plan, timed_args)
+        static = static_violations(spec, sub)
+    except BaseException:
+        for started in (session, ahead, baseline):
+            if started is not None:
+                started.close()
+        raise
     audit_violations = static.violations
     clock.lap("timed inputs and audit")
     try:
@@ -659,7 +665,9 @@ def time_against_baseline(worker, spec, seed: int, reps: int = 50, warmup: int =
     clock = Stopwatch()
     loaded = loaded or load_timed_inputs(worker, spec, seed, open_baseline, batch)
     base_args, sessions, slots = loaded.base_args, loaded.sessions, loaded.slots
-    rng = random.Random(seed ^ 0x5EED)
+    # the calls' fresh values and which of them are checked, from the system's randomness: the seed made the
+    # cases and these inputs, which the learner's code sees (its 2^31 values can be searched)
+    rng = random.SystemRandom()
     shipped = []
     with loaded.stack:
         times = {(name, empty): [] for name in sessions for empty in (False, True)}

@@ -365,7 +365,11 @@ class MemoryMeter(TorchDispatchMode):
             for key, nbytes in self._live.items():
                 stack = self._made_at.get(key, ())
                 by_stack[stack] = by_stack.get(stack, 0) + nbytes
-            self.held_most_at = list(max(by_stack, key=by_stack.get))
+            # an input's storage grown in place holding more (or nothing of the call's own alive): no line is
+            # known for it (a storage's resize_ is no operator), none is named
+            most = max(by_stack, key=by_stack.get) if by_stack else None
+            grown = self._provenance.growth() if self._provenance is not None else 0
+            self.held_most_at = list(most) if most is not None and by_stack[most] >= grown else []
         self.peak = max(self.peak, total)
 
     def _prune(self) -> None:
