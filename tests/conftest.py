@@ -67,6 +67,7 @@ WORKER_TESTS: dict[str, set[str] | str] = {
     "test_autograder_gpu": {"test_slow_and_deferred_submissions_are_graded_for_correctness",
                             "test_the_recorded_call_on_the_timed_workload_is_judged_on_fresh_values"},
     "test_runtime_audit": "*",
+    "test_grading_setup_failure": "*",
     "test_seed_scan": {"test_a_real_grading_keeps_its_seed_and_the_seed_remakes_its_cases"},
     "test_autograder_guarantees": {"test_a_hang_is_stopped_at_the_time_limit_and_other_exercises_are_graded",
         "test_a_second_call_wrong_without_a_cache_is_not_called_a_cache",
