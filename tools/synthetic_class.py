@@ -212,6 +212,9 @@ def main(argv=None) -> int:
             method = f"python -m autograder batch {a}{flags} on {n} GPU(s), Dask LocalCluster (tools/synthetic_class.py)"
             (args.out / f"batch-{a}-{n}.log").write_text(
                 results.header({**results.this_machine(), "method": method}) + run.stdout + run.stderr)
+            # the class report's page lays out its CSVs' tables beside its plots: a run keeps the CSVs and plots
+            # (every run's pages were one page many times over in results/; one is kept there as a sample)
+            (args.out / f"report-{a}-{n}" / "leaderboard.html").unlink(missing_ok=True)
             points = recorded_points(course, a)
             by_kind = {k: sorted({points.get(s) for s in students if kinds[s] == k}, key=str) for k in KINDS}
             where = next((line for line in run.stdout.splitlines() if "submissions graded" in line), "")
