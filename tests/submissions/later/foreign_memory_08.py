@@ -5,7 +5,7 @@ with copy_ before its (correct) Triton kernel. Both hold what the exercise forbi
 storage no operator allocated once an operator writes into it."""
 import torch
 
-from good_08 import _gelu, _gelu_grad, _int8_linear_kernel, triton
+from good_08 import _gelu, _gelu_grad, int8_weight_linear as linear_on
 
 
 def _outside_torch(like: torch.Tensor) -> torch.Tensor:
@@ -36,12 +36,8 @@ def checkpointed_mlp(x, w1, b1, w2, b2):
 
 
 def int8_weight_linear(x, w_q, w_scale, bias):
-    m, k = x.shape
+    k = x.shape[1]
     n = w_q.shape[0]
     w = _outside_torch(w_q)
     w.copy_(w_q)  # the whole weight, 4 bytes an element, before the kernel runs
-    y = torch.empty((m, n), dtype=x.dtype, device=x.device)
-    _int8_linear_kernel[(triton.cdiv(n, 32), triton.cdiv(m, 16))](
-        x, w, w_scale, bias, y, m, n, k, x.stride(0), x.stride(1), w.stride(0), w.stride(1), y.stride(0),
-        BM=16, BN=32, BK=32)
-    return y
+    return linear_on(x, w, w_scale, bias)  # good_08's kernel, reading the float weight
