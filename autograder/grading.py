@@ -320,10 +320,16 @@ def _time_alone(gate, phase, worker, baseline, clock) -> None:
     worker.request({"op": "prepare", "poison": False})
     waited = gate.time_alone()
     phase["timed"] = True
-    for session in (worker, baseline):
+    _give_back(waited, worker, baseline)
+    clock.lap("waiting for the GPU")
+
+
+def _give_back(waited: float, *sessions) -> None:
+    """Add the seconds a grading waited (for the machine, for a warmer) to the time limits of the workers that
+    idled meanwhile (a session may be None, or a stand-in without a limit)."""
+    for session in sessions:
         if session is not None and getattr(session, "deadline", None) is not None:
             session.deadline += waited
-    clock.lap("waiting for the GPU")
 
 
 def _grade_in(worker, spec, sub, plan, seed, static, baseline=None, clock=None,
@@ -384,10 +390,7 @@ def _grade_in(worker, spec, sub, plan, seed, static, baseline=None, clock=None,
                                    base_args=timed_args)
         clock.lap("timing inputs loaded")
         if ahead is not None:  # the warmer autotuning the timed workload, still in the shared part
-            waited = ahead.finish_timed_call(worker.timeout_s / 4)
-            for session in {id(s): s for s in loaded.sessions.values()}.values():
-                if getattr(session, "deadline", None) is not None:
-                    session.deadline += waited  # its workers idle meanwhile
+            _give_back(ahead.finish_timed_call(worker.timeout_s / 4), *loaded.sessions.values())
             clock.lap("timed workload compiled ahead")
         before_timing(loaded)  # (its wait is added to the time limits of both workers the timing holds)
         perf, credit, timed_ok, notes = time_against_baseline(worker, spec, seed + 2, loaded=loaded)
