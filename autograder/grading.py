@@ -358,9 +358,15 @@ def _grade_in(worker, spec, sub, plan, seed, static, baseline=None, clock=None,
     if ahead is not None:  # workers compiling the cases' kernels (autograder.warm)
         ahead.before_cases(worker, clock, worker.timeout_s)
     requests = runner.RequestClock(worker)
-    runs = runner.run_cases(requests, plan, on_case=ahead.reached if ahead is not None else None)
+    if ahead is not None and ahead.mode == "share":  # the cases shared out with the warmers (autograder.warm)
+        runs = ahead.share_cases(requests, worker.deadline)
+    else:
+        runs = runner.run_cases(requests, plan)
     if ahead is not None:  # none is left running during the timing or the null-kernel check; the one
         ahead.close(but_the_timed_call=True)  # compiling the timed workload's configs finishes first (below)
+        if ahead.mode == "share":
+            clock.details["cases, where run"] = {"graded worker": ahead.queue.ran_by.count(warm.GRADED),
+                                                 "warmers": len(plan) - ahead.queue.ran_by.count(warm.GRADED)}
     clock.lap("cases")
     clock.details["cases, by request"] = requests.seconds
     verdicts = runner.judge_cases(spec, plan, runs, sub.where)

@@ -149,15 +149,22 @@ class RequestClock:
 def run_cases(session, plan: list[PlannedCase], on_case=None) -> list[CaseRun]:
     """Every case of the plan, in order; ``on_case(k)`` is told when case k starts."""
     runs = []
-    for number, p in enumerate(plan):  # case k runs each autotuned kernel's config k (mod their count)
+    for number, p in enumerate(plan):
         if on_case is not None:
             on_case(number)
-        session.request({"op": "load", "slot": 0, "args": p.a})
-        first = call_once(session, config=number)
-        session.request({"op": "refill", "slot": 0, "args": p.b})
-        second = call_once(session, config=number)
-        runs.append(CaseRun([first, second]))
+        runs.append(run_case(session, p, number))
     return runs
+
+
+def run_case(session, p: PlannedCase, number: int) -> CaseRun:
+    """Case ``number`` of a plan: load A, call, ship; re-fill with B, call, ship. Whichever worker runs it
+    (the graded worker, or one sharing its cases: ``autograder.warm``), case k runs each autotuned kernel's
+    config k (mod their count)."""
+    session.request({"op": "load", "slot": 0, "args": p.a})
+    first = call_once(session, config=number)
+    session.request({"op": "refill", "slot": 0, "args": p.b})
+    second = call_once(session, config=number)
+    return CaseRun([first, second])
 
 
 def intermediate_limit(spec, args) -> int | None:

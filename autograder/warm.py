@@ -1,37 +1,39 @@
-"""Compiling a submission's kernels side by side with its graded worker, on the spare cores.
+"""More workers of a submission beside its graded worker, on the spare cores: its cases shared out, or
+its kernels compiled ahead.
 
-On a GPU most of an exercise's grading time is Triton compiling the learner's kernels, once per
-specialization (dtype, divisibility of sizes and strides, block sizes derived from the shape), one after
-another in the graded worker, on one core. The GPU machines have many cores: ``Warmers`` starts a few more
-workers of the same submission (same sandbox, same job, the submission's own cache folder, hence its own
-Triton cache) that call the plan's cases, each on its share, with the same autotune config pins as the
-graded run (``worker.AutotunePin``: case k runs config k). They compile what the graded run will need and
-write it to that cache; the graded worker then loads each kernel from it instead of compiling it.
+On a GPU an exercise's cases take most of its grading time: Triton compiling the learner's kernels, once per
+specialization (dtype, divisibility of sizes and strides, block sizes derived from the shape), and the
+grader's own work around every operator of a graded call (the operator recorder, a memory harness's meter),
+one case after another in one process, on one core. The GPU machines have many cores: ``Warmers`` starts a
+few more workers of the same submission (same sandbox, same job, the submission's own cache folder, hence
+its own Triton cache), each with its own time limit. Two ways to use them (``AUTOGRADER_WARM_MODE``):
 
-Two ways to run them (``AUTOGRADER_WARM_MODE``):
-- ``beside`` (the default: measured faster in docs/performance.md, 05 graded in 35 s instead of 48 s and
-  07 in 52 s instead of 60 s on the same H100): the graded worker starts its cases at once, from the
-  first, while the warmers take theirs from the last case backwards and stop where the graded worker has
-  reached; they are killed when its cases end, but for the one autotuning the timed workload, which
-  finishes before the timing waits for the machine (the timing's warm-up then loads every config's
-  kernel from the cache instead of compiling it alone on the machine: 7 of 9 s of 08's int8 timing). A
-  notebook whose compilation is small then waits for nothing; judged calls share the GPU with the warmers
-  as they already do with the other exercises graded side by side;
-- ``before``: all of them first, each on its share dealt
-  from the first case on; the graded worker's first case waits until they are done (at most a quarter of
-  the time limit, given back to its deadline) and they are killed before it, so no judged call shares the
-  GPU with them.
+- ``share`` (the default): the plan's cases are one queue, and the graded worker and the warmers each take
+  the next case when they are free and run it exactly as the graded worker runs its own (``runner.run_case``:
+  load A, prepare, call recorded, ship; refill B, prepare, call, ship; case k runs each autotuned kernel's
+  config k), so every case is run once, by one worker of the submission, and what comes back is judged here
+  as the graded worker's is. A warmer that fails, hangs past its time limit or does not load hands its case
+  back, and the graded worker runs it; the graded worker waits for the cases taken by others before the
+  cases are judged (never past its own time limit: then it runs them itself, and times out as it would
+  have). The determinism check, the timing, the checked call on the timed workload and the null-kernel
+  check stay with the graded worker.
+- ``before``: the warmers call the cases first, each its share dealt from the first case on, to compile
+  them; nothing they bring back is read; the graded worker's first case waits until they are done (at most
+  a quarter of the time limit, given back to its deadline), they are killed before it, and it runs every
+  case itself: no judged call shares the GPU with another worker of the submission.
 
-Nothing they do is judged or trusted: they answer nothing the grade reads, they are killed before the
-graded worker's timing (and every exercise's: a timing waits until every exercise graded beside it has
-left its shared part, warmers included), and a warmer that fails, hangs or is slow only leaves more for the
-graded worker to compile (the wait for the timed workload's is bounded and given back to the time limit).
-The learner's code in them is confined as in any worker; its only way to touch the graded run is the
-submission's own cache, which the graded worker's own code (the learner's) could write just the same.
-Beside the cases a warmer is alive while judged calls run, as the workers of the notebook's other exercises
-already are: a helper in one of them, computing answers outside the graded worker's operator recorder,
-would need the submission's folder as a channel, and the static audit gives no points to code that writes
-files, maps memory, opens sockets or starts threads or processes (``autograder.audit``).
+With a timed exercise, the last warmer first calls the timed workload once unpinned, so the autotuner
+compiles every config at that shape; it lives on after the cases until that call is done (the timing's
+warm-up then loads every config's kernel from the cache instead of compiling it alone on the machine: 7 of
+9 s of 08's int8 timing). Every warmer is gone before the graded worker's timing, and every exercise's: a
+timing waits until every exercise graded beside it has left its shared part, warmers included.
+
+What a warmer can do, the graded worker can: each is a worker of the same submission, confined the same way,
+whose judged calls are recorded the same way and whose only way to the others is the submission's own cache
+folder, which the graded worker's own code (the learner's) could write just the same; each learns a case's
+inputs only when it runs that case. Code that computed answers in one worker for another would need that
+folder as a channel, and the static audit gives no points to code that writes files, maps memory, opens
+sockets or starts threads or processes (``autograder.audit``).
 """
 from __future__ import annotations
 
@@ -48,7 +50,7 @@ HOST_WARMERS = 16
 HOST_ENV = "AUTOGRADER_HOST_WARMERS"  # overrides HOST_WARMERS (to measure another share on a host)
 ENV = "AUTOGRADER_WARMERS"
 MODE_ENV = "AUTOGRADER_WARM_MODE"
-MODES = ("beside", "before")  # the first is the default
+MODES = ("share", "before")  # the first is the default
 
 
 def warm_mode() -> str:
@@ -80,30 +82,76 @@ def warmer_count(exercises_side_by_side: int, cores: int | None = None) -> int:
     return max(0, count)
 
 
-def shares(n_cases: int, count: int, mode: str = "before") -> list[list[int]]:
-    """The case numbers each warmer calls: every case once, dealt out in turn; ``before``: the first cases
-    first (the graded worker needs them first), ``beside``: the last first (the graded worker compiles the
-    first ones itself)."""
+def shares(n_cases: int, count: int) -> list[list[int]]:
+    """``before``: the case numbers each warmer calls, every case once, dealt out in turn from the first (the
+    graded worker needs them first)."""
     if not count:
         return []
-    if mode == "beside":
-        return [list(range(n_cases - 1 - i, -1, -count)) for i in range(count)]
     return [list(range(i, n_cases, count)) for i in range(count)]
+
+
+class CaseQueue:
+    """``share``: the plan's case numbers, handed out in order to whichever worker asks next; a case taken by
+    a worker that could not run it goes back to the front. ``runs[k]``: case k's ``runner.CaseRun`` once one
+    worker has run it; ``ran_by[k]``: which (``GRADED`` or a warmer's number)."""
+
+    def __init__(self, n_cases: int):
+        import collections
+
+        self._cond = threading.Condition()
+        self._todo = collections.deque(range(n_cases))
+        self._taken: set[int] = set()
+        self.runs: list = [None] * n_cases
+        self.ran_by: list = [None] * n_cases
+
+    def take(self, wait_until: float | None = None) -> int | None:
+        """The next case to run, or None when none is left. ``wait_until`` (a ``time.monotonic()``): when every
+        case left is taken by another worker, wait for them (one may come back) until then, and past it take
+        back the first of theirs (the graded worker then runs it itself)."""
+        with self._cond:
+            while True:
+                if self._todo:
+                    number = self._todo.popleft()
+                    self._taken.add(number)
+                    return number
+                if wait_until is None or not self._taken:
+                    return None
+                left = wait_until - time.monotonic()
+                if left <= 0:
+                    return min(self._taken)  # still held by its worker: whichever brings it back first counts
+                self._cond.wait(timeout=left)
+
+    def done(self, number: int, run, by) -> None:
+        with self._cond:
+            if self.runs[number] is None:
+                self.runs[number], self.ran_by[number] = run, by
+            self._taken.discard(number)
+            self._cond.notify_all()
+
+    def give_back(self, number: int) -> None:
+        with self._cond:
+            if number in self._taken and self.runs[number] is None:
+                self._taken.discard(number)
+                self._todo.appendleft(number)
+            self._cond.notify_all()
+
+
+GRADED = "graded"  # CaseQueue.ran_by: the graded worker
 
 
 class Warmers:
     """``count`` workers of ``job``: ``start`` starts their processes (their Python start overlaps the
-    graded worker's and the plan's making), ``run(plan)`` has each call its share of the cases in a thread
-    of this process; ``before_cases`` is what the graded worker does before its first case (``before``:
-    wait for them), ``reached`` tells them which case it has reached, ``close`` kills them all."""
+    graded worker's and the plan's making), ``run(plan)`` sets each to work in a thread of this process;
+    ``before_cases`` is what the graded worker does before its first case (``before``: wait for them),
+    ``share_cases`` its own part of the cases (``share``), ``close`` kills them all."""
 
     def __init__(self, job: dict, count: int, timeout_s: float, cwd: str | None, scratch: str,
                  mode: str | None = None):
         from autograder.isolation import WorkerSession
 
         self.mode = mode or warm_mode()
-        self.reached_case = -1  # beside: the graded worker's case; a warmer stops at it
         self.plan: list = []
+        self.queue = CaseQueue(0)  # share: the plan's cases, for the graded worker and the warmers
         self.sessions = [WorkerSession(job, timeout_s, cwd=cwd, scratch=f"{scratch}-warm{i}")
                          for i in range(count)]
         self.calls = [0] * count  # cases each warmer called
@@ -117,19 +165,22 @@ class Warmers:
         return self
 
     def run(self, plan: list, timed_args: tuple | None = None) -> None:
-        """Start calling: each warmer its share of ``plan``; with ``timed_args`` (an exercise that will be
-        timed here), the last warmer first calls the timed workload once unpinned, so the autotuner
-        compiles every config at that shape, as the timing's warm-up would."""
+        """Start calling: ``share``, the cases of ``plan`` as each warmer is free; ``before``, each warmer its
+        share of them. With ``timed_args`` (an exercise that will be timed here), the last warmer first calls
+        the timed workload once unpinned, so the autotuner compiles every config at that shape, as the
+        timing's warm-up would."""
         self.plan = plan
+        self.queue = CaseQueue(len(plan))
         count = len(self.sessions)
         self.timed_warmer = count - 1 if timed_args is not None and count else None
+        work = shares(len(plan), count) if self.mode == "before" else [None] * count
         self.threads = [threading.Thread(target=self._warm, args=(i, share, timed_args if i == count - 1 else None),
                                          daemon=True)
-                        for i, share in enumerate(shares(len(plan), count, self.mode))]
+                        for i, share in enumerate(work)]
         for thread in self.threads:
             thread.start()
 
-    def _warm(self, i: int, share: list[int], timed_args: tuple | None) -> None:
+    def _warm(self, i: int, share: list[int] | None, timed_args: tuple | None) -> None:
         session = self.sessions[i]
         try:
             with session as worker:
@@ -140,9 +191,10 @@ class Warmers:
                     worker.request({"op": "call", "slots": [0], "record": False})  # as a timed call: autotunes
                     worker.request({"op": "drop"})
                     self.timed_call_done = True
+                if share is None:
+                    self._share(i, worker)
+                    return
                 for number in share:
-                    if number <= self.reached_case:
-                        return  # the graded worker is there: the rest of this share is behind it
                     worker.request({"op": "load", "slot": 0, "args": self.plan[number].a})
                     worker.request({"op": "call", "slots": [0], "record": True, "config": number})
                     worker.request({"op": "drop"})
@@ -150,8 +202,29 @@ class Warmers:
         except Exception:  # noqa: BLE001  (a warmer's failure costs nothing but the time it would have saved)
             return
 
-    def reached(self, number: int) -> None:
-        self.reached_case = number
+    def _share(self, i: int, worker) -> None:
+        """Warmer ``i``'s part of the cases: the next one left, until none is; a case it could not finish goes
+        back to the queue (the graded worker runs it)."""
+        from autograder import runner
+
+        while (number := self.queue.take()) is not None:
+            try:
+                run = runner.run_case(worker, self.plan[number], number)
+            except BaseException:
+                self.queue.give_back(number)
+                raise
+            self.queue.done(number, run, i)
+            self.calls[i] += 1
+
+    def share_cases(self, session, deadline: float) -> list:
+        """``share``: the graded worker's part of the cases (``session``: its channel), then the wait for those
+        the warmers took, until ``deadline`` (its own time limit, a ``time.monotonic()``); every case's
+        ``runner.CaseRun``, in the plan's order."""
+        from autograder import runner
+
+        while (number := self.queue.take(wait_until=deadline)) is not None:
+            self.queue.done(number, runner.run_case(session, self.plan[number], number), GRADED)
+        return list(self.queue.runs)
 
     def before_cases(self, worker, clock, timeout_s: float) -> None:
         """``before``: wait for the warmers (at most a quarter of the time limit), kill them, and give the

@@ -1,29 +1,80 @@
-"""autograder.warm: workers that compile a submission's kernels ahead of its graded run change no grade.
+"""autograder.warm: more workers of a submission beside its graded worker change no grade.
 
-Without a GPU nothing is compiled (the interpreter runs kernels as Python), so the grader starts no
-warmers; here they are forced on (AUTOGRADER_WARMERS) to check what matters on any machine: the verdicts
-are the graded worker's alone, a warmer that hangs costs at most a quarter of the time limit, and every
-warmer is gone when the graded worker's cases start."""
+Without a GPU the grader starts none (the interpreter compiles nothing, and the machine has no spare
+cores); here they are forced on (AUTOGRADER_WARMERS) to check what matters on any machine: ``share``, every
+case run once, by the graded worker or a warmer, and judged the same whichever ran it; a case a warmer could
+not finish (a crash, a hang) run by the graded worker, which waits for the others' cases no longer than its
+own time limit; ``before``, the verdicts the graded worker's alone, a warmer that hangs costing at most a
+quarter of the time limit, and every warmer gone when the graded worker's cases start."""
 from __future__ import annotations
+
+import threading
+import time
 
 import pytest
 
 from autograder import warm
 from autograder.grading import grade_submission
 
-from _autograder_helpers import SUBMISSIONS
+from _autograder_helpers import SUBMISSIONS, graded
 
 
 def test_shares_deal_every_case_once():
     assert warm.shares(7, 3) == [[0, 3, 6], [1, 4], [2, 5]]
     assert warm.shares(2, 4) == [[0], [1], [], []]
     assert warm.shares(5, 0) == []
-    assert warm.shares(7, 3, "beside") == [[6, 3, 0], [5, 2], [4, 1]]  # from the last case backwards
+
+
+def test_the_case_queue_hands_out_each_case_once_and_takes_back_what_a_worker_could_not_finish():
+    queue = warm.CaseQueue(3)
+    assert [queue.take(), queue.take()] == [0, 1]
+    queue.give_back(0)  # its worker failed: the next to ask runs it
+    assert queue.take() == 0
+    queue.done(0, "run 0", 1)
+    queue.done(0, "late", warm.GRADED)  # a case run twice (taken back at a deadline) keeps the first run
+    assert queue.take() == 2 and queue.take() is None  # case 1 is another's: without a wait, nothing is left
+    queue.done(2, "run 2", warm.GRADED)
+    # the graded worker waits for the case still out; it comes back and is its own to run
+    threading.Timer(0.2, queue.give_back, args=(1,)).start()
+    assert queue.take(wait_until=time.monotonic() + 30) == 1
+    queue.done(1, "run 1", warm.GRADED)
+    assert queue.take(wait_until=time.monotonic() + 30) is None
+    assert queue.runs == ["run 0", "run 1", "run 2"] and queue.ran_by == [1, warm.GRADED, warm.GRADED]
+
+
+def test_the_graded_worker_waits_for_a_warmers_case_no_longer_than_its_own_time_limit():
+    queue = warm.CaseQueue(1)
+    assert queue.take() == 0  # a warmer's, which never comes back
+    start = time.monotonic()
+    assert queue.take(wait_until=start + 0.3) == 0  # past the limit the graded worker runs it itself
+    assert 0.25 < time.monotonic() - start < 5
+
+
+def test_a_warmer_that_fails_in_a_case_hands_it_back():
+    from autograder.isolation import WorkerGone
+
+    class Crashes:
+        def __init__(self):
+            self.requests = 0
+
+        def request(self, req, reply=None):
+            self.requests += 1
+            if self.requests > 8:  # its second case: load, prepare, call, ship, refill, prepare, call, ship
+                raise WorkerGone("the worker crashed")
+
+    ahead = warm.Warmers({"code": "submission"}, 0, 60.0, None, "/nonexistent")
+    ahead.plan = [type("P", (), {"a": (), "b": ()})() for _ in range(3)]
+    ahead.queue = warm.CaseQueue(3)
+    ahead.calls = [0]
+    with pytest.raises(WorkerGone):
+        ahead._share(0, Crashes())
+    assert ahead.calls == [1] and ahead.queue.ran_by == [0, None, None]
+    assert [ahead.queue.take(), ahead.queue.take()] == [1, 2]
 
 
 def test_a_mistyped_mode_is_an_error_before_grading(monkeypatch):
     monkeypatch.setenv(warm.MODE_ENV, "sideways")
-    with pytest.raises(ValueError, match="beside, before"):
+    with pytest.raises(ValueError, match="share, before"):
         warm.warmer_count(1)
 
 
@@ -98,17 +149,48 @@ def test_warmers_change_no_verdict(monkeypatch, mode):
     warmed = grade_submission(SUBMISSIONS / "good_triton.py", ["vector_add", "softmax"], quick=True)
     assert _scores(warmed) == _scores(plain)
     assert all(correct for _, correct in _scores(warmed).values())
-    # "before": the graded worker waited for them (a lap of its own); "beside": it waited for nothing
+    # "before": the graded worker waited for them (a lap of its own); "share": it waited for nothing
     assert all(("compiling ahead" in ex["seconds"]) == (mode == "before") for ex in warmed["exercises"])
     assert all("compiling ahead" not in ex["seconds"] for ex in plain["exercises"])
     wrong = grade_submission(SUBMISSIONS / "wrong_on_odd.py", ["softmax"], quick=True)
     assert not wrong["exercises"][0]["correct"]
 
 
+def test_shared_cases_are_judged_as_the_graded_workers_own(monkeypatch):
+    """A wrong submission and one that crashes get the same rows and feedback whichever worker ran their cases
+    (the same seed, so the same cases): the first failure in the plan's order, the crash found again by the
+    graded worker when a warmer's case came back."""
+    from autograder import grading
+
+    plain = {name: graded(name, exercises) for name, exercises in (
+        ("wrong_on_odd.py", ("softmax",)),
+        ("crashes.py", ("softmax", "online_softmax", "naive_softmax", "bias_gelu", "vector_add")))}
+    seen, real_share = _remember_warmers(monkeypatch), warm.Warmers.share_cases
+
+    def share_cases(self, session, deadline):  # the graded worker starts once a warmer has run a case (or failed)
+        give_up = time.monotonic() + 60
+        while not sum(self.calls) and any(t.is_alive() for t in self.threads) and time.monotonic() < give_up:
+            time.sleep(0.05)
+        return real_share(self, session, deadline)
+
+    monkeypatch.setattr(warm.Warmers, "share_cases", share_cases)
+    seeds = iter([plain["wrong_on_odd.py"]["softmax"]["seed"], plain["crashes.py"]["softmax"]["seed"]])
+    monkeypatch.setattr(grading, "fresh_seed", lambda: next(seeds))
+    monkeypatch.setenv("AUTOGRADER_JOBS", "1")
+    monkeypatch.setenv(warm.ENV, "2")
+    monkeypatch.setenv(warm.MODE_ENV, "share")
+    for name in plain:
+        shared = grade_submission(SUBMISSIONS / name, ["softmax"], quick=True, timeout=120.0)["exercises"][0]
+        alone = plain[name]["softmax"]
+        assert not shared["correct"] and shared.get("ended") == alone.get("ended"), name
+        assert [(r["case"], r["verdict"], r["max_error"]) for r in shared["cases"]] == \
+            [(r["case"], r["verdict"], r["max_error"]) for r in alone["cases"]], name
+        assert shared["feedback"][0] == alone["feedback"][0], name
+    assert len(seen) == 2 and sum(seen[0].calls) >= 1  # the wrong outputs: some judged from the warmers
+
+
 @pytest.mark.parametrize("mode", warm.MODES)
 def test_a_hanging_warmer_is_cut_off_and_the_graded_worker_judges(monkeypatch, mode):
-    import time
-
     monkeypatch.setenv(warm.MODE_ENV, mode)
     monkeypatch.setenv("AUTOGRADER_JOBS", "1")
     monkeypatch.setenv(warm.ENV, "2")
@@ -158,8 +240,8 @@ def test_the_last_warmer_calls_the_timed_workload_first(tmp_path):
     ahead = warm.Warmers(grading.submission_job(spec, sub, source), 2, 60.0, str(sub.path.parent),
                          str(tmp_path / "bias_gelu")).start()
     ahead.run(plan, timed_args)
-    assert ahead.wait(60.0) == 3
-    assert ahead.timed_call_done and ahead.calls == [2, 1]
+    assert ahead.wait(60.0) == 3  # (no graded worker here: the two warmers ran every case between them)
+    assert ahead.timed_call_done and all(run is not None for run in ahead.queue.runs)
     assert _all_gone(ahead)
 
 
@@ -167,8 +249,6 @@ def test_the_warmer_autotuning_the_timed_workload_outlives_the_cases_and_its_wai
     """After the graded worker's cases the warmer calling the timed workload lives on until its call is done
     (then the timing's warm-up finds every config compiled); the wait for it is bounded, and afterwards no
     warmer is left: one whose timed call hangs is killed at the bound."""
-    import time
-
     import torch
 
     from autograder import grading, runner, specs
@@ -184,7 +264,6 @@ def test_the_warmer_autotuning_the_timed_workload_outlives_the_cases_and_its_wai
         ahead = warm.Warmers(grading.submission_job(spec, sub, source), 2, 60.0, str(sub.path.parent),
                              str(tmp_path / name / "softmax")).start()
         ahead.run(plan, timed_args)
-        ahead.reached(len(plan) - 1)  # the graded worker has called every case
         ahead.close(but_the_timed_call=True)
         assert ahead.sessions[0].proc.poll() is not None  # the other warmer is killed at once
         start = time.monotonic()
@@ -193,31 +272,31 @@ def test_the_warmer_autotuning_the_timed_workload_outlives_the_cases_and_its_wai
         assert abs(waited - (time.monotonic() - start)) < 0.5 and (done or 3.9 <= waited < 8.0)
 
 
-def test_beside_the_graded_worker_warmers_stop_where_it_is_and_are_gone_before_judging(monkeypatch):
+def test_shared_out_every_case_is_run_once_and_the_warmers_are_gone_before_judging(monkeypatch):
     from autograder import grading, runner
 
-    seen, reached_when_judged = _remember_warmers(monkeypatch), []
+    seen, alive_when_judged = _remember_warmers(monkeypatch), []
     real_judge = runner.judge_cases
 
     def judge_cases(spec, plan, runs, where):
         for warmers in seen:  # killed when the cases ended (but for one still autotuning the timed workload)
-            assert all(s.proc.poll() is not None for i, s in enumerate(warmers.sessions)
-                       if i != warmers.timed_warmer or warmers.timed_call_done)
-            reached_when_judged.append(warmers.reached_case)
+            alive_when_judged.append([i for i, s in enumerate(warmers.sessions) if s.proc.poll() is None
+                                      and (i != warmers.timed_warmer or warmers.timed_call_done)])
+        assert all(run is not None for run in runs)
         return real_judge(spec, plan, runs, where)
 
     monkeypatch.setattr(grading.runner, "judge_cases", judge_cases)
     monkeypatch.setenv("AUTOGRADER_JOBS", "1")
     monkeypatch.setenv(warm.ENV, "2")
-    monkeypatch.setenv(warm.MODE_ENV, "beside")
+    monkeypatch.setenv(warm.MODE_ENV, "share")
     result = grade_submission(SUBMISSIONS / "good_triton.py", ["bias_gelu"], quick=True)
     ex = result["exercises"][0]
     assert ex["correct"] and "compiling ahead" not in ex["seconds"]  # nothing waited for them
     warmers = seen[0]
-    assert warmers.mode == "beside" and reached_when_judged == [len(warmers.plan) - 1]
-    # between the graded worker (forwards) and the warmers (backwards), no case was called twice by a warmer
-    # after the graded worker had reached it
-    assert sum(warmers.calls) <= len(warmers.plan)
+    assert warmers.mode == "share" and alive_when_judged == [[]]
+    ran = ex["seconds"]["cases, where run"]
+    assert ran == {"graded worker": warmers.queue.ran_by.count(warm.GRADED), "warmers": sum(warmers.calls)}
+    assert sum(ran.values()) == len(warmers.plan) == len(ex["cases"])  # every case once
 
 
 def test_the_exercises_as_handed_out_are_known_and_nothing_else_is():
@@ -274,7 +353,6 @@ def test_a_baseline_the_timing_opens_itself_has_the_wait_for_the_gpu_added_to_it
     deadline must grow by the wait for the GPU as the early one's does (else a long wait behind the other
     exercises' timings ended the baseline's time limit inside the timing: the exercise graded as timed out).
     The GPU path, forced on the CPU: the timing itself faked, the wait reported as 1000 s."""
-    import time
 
     from autograder import grading
     from autograder.submission import left_as_handed_out

@@ -262,9 +262,11 @@ def table(calibration: list[dict], nbgrader_rows: list[dict]) -> str:
                 lines.append(f"{ex:22s} " + " ".join(f"{sec.get(p, 0.0):11.1f}" for p in parts))
                 for part in ("cases", "null-kernel check"):
                     by_request = sec.get(f"{part}, by request") or {}
+                    where = sec.get(f"{part}, where run") or {}  # the cases shared out with the warmers
                     if by_request:
                         lines.append(f"{'':22s} {part} by request: "
-                                     + ", ".join(f"{op} {s:.1f}" for op, s in by_request.items()))
+                                     + ", ".join(f"{op} {s:.1f}" for op, s in by_request.items())
+                                     + "".join(f"; {n} run by the {who}" for who, n in where.items()))
             whole = r.get("seconds", {})
             lines.append(f"{r['assignment']:22s} grading {whole.get('grading', 0):.1f} s, nbgrader (executing "
                          f"the notebook) {whole.get('nbgrader', 0):.1f} s")
