@@ -115,14 +115,29 @@ def describe_error(exc: BaseException, source_file: str | None) -> str:
     return text if line is None else f"{text} [line {line}]"
 
 
+# A new process's allocator has no free block: its first outputs would come from memory the device has just
+# mapped (zeros, in practice), where every later call's come from poisoned blocks, so a kernel that leaves
+# elements unwritten could pass on a process's first case and fail on the next (and the cases are shared out
+# among several processes: autograder.warm). The first time, blocks of both of the allocator's pools are made
+# and freed, then poisoned with the rest: two segments of the small pool (allocations of up to 1 MiB) and
+# one large block, split for any output up to its size.
+FIRST_POISON_BYTES = (1 << 20,) * 4 + (64 << 20,)
+_first_poison_done = False
+
+
 def poison_free_cuda_memory() -> None:
     """Overwrite the allocator's cached free blocks with 0xFF bytes (NaN in every float dtype), so an
     output allocated from them and never written cannot hold an earlier answer. One request per free
     block, largest first, all held at once: each lands in a free block (best fit) rather than new memory."""
     import torch
 
+    global _first_poison_done
     held = []
     try:
+        if not _first_poison_done:
+            _first_poison_done = True
+            freed = [torch.empty(n, dtype=torch.uint8, device="cuda") for n in FIRST_POISON_BYTES]
+            del freed  # cached by the allocator, free: poisoned below with the rest
         sizes = sorted((b["size"] for seg in torch.cuda.memory_snapshot() for b in seg["blocks"]
                         if b["state"] == "inactive"), reverse=True)
         for size in sizes:

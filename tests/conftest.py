@@ -130,7 +130,7 @@ WORKER_TESTS: dict[str, set[str] | str] = {
         "test_check_computes_in_its_child_after_this_process_ran_operators_on_several_threads",
         "test_check_survives_a_crashing_kernel_and_names_the_likely_cause"},
     "test_foundation": {"test_kernel_defined_after_course_runs_in_interpreter_on_cpu",
-        "test_size_override_and_bad_value"},
+        "test_size_override_and_bad_value", "test_reading_a_notebook_imports_no_iri_grammar"},
     "test_kernels_flash_attention": {"test_compiles_for_hopper_with_wgmma"},
     "test_kernels_matmul": {"test_compiles_for_hopper_with_wgmma"},
     "test_kernels_memory": {"test_int8_kernel_compiles_for_hopper"},

@@ -284,3 +284,14 @@ def test_only_one_module_reaches_into_triton_internals():
             if any(n.startswith(INTERNAL_PACKAGES) for n in names):
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert not found, found
+
+
+def test_reading_a_notebook_imports_no_iri_grammar():
+    """A process that imports the course reads, validates and writes notebooks without rfc3987_syntax (whose
+    grammars took most of nbformat's import time): the schemas it reads check no IRI."""
+    code = ("import sys, course, nbformat\n"
+            "nb = nbformat.read('solutions/01_naive_ops/01_naive_ops.ipynb', as_version=4)\n"
+            "nbformat.validate(nb)\n"
+            "print(sys.modules.get('rfc3987_syntax'), len(nb.cells) > 0)\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["None", "True"], out.stdout + out.stderr
