@@ -374,3 +374,27 @@ def test_a_baseline_the_timing_opens_itself_has_the_wait_for_the_gpu_added_to_it
     ex = result["exercises"][0]
     assert ex["correct"], ex
     assert len(left) == 1 and left[0] > 1000, left  # the 60 s limit, and the 1000 s waited on top
+
+
+def test_a_case_runs_the_config_its_number_pins_whatever_its_worker_ran_before(tmp_path):
+    """An autotuner caches its choice by its key's arguments and the dtypes: a case whose key an earlier case of
+    the same worker had would run that case's config, not its own, so which configs ran on which cases (and the
+    verdicts) would depend on how the cases were shared out between the workers. Case 3 (float32, pinned to the
+    wrong config of two) fails after case 0 (float32, the right config) in one worker as it fails alone."""
+    from autograder import grading, runner, specs
+    from autograder.isolation import WorkerSession
+    from autograder.submission import load
+
+    spec = specs.get("vector_add")
+    sub = load(SUBMISSIONS / "autotune_bad_config_one_key.py")
+    job = grading.submission_job(spec, sub, sub.write(tmp_path))
+    plan = runner.make_plan(spec, True, 7)
+    assert [plan[k].case.name for k in (0, 3)] == ["n=1 float32", "n=17 float32"]
+    verdicts = []
+    for order in ([3], [0, 3]):
+        with WorkerSession(job, 60.0, cwd=str(sub.path.parent), scratch=str(tmp_path / f"after{order[0]}")) as worker:
+            runs = {number: runner.run_case(worker, plan[number], number) for number in order}
+        judged = runner.judge_cases(spec, [plan[3]], [runs[3]], sub.where)
+        verdicts.append((judged.rows[0]["verdict"], judged.first_fail and judged.first_fail.message))
+    assert verdicts[0] == verdicts[1] and verdicts[0][0] == "FAIL", verdicts
+    assert "BIAS: 1" in verdicts[1][1]
