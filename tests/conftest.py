@@ -149,7 +149,8 @@ WORKER_TESTS: dict[str, set[str] | str] = {
         "test_the_warmer_autotuning_the_timed_workload_outlives_the_cases_and_its_wait_is_bounded",
         "test_an_exercise_left_as_handed_out_starts_no_warmers_and_scores_zero",
         "test_a_baseline_the_timing_opens_itself_has_the_wait_for_the_gpu_added_to_its_time_limit",
-        "test_a_case_runs_the_config_its_number_pins_whatever_its_worker_ran_before"},
+        "test_a_case_runs_the_config_its_number_pins_whatever_its_worker_ran_before",
+        "test_the_graded_workers_own_refusals_are_judged_with_a_case_of_its_own"},
 }
 # Tests that execute notebooks (nbclient, nbgrader, JupyterLab): they are `worker` tests too.
 NOTEBOOK_TESTS: dict[str, set[str] | str] = {

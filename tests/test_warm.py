@@ -240,8 +240,9 @@ def test_the_last_warmer_calls_the_timed_workload_first(tmp_path):
     ahead = warm.Warmers(grading.submission_job(spec, sub, source), 2, 60.0, str(sub.path.parent),
                          str(tmp_path / "bias_gelu")).start()
     ahead.run(plan, timed_args)
-    assert ahead.wait(60.0) == 3  # (no graded worker here: the two warmers ran every case between them)
-    assert ahead.timed_call_done and all(run is not None for run in ahead.queue.runs)
+    # (no graded worker here: the two warmers ran every case between them but the first, kept for it)
+    assert ahead.wait(60.0) == 2 and ahead.graded_first == 0
+    assert ahead.timed_call_done and ahead.queue.runs[0] is None and all(run is not None for run in ahead.queue.runs[1:])
     assert _all_gone(ahead)
 
 
@@ -398,3 +399,21 @@ def test_a_case_runs_the_config_its_number_pins_whatever_its_worker_ran_before(t
         verdicts.append((judged.rows[0]["verdict"], judged.first_fail and judged.first_fail.message))
     assert verdicts[0] == verdicts[1] and verdicts[0][0] == "FAIL", verdicts
     assert "BIAS: 1" in verdicts[1][1]
+
+
+def test_the_graded_workers_own_refusals_are_judged_with_a_case_of_its_own(monkeypatch):
+    """Code that tells the graded worker from the warmers (its sandbox's scratch folder) is refused a change of
+    the environment at import in the graded worker alone, then waits there until the warmers took every case:
+    the refusal, charged to the graded worker's next checked call, costs the points as it does without warmers
+    (the graded worker runs the first case itself, however late it starts)."""
+    from autograder import grading
+
+    monkeypatch.setattr(grading, "fresh_seed", lambda: 12345)
+    monkeypatch.setenv("AUTOGRADER_JOBS", "1")
+    monkeypatch.setenv(warm.MODE_ENV, "share")
+    monkeypatch.setenv(warm.ENV, "2")
+    ex = grade_submission(SUBMISSIONS / "escape_tells_the_graded_worker.py", ["softmax"], quick=True,
+                          timeout=90.0)["exercises"][0]
+    assert not ex["correct"] and ex["score"] == 0, ex
+    assert any("COURSE_FLAG" in v and "refused" in v for v in ex["violations"]), ex["violations"]
+    assert ex["seconds"]["cases, where run"]["graded worker"] >= 1
