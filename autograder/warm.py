@@ -12,7 +12,8 @@ its own Triton cache), each with its own time limit. Two ways to use them (``AUT
   the next case when they are free and run it exactly as the graded worker runs its own (``runner.run_case``:
   load A, prepare, call recorded, ship; refill B, prepare, call, ship; case k runs each autotuned kernel's
   config k), so every case is run once, by one worker of the submission, and what comes back is judged here
-  as the graded worker's is. A warmer that fails, hangs past its time limit or does not load hands its case
+  as the graded worker's is. The first case is the graded worker's own, however late it starts (what its
+  import was refused is charged to its next checked call, which must be a judged one). A warmer that fails, hangs past its time limit or does not load hands its case
   back, and the graded worker runs it; the graded worker waits for the cases taken by others before the
   cases are judged (never past its own time limit: then it runs them itself, and times out as it would
   have). The determinism check, the timing, the checked call on the timed workload and the null-kernel
@@ -155,6 +156,7 @@ class Warmers:
         self.sessions = [WorkerSession(job, timeout_s, cwd=cwd, scratch=f"{scratch}-warm{i}")
                          for i in range(count)]
         self.calls = [0] * count  # cases each warmer called
+        self.graded_first: int | None = None  # share: the case kept for the graded worker (``run``)
         self.timed_call_done = False
         self.timed_warmer: int | None = None  # the warmer that calls the timed workload first
         self.threads: list[threading.Thread] = []
@@ -171,6 +173,11 @@ class Warmers:
         timing's warm-up would."""
         self.plan = plan
         self.queue = CaseQueue(len(plan))
+        # share: the first case is the graded worker's, however late it starts. What its import was refused is
+        # charged to its next checked call: with no case of its own (code that tells it from the warmers can
+        # wait at import until they took every case) that call would be the null-kernel check's, whose
+        # operators nobody judges, and the refusal would cost nothing
+        self.graded_first = self.queue.take() if self.mode == "share" and plan else None
         count = len(self.sessions)
         self.timed_warmer = count - 1 if timed_args is not None and count else None
         work = shares(len(plan), count) if self.mode == "before" else [None] * count
@@ -222,6 +229,9 @@ class Warmers:
         ``runner.CaseRun``, in the plan's order."""
         from autograder import runner
 
+        if self.graded_first is not None:
+            number = self.graded_first
+            self.queue.done(number, runner.run_case(session, self.plan[number], number), GRADED)
         while (number := self.queue.take(wait_until=deadline)) is not None:
             self.queue.done(number, runner.run_case(session, self.plan[number], number), GRADED)
         return list(self.queue.runs)

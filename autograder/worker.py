@@ -182,6 +182,19 @@ class AutotunePin:
             return [chosen]
 
         def pinned_run(self, *args, **kwargs):
+            if cls.index is None:
+                return run(self, *args, **kwargs)
+            # A pinned call runs its own config whatever its process ran before: the autotuner's cache (by the
+            # key's arguments and the dtypes) would hand a later case of the same key the config pinned for an
+            # earlier one, so a case's config, and its verdict, would depend on which worker ran it and what
+            # that worker ran first (autograder.warm shares the cases out). Unpinned calls keep their cache.
+            kept, self.cache = self.cache, {}
+            try:
+                return pinned_retry(self, *args, **kwargs)
+            finally:
+                self.cache = kept
+
+        def pinned_retry(self, *args, **kwargs):
             for _ in range(len(self.configs)):
                 try:
                     return run(self, *args, **kwargs)
@@ -189,7 +202,7 @@ class AutotunePin:
                     # Too many registers or too much shared memory for this GPU: autotuning would time it as
                     # infinitely slow and pick another, so the pinned call takes the next config.
                     failed = getattr(self, "best_config", None)
-                    if cls.index is None or failed is None:
+                    if failed is None:
                         raise
                     for key in [k for k, v in self.cache.items() if v is failed]:
                         del self.cache[key]

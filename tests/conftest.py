@@ -142,9 +142,15 @@ WORKER_TESTS: dict[str, set[str] | str] = {
     "test_worker_start": {"test_a_grading_worker_is_ready_without_dynamo_inductor_or_what_the_audits_rules_name",
                           "test_a_worker_runs_the_text_the_grader_audited_whatever_the_file_holds_by_then"},
     "test_warm": {"test_a_hanging_warmer_is_cut_off_and_the_graded_worker_judges",
-        "test_beside_the_graded_worker_warmers_stop_where_it_is_and_are_gone_before_judging",
+        "test_shared_out_every_case_is_run_once_and_the_warmers_are_gone_before_judging",
+        "test_shared_cases_are_judged_as_the_graded_workers_own",
         "test_every_warmer_is_gone_before_the_graded_cases",
-        "test_the_last_warmer_calls_the_timed_workload_first", "test_warmers_change_no_verdict"},
+        "test_the_last_warmer_calls_the_timed_workload_first", "test_warmers_change_no_verdict",
+        "test_the_warmer_autotuning_the_timed_workload_outlives_the_cases_and_its_wait_is_bounded",
+        "test_an_exercise_left_as_handed_out_starts_no_warmers_and_scores_zero",
+        "test_a_baseline_the_timing_opens_itself_has_the_wait_for_the_gpu_added_to_its_time_limit",
+        "test_a_case_runs_the_config_its_number_pins_whatever_its_worker_ran_before",
+        "test_the_graded_workers_own_refusals_are_judged_with_a_case_of_its_own"},
 }
 # Tests that execute notebooks (nbclient, nbgrader, JupyterLab): they are `worker` tests too.
 NOTEBOOK_TESTS: dict[str, set[str] | str] = {

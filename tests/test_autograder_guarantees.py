@@ -353,7 +353,7 @@ def test_a_pinned_config_that_does_not_fit_the_gpu_gives_way_to_the_next_as_auto
     try:
         with AutotunePin.pinned(3) as used:  # 3 mod 3 = config 0, which does not fit: config 1 runs
             kernel.run(None, 5, grid=(1,))
-        with AutotunePin.pinned(3):  # same shape: the cached choice, never the config that failed
+        with AutotunePin.pinned(3):  # same shape: the pin again, and again the next config, never the one that failed
             kernel.run(None, 5, grid=(1,))
         with AutotunePin.pinned(2):
             kernel.run(None, 6, grid=(1,))

@@ -248,8 +248,9 @@ def test_the_last_warmer_calls_the_timed_workload_first(tmp_path):
     ahead = warm.Warmers(grading.submission_job(spec, sub, source), 2, 60.0, str(sub.path.parent),
                          str(tmp_path / "bias_gelu")).start()
     ahead.run(plan, timed_args)
-    assert ahead.wait(60.0) == 3  # (no graded worker here: the two warmers ran every case between them)
-    assert ahead.timed_call_done and all(run is not None for run in ahead.queue.runs)
+    # (no graded worker here: the two warmers ran every case between them but the first, kept for it)
+    assert ahead.wait(60.0) == 2 and ahead.graded_first == 0
+    assert ahead.timed_call_done and ahead.queue.runs[0] is None and all(run is not None for run in ahead.queue.runs[1:])
     assert _all_gone(ahead)
 
 
@@ -382,3 +383,45 @@ def test_a_baseline_the_timing_opens_itself_has_the_wait_for_the_gpu_added_to_it
     ex = result["exercises"][0]
     assert ex["correct"], ex
     assert len(left) == 1 and left[0] > 1000, left  # the 60 s limit, and the 1000 s waited on top
+
+
+def test_a_case_runs_the_config_its_number_pins_whatever_its_worker_ran_before(tmp_path):
+    """An autotuner caches its choice by its key's arguments and the dtypes: a case whose key an earlier case of
+    the same worker had would run that case's config, not its own, so which configs ran on which cases (and the
+    verdicts) would depend on how the cases were shared out between the workers. Case 3 (float32, pinned to the
+    wrong config of two) fails after case 0 (float32, the right config) in one worker as it fails alone."""
+    from autograder import grading, runner, specs
+    from autograder.isolation import WorkerSession
+    from autograder.submission import load
+
+    spec = specs.get("vector_add")
+    sub = load(SUBMISSIONS / "autotune_bad_config_one_key.py")
+    job = grading.submission_job(spec, sub, sub.write(tmp_path))
+    plan = runner.make_plan(spec, True, 7)
+    assert [plan[k].case.name for k in (0, 3)] == ["n=1 float32", "n=17 float32"]
+    verdicts = []
+    for order in ([3], [0, 3]):
+        with WorkerSession(job, 60.0, cwd=str(sub.path.parent), scratch=str(tmp_path / f"after{order[0]}")) as worker:
+            runs = {number: runner.run_case(worker, plan[number], number) for number in order}
+        judged = runner.judge_cases(spec, [plan[3]], [runs[3]], sub.where)
+        verdicts.append((judged.rows[0]["verdict"], judged.first_fail and judged.first_fail.message))
+    assert verdicts[0] == verdicts[1] and verdicts[0][0] == "FAIL", verdicts
+    assert "BIAS: 1" in verdicts[1][1]
+
+
+def test_the_graded_workers_own_refusals_are_judged_with_a_case_of_its_own(monkeypatch):
+    """Code that tells the graded worker from the warmers (its sandbox's scratch folder) is refused a change of
+    the environment at import in the graded worker alone, then waits there until the warmers took every case:
+    the refusal, charged to the graded worker's next checked call, costs the points as it does without warmers
+    (the graded worker runs the first case itself, however late it starts)."""
+    from autograder import grading
+
+    monkeypatch.setattr(grading, "fresh_seed", lambda: 12345)
+    monkeypatch.setenv("AUTOGRADER_JOBS", "1")
+    monkeypatch.setenv(warm.MODE_ENV, "share")
+    monkeypatch.setenv(warm.ENV, "2")
+    ex = grade_submission(SUBMISSIONS / "escape_tells_the_graded_worker.py", ["softmax"], quick=True,
+                          timeout=90.0)["exercises"][0]
+    assert not ex["correct"] and ex["score"] == 0, ex
+    assert any("COURSE_FLAG" in v and "refused" in v for v in ex["violations"]), ex["violations"]
+    assert ex["seconds"]["cases, where run"]["graded worker"] >= 1
