@@ -157,7 +157,7 @@ def test_warmers_change_no_verdict(monkeypatch, mode):
 
 
 def test_shared_cases_are_judged_as_the_graded_workers_own(monkeypatch):
-    """A wrong submission and one that crashes get the same rows and feedback whichever worker ran their cases
+    """A wrong submission and one that crashes get the same verdicts and feedback whichever worker ran their cases
     (the same seed, so the same cases): the first failure in the plan's order, the crash found again by the
     graded worker when a warmer's case came back."""
     import course
@@ -191,9 +191,12 @@ def test_shared_cases_are_judged_as_the_graded_workers_own(monkeypatch):
         shared = grade_submission(SUBMISSIONS / name, ["softmax"], quick=True, timeout=120.0)["exercises"][0]
         alone = plain[name]["softmax"]
         assert not shared["correct"] and shared.get("ended") == alone.get("ended"), name
-        assert [(r["case"], r["verdict"], r["max_error"]) for r in shared["cases"]] == \
-            [(r["case"], r["verdict"], r["max_error"]) for r in alone["cases"]], name
-        assert shared["feedback"][0] == alone["feedback"][0], name
+        # the verdicts, not the errors: what an element left unwritten holds (poison, or a value an earlier call of
+        # that worker left in memory it freed) depends on what that worker ran before (on a GPU: 3x17 float32's
+        # largest error inf in one run, 0.074 in another), and its error is past any tolerance either way
+        assert [(r["case"], r["verdict"]) for r in shared["cases"]] == \
+            [(r["case"], r["verdict"]) for r in alone["cases"]], name
+        assert shared["feedback"][0].split(":")[:2] == alone["feedback"][0].split(":")[:2], name  # the first failure
     assert len(seen) == 2 and sum(seen[0].calls) >= 1  # the wrong outputs: some judged from the warmers
 
 
