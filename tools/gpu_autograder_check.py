@@ -26,7 +26,8 @@ first:
    finalizer writing the answer after the call, a kernel whose function is wrapped (Triton would compile
    another function's source), a bare numpy name the source never binds, the operator recorder emptied or
    the dispatch modes switched off (reached through a lambda's parameter), inspect and importlib reached the
-   same way, and a Triton function replaced through a parameter all score 0; a public-style fused loss, a triton_op softmax,
+   same way, a Triton function replaced through a parameter, and code that waits at import in the graded
+   worker alone (so that the workers sharing its cases take them all) all score 0; a public-style fused loss, a triton_op softmax,
    a libdevice GELU, a softmax with math's constants and triton.jit called as a function in its kernel,
    Triton's vector-add tutorial, a notebook written with IPython's syntax (read without IPython on the
    runner), environment reports and TRITON_INTERPRET set at import, benchmarks at import with literal
@@ -281,6 +282,7 @@ def notebook_from_source(source: str) -> dict:
 # submission or from the repository (class 2), a size rule dodged with out= (class 6) and a branch only the
 # timed workload takes must score 0 on the GPU; honest code keeps its points.
 LEGALITY_ESCAPES = ("escape_hook_computes", "escape_heuristic_computes", "escape_grid_launches",
+                    "escape_tells_the_graded_worker",
                     "escape_library_hook", "escape_helper_module", "escape_imports_repository",
                     "escape_unaudited_module", "escape_only_when_timed", "escape_lazy_tuple",
                     "bytecode_beside", "escape_values_leave_as_text", "escape_python_in_kernel",

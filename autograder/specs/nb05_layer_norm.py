@@ -272,8 +272,11 @@ EXERCISES = [
             # so full credit from 0.7; the naive eager version (mean, sub, square, mean, rsqrt, mul, add:
             # ~7 passes) measured 0.13x. kernels_ref's tuned kernel reaches 1.26x (the bench). Over repeated
             # gradings on an H200 (results/h200-2026-11-27/repeat-23h10, results/h200-2026-11-28/repeat-03h24) the
-            # solution read 0.73-1.02x: the slowest clears 0.6 by 15%, so full credit from 0.6.
-            threshold=0.6, floor=0.4, naive=naive_layer_norm_fwd),
+            # solution read 0.73-1.02x: the slowest clears 0.6 by 15%, so full credit from 0.6. On a slower H200 host
+            # (results/h200-2026-11-29/grading-time-final-01h57, every lap of that run longer) it read 0.687x, which
+            # clears 0.6 by only 14.5% (its Python launcher's cost weighs on a ~70 us kernel): full credit from
+            # 0.55, still four times the naive version's speedup.
+            threshold=0.55, floor=0.4, naive=naive_layer_norm_fwd),
     ),
     Exercise(
         id="layer_norm_bwd", notebook=NOTEBOOK, entry="layer_norm_bwd",
