@@ -416,9 +416,20 @@ def test_the_graded_workers_own_refusals_are_judged_with_a_case_of_its_own(monke
     """Code that tells the graded worker from the warmers (its sandbox's scratch folder) is refused a change of
     the environment at import in the graded worker alone, then waits there until the warmers took every case:
     the refusal, charged to the graded worker's next checked call, costs the points as it does without warmers
-    (the graded worker runs the first case itself, however late it starts)."""
+    (the graded worker runs the first case itself, however late it starts: here it starts once the warmers have
+    taken every other case)."""
     from autograder import grading
 
+    real_share = warm.Warmers.share_cases
+
+    def share_cases(self, session, deadline):  # the graded worker late: every case left has been taken (or failed)
+        give_up = time.monotonic() + 60
+        while (self.queue._todo and any(t.is_alive() for t in self.threads)
+               and time.monotonic() < give_up):
+            time.sleep(0.05)
+        return real_share(self, session, deadline)
+
+    monkeypatch.setattr(warm.Warmers, "share_cases", share_cases)
     monkeypatch.setattr(grading, "fresh_seed", lambda: 12345)
     monkeypatch.setenv("AUTOGRADER_JOBS", "1")
     monkeypatch.setenv(warm.MODE_ENV, "share")

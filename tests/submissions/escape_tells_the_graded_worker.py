@@ -15,7 +15,7 @@ if _GRADED:
         os.environ["COURSE_FLAG"] = "1"
     except Exception:  # noqa: BLE001
         pass
-    time.sleep(20)
+    time.sleep(8)
 
 
 def softmax(x):
