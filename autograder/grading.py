@@ -365,8 +365,8 @@ def _grade_in(worker, spec, sub, plan, seed, static, baseline=None, clock=None,
     if ahead is not None:  # none is left running during the timing or the null-kernel check; the one
         ahead.close(but_the_timed_call=True)  # compiling the timed workload's configs finishes first (below)
         if ahead.mode == "share":
-            clock.details["cases, where run"] = {"graded worker": ahead.queue.ran_by.count(warm.GRADED),
-                                                 "warmers": len(plan) - ahead.queue.ran_by.count(warm.GRADED)}
+            graded = ahead.queue.ran_by.count(warm.GRADED)
+            clock.details["cases, where run"] = {"graded worker": graded, "warmers": len(plan) - graded}
     clock.lap("cases")
     clock.details["cases, by request"] = requests.seconds
     verdicts = runner.judge_cases(spec, plan, runs, sub.where)

@@ -229,11 +229,10 @@ class Warmers:
         ``runner.CaseRun``, in the plan's order."""
         from autograder import runner
 
-        if self.graded_first is not None:
-            number = self.graded_first
+        number = self.graded_first  # (None only for an empty plan)
+        while number is not None:
             self.queue.done(number, runner.run_case(session, self.plan[number], number), GRADED)
-        while (number := self.queue.take(wait_until=deadline)) is not None:
-            self.queue.done(number, runner.run_case(session, self.plan[number], number), GRADED)
+            number = self.queue.take(wait_until=deadline)
         return list(self.queue.runs)
 
     def before_cases(self, worker, clock, timeout_s: float) -> None:
