@@ -279,6 +279,47 @@ HONEST_SNIPPETS = {
             apply.scale = scale
             return apply
     """,
+    # a validating decorator reads its function's signature once, at import: inspect.signature and its kind
+    # tests reach no frame (inspect's frame readers stay refused: CHEATS)
+    "a decorator that reads a signature with inspect": """
+        import inspect
+        from inspect import signature
+        def checked(fn):
+            names = list(inspect.signature(fn).parameters)
+            assert inspect.isfunction(fn) and signature(fn)
+            return fn
+        @checked
+        def softmax(x):
+            return x
+    """,
+    "a benchmark's switches of the garbage collector": """
+        import gc
+        from gc import collect
+        def f():
+            collect()
+            was = gc.isenabled()
+            gc.disable()
+            if was:
+                gc.enable()
+    """,
+    # torch.library.custom_op is PyTorch's documented custom-operator API, triton_op's sibling: the operator's
+    # Python is the submission's own, run under the recorder
+    "an own custom op with its fake implementation": """
+        import torch
+        @torch.library.custom_op('mylib::rows', mutates_args=())
+        def rows(x: torch.Tensor) -> torch.Tensor:
+            return torch.empty_like(x)
+        @rows.register_fake
+        def _(x):
+            return torch.empty_like(x)
+        torch.library.register_fake('mylib::rows')(lambda x: torch.empty_like(x))
+    """,
+    "classes and keywords of literal names": """
+        def f(t, **meta):
+            M = type('M', (), {'a': 1})
+            N = type('N', (), dict(b=2))
+            return f(t, **{'BLOCK': 4}, **meta), type(t), M, N
+    """,
 }
 
 
@@ -405,21 +446,6 @@ def test_gc_beyond_its_switches_is_reported(snippet):
     assert "forbidden-import" in rules(snippet), audit(snippet)
 
 
-def test_inspects_signature_readers_are_not_reported():
-    """A validating decorator reads its function's signature once, at import: inspect.signature and its
-    kind tests reach no frame (inspect's frame readers stay refused: CHEATS)."""
-    source = ("import inspect\nfrom inspect import signature\ndef checked(fn):\n"
-              "    names = list(inspect.signature(fn).parameters)\n    assert inspect.isfunction(fn) and signature(fn)\n"
-              "    return fn\n@checked\ndef softmax(x):\n    return x")
-    assert audit(source) == []
-
-
-def test_gc_switches_of_a_careful_benchmark_are_not_reported():
-    source = ("import gc\nfrom gc import collect\ndef f():\n    collect()\n    was = gc.isenabled()\n"
-              "    gc.disable()\n    if was:\n        gc.enable()")
-    assert audit(source) == []
-
-
 def test_a_profiler_in_the_graded_code_of_a_tensor_exercise_is_reported():
     """The grader times a checked call's kernels with torch's profiler (one Kineto session): a profiler of the
     code's own inside the graded function would end or replace it. At the module's level (a notebook's
@@ -429,22 +455,6 @@ def test_a_profiler_in_the_graded_code_of_a_tensor_exercise_is_reported():
     tensor_exercise = dict(entry="softmax", forbidden_calls=forbidden_calls_for(specs.get("softmax")), outside_torch=True)
     assert "grader-state" in {f.rule for f in audit(inside, **tensor_exercise)}
     assert audit(module, **tensor_exercise) == [] and audit(inside, entry="softmax") == []
-
-
-def test_an_own_custom_op_with_its_fake_implementation_is_not_reported():
-    """torch.library.custom_op is PyTorch's documented custom-operator API, triton_op's sibling: the
-    operator's Python is the submission's own, run under the recorder."""
-    source = ("import torch\n@torch.library.custom_op('mylib::rows', mutates_args=())\n"
-              "def rows(x: torch.Tensor) -> torch.Tensor:\n    return torch.empty_like(x)\n"
-              "@rows.register_fake\ndef _(x):\n    return torch.empty_like(x)\n"
-              "torch.library.register_fake('mylib::rows')(lambda x: torch.empty_like(x))\n")
-    assert audit(source) == []
-
-
-def test_classes_and_keywords_of_literal_names_are_not_reported():
-    source = ("def f(t, **meta):\n    M = type('M', (), {'a': 1})\n    N = type('N', (), dict(b=2))\n"
-              "    return f(t, **{'BLOCK': 4}, **meta), type(t), M, N")
-    assert audit(source) == []
 
 
 @pytest.mark.parametrize("snippet", NUMPY_ON_VALUES)

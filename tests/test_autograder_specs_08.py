@@ -113,31 +113,21 @@ def test_the_held_bytes_are_measured_around_checked_calls_and_never_timed():
     assert len(caught) >= 2, caught
 
 
-def test_a_tensor_is_sized_by_what_its_storage_holds():
-    # the whole weight dequantized (copy_ of w_q) into a view of a buffer empty_strided made as 2 elements N*K - 1
-    # apart: the largest tensor any operator handed back had 2 elements (7 of 7 correctness points)
-    q = graded("later/dequantizes_into_a_strided_buffer_08.py", ("int8_weight_linear",), 300.0)["int8_weight_linear"]
-    assert q["score"] == 0 and not q["correct"]
-    assert any("aten.empty_strided at line 14" in v and "must never hold more than" in v for v in q["violations"]), \
-        q["violations"]
-
-
-def test_a_storage_grown_by_set_is_sized():
+@pytest.mark.parametrize("submission, found", [
+    # the whole weight dequantized (copy_ of w_q) into a view of a buffer empty_strided made as 2 elements
+    # N*K - 1 apart: the largest tensor any operator handed back had 2 elements
+    ("dequantizes_into_a_strided_buffer_08.py", "aten.empty_strided at line 14"),
     # the same into a tensor of 2 elements set_ on its own storage with a size N*K - 1 apart: set_ grew the
-    # storage to the whole weight, and set_'s tensor was sized by nobody (7 of 7 correctness points)
-    q = graded("later/dequantizes_into_a_set_buffer_08.py", ("int8_weight_linear",), 300.0)["int8_weight_linear"]
-    assert q["score"] == 0 and not q["correct"]
-    assert any("aten.set_ at line 16" in v and "must never hold more than" in v for v in q["violations"]), \
-        q["violations"]
-
-
-def test_a_tensor_is_sized_by_the_float32_elements_its_bytes_hold():
+    # storage to the whole weight, and set_'s tensor was sized by nobody
+    ("dequantizes_into_a_set_buffer_08.py", "aten.set_ at line 16"),
     # the whole weight converted to float16 (copy_) into an int64 buffer of N*K/4 elements viewed as float16:
-    # the limit counts floating-point elements, and 8 bytes an element hid four of them (7 of 7 correctness points)
-    q = graded("later/dequantizes_into_packed_words_08.py", ("int8_weight_linear",), 300.0)["int8_weight_linear"]
+    # the limit counts floating-point elements, and 8 bytes an element hid four of them
+    ("dequantizes_into_packed_words_08.py", "aten.empty at line 13")])
+def test_a_tensor_is_sized_by_the_float32_elements_its_storage_holds(submission, found):
+    # each kept 7 of 7 correctness points before its tensor was sized by its storage
+    q = graded(f"later/{submission}", ("int8_weight_linear",), 300.0)["int8_weight_linear"]
     assert q["score"] == 0 and not q["correct"]
-    assert any("aten.empty at line 13" in v and "must never hold more than" in v for v in q["violations"]), \
-        q["violations"]
+    assert any(found in v and "must never hold more than" in v for v in q["violations"]), q["violations"]
 
 
 def test_memory_no_operator_allocated_is_counted_once_written():

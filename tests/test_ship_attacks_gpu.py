@@ -169,14 +169,10 @@ def test_work_on_another_gpu_of_the_host_is_not_there_to_do():
     assert not ex["correct"] and ex["score"] == 0.0, _text(ex)
 
 
-@pytest.mark.gpu
-def test_an_honest_strided_output_keeps_its_points_on_the_gpu():
-    ex = _graded("honest_strided_output.py", "softmax")
-    assert ex["correct"] and not ex["violations"], _text(ex)
-
-
-@pytest.mark.worker
-def test_an_honest_strided_output_keeps_its_points():
+# graded where the suite runs (the GPU's memory where there is one); the `gpu` copy puts it in `make gpu-test`
+@pytest.mark.parametrize("tier", [pytest.param("here", marks=pytest.mark.worker),
+                                  pytest.param("gpu", marks=pytest.mark.gpu)])
+def test_an_honest_strided_output_keeps_its_points(tier):
     ex = _graded("honest_strided_output.py", "softmax")
     assert ex["correct"] and not ex["violations"], _text(ex)
 

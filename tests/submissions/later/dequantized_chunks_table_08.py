@@ -10,6 +10,7 @@ import triton
 import triton.language as tl
 
 from course.triton_compat import dot
+from keeps_dequantized_chunks_08 import dequantized_pieces
 
 
 @triton.jit
@@ -33,12 +34,7 @@ def _table_kernel(x_ptr, table_ptr, s_ptr, b_ptr, y_ptr, M, N, K, R, sxm, sxk, s
 def int8_weight_linear(x, w_q, w_scale, bias):
     m, k = x.shape
     n = w_q.shape[0]
-    rows = max(1, max(m * k, m * n, n, k) // k)  # a chunk no larger than the largest tensor allowed
-    chunks = []
-    for r0 in range(0, n, rows):
-        chunk = torch.empty((min(rows, n - r0), k), dtype=torch.float32, device=x.device)
-        chunk.copy_(w_q[r0:r0 + rows])
-        chunks.append(chunk)  # kept: together they are the whole weight in float32
+    chunks, rows = dequantized_pieces(x, w_q)  # kept: together they are the whole weight in float32
     table = torch.tensor([c.data_ptr() for c in chunks], dtype=torch.int64, device=x.device)
     y = torch.empty((m, n), dtype=x.dtype, device=x.device)
     _table_kernel[(triton.cdiv(n, 32), triton.cdiv(m, 16))](

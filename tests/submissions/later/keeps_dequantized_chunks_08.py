@@ -8,15 +8,22 @@ import torch
 from good_08 import _int8_linear_kernel, triton
 
 
-def int8_weight_linear(x, w_q, w_scale, bias):
-    m, k = x.shape
-    n = w_q.shape[0]
-    rows = max(1, max(m * k, m * n, n, k) // k)  # a piece no larger than the largest tensor allowed
+def dequantized_pieces(x, w_q):
+    """w_q in float32, a few rows at a time, every piece kept: (the pieces, the rows of each)."""
+    k, n = x.shape[1], w_q.shape[0]
+    rows = max(1, max(x.shape[0] * k, x.shape[0] * n, n, k) // k)  # a piece no larger than the largest tensor allowed
     pieces = []
     for r0 in range(0, n, rows):
         piece = torch.empty((min(rows, n - r0), k), dtype=torch.float32, device=x.device)
         piece.copy_(w_q[r0:r0 + rows])
         pieces.append(piece)
+    return pieces, rows
+
+
+def int8_weight_linear(x, w_q, w_scale, bias):
+    m, k = x.shape
+    n = w_q.shape[0]
+    pieces, _ = dequantized_pieces(x, w_q)  # kept until the kernel has run: the weight in float32, held
     y = torch.empty((m, n), dtype=x.dtype, device=x.device)
     _int8_linear_kernel[(triton.cdiv(n, 32), triton.cdiv(m, 16))](
         x, w_q, w_scale, bias, y, m, n, k, x.stride(0), x.stride(1), w_q.stride(0), w_q.stride(1), y.stride(0),
