@@ -295,3 +295,17 @@ def test_reading_a_notebook_imports_no_iri_grammar():
             "print(sys.modules.get('rfc3987_syntax'), len(nb.cells) > 0)\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["None", "True"], out.stdout + out.stderr
+
+
+def test_the_unit_tier_knows_a_sandboxed_worker_for_a_python_process(tmp_path):
+    """`make check` refuses every test that starts a Python process (tests/conftest.py): a grading worker's
+    command line starts with the sandbox where there is one (bwrap ... python -m autograder.worker), and a test
+    that started one went unnoticed into the unit tier."""
+    from conftest import _is_python
+
+    from autograder.sandbox import sandbox_argv
+
+    worker = [sys.executable, "-m", "autograder.worker", "3"]
+    wrapped, _ = sandbox_argv(worker, tmp_path / "scratch")
+    assert _is_python(worker) and _is_python(wrapped)
+    assert not _is_python(["git", "status"]) and not _is_python("ls")
