@@ -52,13 +52,8 @@ echo "installing the course${EXTRA:+ with [$EXTRA]} into $VENV (torch 2.13.0, tr
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
 # torch first and pinned: where no CUDA is wanted, this picks the CPU build available to pip here;
 # an unpinned torch would pull several GB of CUDA packages.
-# --no-compile, then compileall on every core: pip writes the packages' bytecode one file after another
-# (11,000 files, about 30 s of CPU), and a Python that may not write bytecode (PYTHONDONTWRITEBYTECODE)
-# would compile torch from source at every start without it.
-"$VENV/bin/python" -m pip install --quiet --no-compile "torch==2.13.0"
-"$VENV/bin/python" -m pip install --quiet --no-compile -e ".${EXTRA:+[$EXTRA]}" \
-    || fail "installing the project failed; see pip's message above."
-"$VENV/bin/python" -m compileall -qq -j 0 "$VENV/lib" >/dev/null 2>&1 || true  # (a few packages' test data is not Python 3)
+"$VENV/bin/python" -m pip install --quiet "torch==2.13.0"
+"$VENV/bin/python" -m pip install --quiet -e ".${EXTRA:+[$EXTRA]}" || fail "installing the project failed; see pip's message above."
 # The stamp lists what is installed: the course (an empty line) and each extra, one a line.
 { [ -f "$STAMP" ] && [ "$STAMP" -nt pyproject.toml ] && cat "$STAMP"; echo "$EXTRA"; } | sort -u > "$STAMP.new"
 mv "$STAMP.new" "$STAMP"
