@@ -35,17 +35,20 @@ lab: venv
 	    --ServerApp.root_dir="$(abspath $(LAB_DIR))" --IdentityProvider.token="$$token"
 
 # The whole suite (what CI runs), on TEST_JOBS processes side by side (pytest-xdist; tests that share a
-# graded submission stay in one process, `xdist_group`). Without a GPU, Triton runs under the interpreter
-# and `gpu` tests are skipped. The probes' tests are apart: `make probes-test`.
+# graded submission stay in one process, `xdist_group`). It runs as on CI wherever it runs: no GPU visible
+# (CPU_ONLY), Triton under the interpreter, `gpu` tests skipped (on a GPU machine: `make gpu-test`). Its
+# kernel tests hold the interpreter's float32 (exact dots); a GPU reads float32 dot operands as TF32.
+# The probes' tests are apart: `make probes-test`.
 TEST_JOBS ?= 2
+CPU_ONLY := CUDA_VISIBLE_DEVICES=
 test: venv
-	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadgroup $(PYTEST_ARGS)
+	$(CPU_ONLY) $(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadgroup $(PYTEST_ARGS)
 
 # The unit tier, for a quick loop while editing: no test that starts a process (grading workers, check's
 # child, notebooks, nbgrader, Dask); starting one fails the test there (tests/conftest.py). TEST_JOBS
 # processes side by side, as `make test`.
 check: venv
-	COURSE_TEST_TIER=unit $(BIN)/python -m pytest -n $(TEST_JOBS) -m "not worker and not slow" $(PYTEST_ARGS)
+	$(CPU_ONLY) COURSE_TEST_TIER=unit $(BIN)/python -m pytest -n $(TEST_JOBS) -m "not worker and not slow" $(PYTEST_ARGS)
 
 # JupyterLab in headless Chromium (tests/test_browser.py): `make lab` on a learner's filled-in 03 notebook,
 # Run All Cells, the check tables, the plot, no traceback; screenshots in out/browser/. Needs a system

@@ -237,7 +237,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
     if course.ON_GPU:
         return
-    reason = "needs a CUDA GPU: this machine has none (runs on the GPU runner with `pytest -m gpu`)"
+    reason = ("needs a CUDA GPU: none is visible here (`make test` hides any, as on CI; on a GPU machine "
+              "`make gpu-test` runs these)")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(pytest.mark.skip(reason=reason))

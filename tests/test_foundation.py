@@ -63,6 +63,17 @@ def test_each_person_installs_what_they_need():
     assert "notebooks release clean-nbgrader: EXTRA = instructor" in makefile
 
 
+def test_the_suites_make_targets_hide_any_gpu_and_gpu_test_uses_it():
+    """`make test` and `make check` run as on CI wherever they run (their kernel tests hold the interpreter's exact
+    float32; a GPU's TF32 dots fail them); `make gpu-test` is the GPU's."""
+    def recipe(target):
+        out = subprocess.run(["make", "-n", target], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+        return next(line for line in out.splitlines() if "-m pytest" in line)
+
+    assert all(recipe(t).startswith("CUDA_VISIBLE_DEVICES= ") for t in ("test", "check"))
+    assert "CUDA_VISIBLE_DEVICES" not in recipe("gpu-test")
+
+
 def test_device_switch_matches_this_machine():
     if torch.cuda.is_available():
         assert course.ON_GPU and course.DEVICE.type == "cuda"

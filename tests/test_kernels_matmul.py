@@ -303,7 +303,7 @@ def test_compiling_for_hopper_names_fp_fusion_as_the_runners_compile(monkeypatch
     from course.aot import compile_for_hopper
 
     warned = []
-    monkeypatch.setattr(triton.knobs, "warn_once", warned.append)
+    monkeypatch.setattr(triton.knobs, "warn_once", warned.append, raising=False)  # (Triton 3.6 has none: no warning)
     x = torch.ones(16)
     compiled = compile_for_hopper(_axpb_kernel, x, torch.empty(16), 16, BLOCK=16)
     assert not warned and "fma.rn.f32" in compiled.asm["ptx"]
