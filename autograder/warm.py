@@ -13,11 +13,11 @@ its own Triton cache), each with its own time limit. Two ways to use them (``AUT
   load A, prepare, call recorded, ship; refill B, prepare, call, ship; case k runs each autotuned kernel's
   config k), so every case is run once, by one worker of the submission, and what comes back is judged here
   as the graded worker's is. The first case is the graded worker's own, however late it starts (what its
-  import was refused is charged to its next checked call, which must be a judged one). A warmer that fails, hangs past its time limit or does not load hands its case
-  back, and the graded worker runs it; the graded worker waits for the cases taken by others before the
-  cases are judged (never past its own time limit: then it runs them itself, and times out as it would
-  have). The determinism check, the timing, the checked call on the timed workload and the null-kernel
-  check stay with the graded worker.
+  import was refused is charged to its next checked call, which must be a judged one). A warmer that fails,
+  hangs past its time limit or does not load hands its case back, and the graded worker runs it; the graded
+  worker waits for the cases taken by others before the cases are judged (never past its own time limit:
+  then it runs them itself, and times out as it would have). The determinism check, the timing, the checked
+  call on the timed workload and the null-kernel check stay with the graded worker.
 - ``before``: the warmers call the cases first, each its share dealt from the first case on, to compile
   them; nothing they bring back is read; the graded worker's first case waits until they are done (at most
   a quarter of the time limit, given back to its deadline), they are killed before it, and it runs every

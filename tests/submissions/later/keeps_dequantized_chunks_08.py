@@ -10,8 +10,8 @@ from good_08 import _int8_linear_kernel, triton
 
 def dequantized_pieces(x, w_q):
     """w_q in float32, a few rows at a time, every piece kept: (the pieces, the rows of each)."""
-    k, n = x.shape[1], w_q.shape[0]
-    rows = max(1, max(x.shape[0] * k, x.shape[0] * n, n, k) // k)  # a piece no larger than the largest tensor allowed
+    (m, k), n = x.shape, w_q.shape[0]
+    rows = max(1, max(m * k, m * n, n, k) // k)  # a piece no larger than the largest tensor allowed
     pieces = []
     for r0 in range(0, n, rows):
         piece = torch.empty((min(rows, n - r0), k), dtype=torch.float32, device=x.device)
